@@ -1,0 +1,53 @@
+// Runtime configuration: a plain struct, overridable by REPRISE_* environment variables (see README).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace reprise {
+
+/// Which implementation runs the device-side kernels (digest, compare+compact, pack, unpack).
+enum class DeviceBackendKind {
+  Auto,      ///< CUDA when built with CUDA and a GPU is present, otherwise host twin
+  Cuda,      ///< CUDA; an error when no GPU is usable
+  HostTwin,  ///< the host twins of the kernels; "device" regions must then be host-accessible (tests)
+};
+
+struct Config {
+  /// Rank id used to name this process's checkpoint files (single-rank runtime; MPI sets it later).
+  int rank = 0;
+  /// Dirty-tracking unit. Multiple of 16, at least 256 bytes.
+  std::size_t chunk_bytes = 64 * 1024;
+  /// A full version every `full_every` versions; differential versions in between. 1 = always full.
+  unsigned full_every = 8;
+  /// Differential chains (a full version and its differentials) kept; older chains are released.
+  unsigned keep_chains = 2;
+  /// Directory store root; empty = versions kept in this process's host memory.
+  std::string dir;
+  /// Host threads that digest host regions.
+  unsigned digest_threads = 2;
+  /// Size of each of the two pinned buffers the drain uses (device regions).
+  std::size_t pinned_piece_bytes = 8u << 20;
+  /// Device staging memory a checkpoint may use at once; more dirty data is packed and drained in rounds.
+  std::size_t staging_bytes = std::size_t(1) << 30;
+  /// Checkpoints whose drain is not finished before checkpoint() waits for the oldest one.
+  unsigned max_inflight = 2;
+  /// Check every restored chunk against the version's digests before writing any protected data.
+  bool verify_restore = true;
+  /// Device kernels implementation.
+  DeviceBackendKind device_backend = DeviceBackendKind::Auto;
+  /// When not empty, metrics JSON is written there by wait() and at shutdown.
+  std::string metrics_file;
+
+  /// `base` overridden by the REPRISE_* variables that are set. Throws ConfigError on bad values.
+  static Config from_env(Config base);
+  static Config from_env() { return from_env(Config{}); }
+  /// Throws ConfigError naming the first invalid field.
+  void validate() const;
+};
+
+/// Parses "65536", "64K", "64KiB", "8M", "1GiB" (binary units). Throws ConfigError mentioning `what`.
+std::size_t parse_bytes(const std::string& text, const std::string& what);
+
+}  // namespace reprise

@@ -1,0 +1,42 @@
+// Kokkos adapter: Runtime::protect(view) for any contiguous view in host or device memory.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include "reprise/reprise.hpp"
+
+namespace reprise {
+namespace detail {
+
+template <class View>
+constexpr MemorySpace memory_space_of() {
+  using Space = typename View::memory_space;
+#if defined(KOKKOS_ENABLE_CUDA)
+  // UVM and pinned host memory are host-accessible but live with the GPU: digest them there.
+  if (std::is_same_v<Space, Kokkos::CudaSpace> || std::is_same_v<Space, Kokkos::CudaUVMSpace>)
+    return MemorySpace::Device;
+#endif
+  return Kokkos::SpaceAccessibility<Kokkos::HostSpace, Space>::accessible ? MemorySpace::Host
+                                                                           : MemorySpace::Device;
+}
+
+}  // namespace detail
+
+template <class View, class>
+void Runtime::protect(const View& view) {
+  static_assert(Kokkos::is_view<View>::value, "Runtime::protect(view) takes a Kokkos::View");
+  const std::string label = view.label();
+  if (label.empty()) throw UsageError("a Kokkos view without a label cannot be protected: give it a name");
+  if (!view.span_is_contiguous())
+    throw UsageError("view '" + label +
+                     "' is not contiguous (strided subview?): protect the whole view it comes from, "
+                     "or deep_copy it into a contiguous one");
+  // Keep the allocation alive while it is registered, even if the application drops its handle.
+  auto holder = std::make_shared<View>(view);
+  const std::size_t bytes = view.span() * sizeof(typename View::value_type);
+  protect(label, static_cast<void*>(const_cast<typename View::non_const_value_type*>(view.data())), bytes,
+          detail::memory_space_of<View>(), std::shared_ptr<void>(holder, holder.get()));
+  add_fence("kokkos", [] { Kokkos::fence(); });
+}
+
+}  // namespace reprise

@@ -1,0 +1,90 @@
+// Reprise public API: protect data, checkpoint it asynchronously, restore it.
+//
+//   reprise::Runtime rt(reprise::Config::from_env());
+//   rt.protect(u);                       // Kokkos view (include <reprise/kokkos.hpp>)
+//   rt.protect("step", &step);           // trivially copyable value
+//   if (rt.restarted()) rt.restore();
+//   for (; step < n; ++step) { ...; if (step % k == 0) rt.checkpoint(step); }
+//   rt.wait();
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "reprise/config.hpp"
+#include "reprise/errors.hpp"
+#include "reprise/memory_space.hpp"
+#include "reprise/metrics.hpp"
+
+namespace reprise {
+
+class Runtime {
+ public:
+  explicit Runtime(Config config = Config::from_env());
+  ~Runtime();  ///< waits for in-flight checkpoints; errors are reported on stderr, never thrown
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  /// Registers `bytes` at `data` (in `space`) under `name`. `keepalive` is held while registered
+  /// (e.g. a Kokkos view's allocation). Throws UsageError when the name is taken.
+  void protect(const std::string& name, void* data, std::size_t bytes, MemorySpace space,
+               std::shared_ptr<void> keepalive = nullptr);
+
+  /// Registers one trivially copyable host value.
+  template <class T, class = std::enable_if_t<std::is_trivially_copyable_v<T> && !std::is_pointer_v<T>>>
+  void protect(const std::string& name, T* value) {
+    protect(name, static_cast<void*>(value), sizeof(T), MemorySpace::Host);
+  }
+
+  /// Registers a Kokkos view (label = name; any memory space; contiguous layouts only).
+  /// Defined in <reprise/kokkos.hpp>, which must be included to use it.
+  template <class View, class = decltype(std::declval<const View&>().span_is_contiguous())>
+  void protect(const View& view);
+
+  /// Unregisters a region (it will not be in later versions).
+  void unprotect(const std::string& name);
+
+  /// Takes version `version` (strictly greater than the previous one) of every protected region. Returns once
+  /// the snapshot is captured: the application may then modify its data. Draining and storing go on in the
+  /// background; wait() makes them durable.
+  void checkpoint(std::uint64_t version);
+
+  /// Blocks until every checkpoint taken so far is durable in the store. Throws the first background error.
+  void wait();
+
+  /// True when the store already holds a restorable version at startup (a restarted run).
+  bool restarted() const;
+
+  /// Restores the newest version whose whole chain is intact (a damaged newer version is skipped and reported
+  /// on stderr). Returns the version restored. Throws RestoreError when nothing is restorable. Protected data
+  /// are written only after every chunk was read and verified.
+  std::uint64_t restore();
+  /// Restores exactly `version`; throws RestoreError or CorruptCheckpointError (data untouched) otherwise.
+  std::uint64_t restore(std::uint64_t version);
+
+  /// Newest durable version, if any.
+  std::optional<std::uint64_t> latest_version() const;
+  /// Every durable version, ascending.
+  std::vector<std::uint64_t> versions() const;
+
+  /// `fence` runs at the start of checkpoint() and restore() so pending device work is visible
+  /// (Kokkos::fence). A second fence under the same key replaces the first.
+  void add_fence(const std::string& key, std::function<void()> fence);
+
+  const Config& config() const;
+  std::vector<CheckpointMetrics> metrics() const;
+  std::string metrics_json() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace reprise

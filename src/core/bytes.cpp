@@ -1,0 +1,54 @@
+#include "core/bytes.hpp"
+
+#include <cstdlib>
+#include <new>
+
+namespace reprise::core {
+
+void HostBytes::Free::operator()(std::byte* p) const { std::free(p); }
+
+HostBytes::HostBytes(std::size_t bytes) : size_(bytes), capacity_(bytes) {
+  const std::size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!p) throw std::bad_alloc();
+  data_.reset(static_cast<std::byte*>(p));
+}
+
+void HostBytes::resize_within(std::size_t bytes) {
+  if (bytes > capacity_) throw std::length_error("HostBytes::resize_within beyond capacity");
+  size_ = bytes;
+}
+
+HostBytes BufferPool::take(std::size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t best = free_.size();
+    for (std::size_t i = 0; i < free_.size(); ++i)
+      if (free_[i].capacity() >= bytes && (best == free_.size() || free_[i].capacity() < free_[best].capacity()))
+        best = i;
+    // Reuse only when the waste is bounded, so one huge buffer does not serve every tiny version.
+    if (best != free_.size() && free_[best].capacity() <= 2 * bytes + (1u << 20)) {
+      HostBytes out = std::move(free_[best]);
+      free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
+      out.resize_within(bytes);
+      return out;
+    }
+  }
+  return HostBytes(bytes);
+}
+
+void BufferPool::give(HostBytes&& buffer) {
+  if (!buffer.data()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (free_.size() >= max_buffers_) free_.erase(free_.begin());
+  free_.push_back(std::move(buffer));
+}
+
+std::size_t BufferPool::held_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::size_t n = 0;
+  for (const auto& b : free_) n += b.capacity();
+  return n;
+}
+
+}  // namespace reprise::core

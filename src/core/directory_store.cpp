@@ -1,0 +1,208 @@
+// One file per rank per version: DIR/rank-<r>/version-<v>.reprise. A file appears only complete: it is written
+// under a temporary name, fsync'ed, renamed, and the directory fsync'ed.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "core/format.hpp"
+#include "core/version_store.hpp"
+#include "reprise/errors.hpp"
+
+namespace reprise::core {
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+void make_dirs(const std::string& path) {
+  std::string cur;
+  for (std::size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      if (!cur.empty() && ::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+        throw StoreError("cannot create checkpoint directory " + cur + ": " + errno_text() +
+                         " (check REPRISE_DIR and its permissions)");
+    }
+    if (i < path.size()) cur.push_back(path[i]);
+  }
+}
+
+void write_all(int fd, const void* data, std::size_t bytes, const std::string& path) {
+  const auto* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd, p, std::min<std::size_t>(bytes, std::size_t(1) << 30));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw StoreError("cannot write " + path + ": " + errno_text() + " (disk full?)");
+    }
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+}
+
+void read_all(int fd, void* data, std::size_t bytes, const std::string& path) {
+  auto* p = static_cast<char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::read(fd, p, std::min<std::size_t>(bytes, std::size_t(1) << 30));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw StoreError("cannot read " + path + ": " + errno_text());
+    if (n == 0) throw CorruptCheckpointError(path, "truncated: file ended early");
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+}
+
+class DirectoryStore final : public VersionStore {
+ public:
+  DirectoryStore(std::string dir, int rank) : dir_(std::move(dir)), rank_(rank) {
+    rank_dir_ = dir_ + "/rank-" + std::to_string(rank_);
+    make_dirs(rank_dir_);
+    remove_stale_temporaries();
+  }
+
+  std::string describe() const override { return "directory " + rank_dir_; }
+  std::string locate(std::uint64_t version) const override { return version_file_path(dir_, rank_, version); }
+
+  void put(const Manifest& manifest, std::shared_ptr<const HostBytes> payload, std::uint64_t sum) override {
+    const std::string path = locate(manifest.version);
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    const std::vector<std::byte> head = encode_head(manifest, sum);
+    {
+      Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      if (fd.get() < 0) throw StoreError("cannot create " + tmp + ": " + errno_text());
+      try {
+        write_all(fd.get(), head.data(), head.size(), tmp);
+        if (payload && payload->size()) write_all(fd.get(), payload->data(), payload->size(), tmp);
+        if (::fsync(fd.get()) != 0) throw StoreError("fsync " + tmp + " failed: " + errno_text());
+      } catch (...) {
+        ::unlink(tmp.c_str());
+        throw;
+      }
+      if (::close(fd.release()) != 0) {
+        ::unlink(tmp.c_str());
+        throw StoreError("close " + tmp + " failed: " + errno_text());
+      }
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      ::unlink(tmp.c_str());
+      throw StoreError("cannot rename " + tmp + " to " + path + ": " + errno_text());
+    }
+    sync_dir();
+  }
+
+  std::vector<std::uint64_t> list() const override {
+    std::vector<std::uint64_t> out;
+    DIR* d = ::opendir(rank_dir_.c_str());
+    if (!d) return out;
+    while (dirent* e = ::readdir(d)) {
+      unsigned long long v = 0;
+      char tail[16] = {};
+      if (std::sscanf(e->d_name, "version-%llu.reprise%15s", &v, tail) == 1) out.push_back(v);
+    }
+    ::closedir(d);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  Manifest load_manifest(std::uint64_t version) const override {
+    const std::string path = locate(version);
+    Fd fd = open_version(path, version);
+    const std::uint64_t size = file_size(fd.get(), path);
+    std::byte hb[kHeaderBytes];
+    read_all(fd.get(), hb, std::min<std::uint64_t>(size, kHeaderBytes), path);
+    const Header h = decode_header(hb, std::min<std::uint64_t>(size, kHeaderBytes), path, size);
+    std::vector<std::byte> mb(h.manifest_bytes);
+    read_all(fd.get(), mb.data(), mb.size(), path);
+    return decode_head_manifest(h, mb.data(), path);
+  }
+
+  StoredVersion load(std::uint64_t version) const override {
+    const std::string path = locate(version);
+    Fd fd = open_version(path, version);
+    const std::uint64_t size = file_size(fd.get(), path);
+    std::byte hb[kHeaderBytes];
+    read_all(fd.get(), hb, std::min<std::uint64_t>(size, kHeaderBytes), path);
+    const Header h = decode_header(hb, std::min<std::uint64_t>(size, kHeaderBytes), path, size);
+    std::vector<std::byte> mb(h.manifest_bytes);
+    read_all(fd.get(), mb.data(), mb.size(), path);
+    StoredVersion out{decode_head_manifest(h, mb.data(), path), nullptr, path};
+    auto payload = std::make_shared<HostBytes>(h.payload_bytes);
+    read_all(fd.get(), payload->data(), h.payload_bytes, path);
+    verify_payload(h, payload->data(), path);
+    out.payload = std::move(payload);
+    return out;
+  }
+
+  void release(std::uint64_t version) override {
+    const std::string path = locate(version);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+      throw StoreError("cannot remove " + path + ": " + errno_text());
+  }
+
+ private:
+  Fd open_version(const std::string& path, std::uint64_t version) const {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) {
+      if (errno == ENOENT)
+        throw RestoreError("version " + std::to_string(version) + " is missing: no file " + path);
+      throw StoreError("cannot open " + path + ": " + errno_text());
+    }
+    return Fd(fd.release());
+  }
+  static std::uint64_t file_size(int fd, const std::string& path) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) throw StoreError("cannot stat " + path + ": " + errno_text());
+    return static_cast<std::uint64_t>(st.st_size);
+  }
+  void sync_dir() const {
+    Fd d(::open(rank_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (d.get() >= 0) ::fsync(d.get());
+  }
+  void remove_stale_temporaries() const {
+    DIR* d = ::opendir(rank_dir_.c_str());
+    if (!d) return;
+    while (dirent* e = ::readdir(d))
+      if (std::strstr(e->d_name, ".reprise.tmp.")) ::unlink((rank_dir_ + "/" + e->d_name).c_str());
+    ::closedir(d);
+  }
+
+  std::string dir_;
+  int rank_;
+  std::string rank_dir_;
+};
+
+}  // namespace
+
+std::string version_file_path(const std::string& dir, int rank, std::uint64_t version) {
+  char name[64];
+  std::snprintf(name, sizeof name, "/version-%012llu.reprise", static_cast<unsigned long long>(version));
+  return dir + "/rank-" + std::to_string(rank) + name;
+}
+
+std::unique_ptr<VersionStore> make_directory_store(const std::string& dir, int rank) {
+  return std::make_unique<DirectoryStore>(dir, rank);
+}
+
+}  // namespace reprise::core

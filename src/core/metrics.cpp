@@ -1,0 +1,34 @@
+#include <nlohmann/json.hpp>
+
+#include "reprise/metrics.hpp"
+
+namespace reprise {
+namespace {
+nlohmann::json stage(const StageTime& s) {
+  return {{"seconds", s.seconds}, {"bytes", s.bytes}, {"gbps", s.gbps()}};
+}
+}  // namespace
+
+std::string to_json(const std::vector<CheckpointMetrics>& all) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& m : all)
+    out.push_back({{"version", m.version},
+                   {"full", m.full},
+                   {"bytes_protected", m.bytes_protected},
+                   {"bytes_dirty", m.bytes_dirty},
+                   {"dirty_ratio", m.dirty_ratio()},
+                   {"chunks_total", m.chunks_total},
+                   {"chunks_dirty", m.chunks_dirty},
+                   {"digest", stage(m.digest)},
+                   {"pack", stage(m.pack)},
+                   {"drain", stage(m.drain)},
+                   {"store", stage(m.store)},
+                   {"pack_rounds", m.pack_rounds},
+                   {"app_visible_seconds", m.app_visible_seconds},
+                   {"durable_seconds", m.durable_seconds},
+                   {"released_versions", m.released_versions},
+                   {"device_backend", m.device_backend}});
+  return out.dump(2);
+}
+
+}  // namespace reprise

@@ -1,0 +1,50 @@
+// Where versions live. Every store keeps the same encoding (core/format.hpp) and checks it when reading back.
+// Implementations: MemoryStore (this process's host memory), DirectoryStore (one file per rank per version);
+// the buddy store of the distributed runtime implements this interface too.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/bytes.hpp"
+#include "core/manifest.hpp"
+
+namespace reprise::core {
+
+/// A version as read back from a store: checked manifest and payload.
+struct StoredVersion {
+  Manifest manifest;
+  std::shared_ptr<const HostBytes> payload;
+  std::string where;  ///< file path or store entry, for messages
+};
+
+class VersionStore {
+ public:
+  virtual ~VersionStore() = default;
+  /// "host memory" or "directory /path/rank-0".
+  virtual std::string describe() const = 0;
+  /// Where one version lives (a file path, or the store and version), for messages.
+  virtual std::string locate(std::uint64_t version) const = 0;
+  /// Stores a version; it is durable (as far as this store goes) when put() returns. Replaces an existing
+  /// version with the same number.
+  virtual void put(const Manifest& manifest, std::shared_ptr<const HostBytes> payload,
+                   std::uint64_t payload_checksum) = 0;
+  /// Versions present, ascending (their content is not checked).
+  virtual std::vector<std::uint64_t> list() const = 0;
+  /// Header and manifest of a version, checked (no payload read). Throws CorruptCheckpointError.
+  virtual Manifest load_manifest(std::uint64_t version) const = 0;
+  /// A whole version, every checksum checked. Throws CorruptCheckpointError, or RestoreError when absent.
+  virtual StoredVersion load(std::uint64_t version) const = 0;
+  /// Removes a version (no-op when absent).
+  virtual void release(std::uint64_t version) = 0;
+};
+
+std::unique_ptr<VersionStore> make_memory_store();
+/// `dir`/rank-<rank>/version-<v>.reprise. Creates the directories. Throws StoreError when it cannot.
+std::unique_ptr<VersionStore> make_directory_store(const std::string& dir, int rank);
+/// Path of a version file in a directory store.
+std::string version_file_path(const std::string& dir, int rank, std::uint64_t version);
+
+}  // namespace reprise::core

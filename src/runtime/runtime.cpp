@@ -1,0 +1,564 @@
+// The Runtime facade: protected regions, the checkpoint pipeline (digest -> compare -> pack | drain -> store),
+// and restore. With one rank and no MPI this is the whole runtime.
+//
+// Pipeline: checkpoint() fences, digests every region where it lives, packs the changed chunks (host regions
+// straight into the version's payload buffer, device regions into device staging) and returns: that is the
+// snapshot. A background thread then drains device staging through two pinned buffers into the payload, checks
+// it, stores it and releases versions no chain needs. wait() returns when the store holds everything.
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <variant>
+
+#include "core/bytes.hpp"
+#include "core/device_tracker.hpp"
+#include "core/format.hpp"
+#include "core/host_tracker.hpp"
+#include "core/manifest.hpp"
+#include "core/restore.hpp"
+#include "core/version_store.hpp"
+#include "core/work_pool.hpp"
+#include "gpu/backend.hpp"
+#include "kernels/chunk_kernels.hpp"
+#include "reprise/reprise.hpp"
+
+namespace reprise {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// A run of packed device bytes waiting in staging, and where it goes in the payload.
+struct DrainSegment {
+  std::size_t staging_offset;
+  std::size_t payload_offset;
+  std::size_t bytes;
+};
+
+struct Job {
+  core::Manifest manifest;
+  std::shared_ptr<core::HostBytes> payload;
+  gpu::Buffer staging;
+  std::vector<DrainSegment> segments;
+  std::vector<std::uint64_t> obsolete;  // versions of an abandoned timeline, released before storing
+  CheckpointMetrics metrics;
+  Clock::time_point started;
+};
+
+}  // namespace
+
+struct Runtime::Impl {
+  struct Entry {
+    core::Region region;
+    std::variant<core::HostTracker, core::DeviceTracker> tracker;
+  };
+  struct Known {
+    core::VersionKind kind;
+    std::uint64_t base;
+  };
+
+  Config cfg;
+  core::WorkPool pool;
+  std::shared_ptr<core::BufferPool> payload_pool = std::make_shared<core::BufferPool>(8);
+  std::unique_ptr<core::VersionStore> store;
+  std::unique_ptr<gpu::Backend> backend;
+  std::unique_ptr<gpu::Stream> scan_stream, drain_stream;
+  gpu::Buffer pinned[2];
+  std::vector<gpu::Buffer> free_staging;
+  std::vector<Entry> entries;
+  std::map<std::string, std::function<void()>> fences;
+  bool restarted = false;
+
+  // Timeline of this run (touched by the application thread only).
+  std::optional<std::uint64_t> last_version;
+  std::uint64_t last_full = 0;
+  std::uint32_t chain_index = 0;
+  bool regions_changed = true;
+
+  // Shared with the background thread.
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<Job> queue;
+  bool busy = false, stopping = false, force_full = false, chain_broken = false;
+  std::exception_ptr error;
+  std::map<std::uint64_t, Known> known;  // versions in the store
+  std::vector<CheckpointMetrics> done;
+  std::thread worker;
+
+  explicit Impl(Config c) : cfg(std::move(c)), pool((cfg.validate(), cfg.digest_threads)) {
+    store = cfg.dir.empty() ? core::make_memory_store() : core::make_directory_store(cfg.dir, cfg.rank);
+    for (std::uint64_t v : store->list()) {
+      try {
+        const core::Manifest m = store->load_manifest(v);
+        known[v] = Known{m.kind, m.base_version};
+      } catch (const Error& e) {
+        std::cerr << "reprise: warning: " << e.what() << " (left in place, not restorable)\n";
+      }
+    }
+    restarted = !known.empty();
+    worker = std::thread([this] { worker_loop(); });
+  }
+
+  ~Impl() {
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      cv.wait(lock, [&] { return queue.empty() && !busy; });
+      stopping = true;
+    }
+    cv.notify_all();
+    worker.join();
+  }
+
+  gpu::Backend& device() {
+    if (backend) return *backend;
+    switch (cfg.device_backend) {
+      case DeviceBackendKind::HostTwin:
+        backend = gpu::make_host_twin_backend();
+        break;
+      case DeviceBackendKind::Cuda:
+        backend = gpu::make_cuda_backend();
+        break;
+      case DeviceBackendKind::Auto:
+        if (gpu::cuda_device_count() > 0) {
+          backend = gpu::make_cuda_backend();
+        } else {
+          throw DeviceError(std::string("a device-memory region was protected but ") +
+                            (gpu::cuda_compiled() ? "no CUDA device is usable"
+                                                  : "this Reprise was built without CUDA") +
+                            " (REPRISE_DEVICE_BACKEND=host-twin runs the kernels' host twins on host memory, "
+                            "for tests)");
+        }
+        break;
+    }
+    scan_stream = backend->create_stream(false);
+    drain_stream = backend->create_stream(true);
+    return *backend;
+  }
+
+  void run_fences() {
+    for (auto& [key, fence] : fences) fence();
+  }
+
+  // Waits until at most `limit` jobs are queued or running.
+  void wait_queue(std::size_t limit) {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [&] { return queue.size() + (busy ? 1 : 0) <= limit; });
+  }
+
+  // A payload buffer that goes back to the pool when the last holder (job, store) drops it.
+  struct PooledBytes : core::HostBytes {
+    PooledBytes(core::HostBytes b, std::weak_ptr<core::BufferPool> p) : core::HostBytes(std::move(b)), pool(p) {}
+    ~PooledBytes() {
+      if (auto p = pool.lock()) p->give(std::move(static_cast<core::HostBytes&>(*this)));
+    }
+    std::weak_ptr<core::BufferPool> pool;
+  };
+  std::shared_ptr<core::HostBytes> take_payload(std::size_t bytes) {
+    return std::make_shared<PooledBytes>(payload_pool->take(bytes), payload_pool);
+  }
+
+  gpu::Buffer take_staging(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = free_staging.begin(); it != free_staging.end(); ++it)
+      if (it->size() >= bytes) {
+        gpu::Buffer b = std::move(*it);
+        free_staging.erase(it);
+        return b;
+      }
+    free_staging.clear();  // smaller ones: give their memory back before allocating
+    return gpu::Buffer();
+  }
+
+  // Staging -> pinned (two buffers, alternating) -> payload. The D2H copy of piece k overlaps the host copy
+  // of piece k-1.
+  void drain(const gpu::Buffer& staging, const std::vector<DrainSegment>& segments, core::HostBytes& payload) {
+    gpu::Backend& be = *backend;
+    const std::size_t piece = cfg.pinned_piece_bytes;
+    for (auto& p : pinned)
+      if (!p) p = be.alloc_pinned(piece);
+    struct Pending {
+      std::unique_ptr<gpu::Event> event;
+      std::byte* dst;
+      std::size_t bytes;
+      int buffer;
+    };
+    std::optional<Pending> pending;
+    auto finish = [&](Pending& p) {
+      be.wait(*p.event);
+      std::memcpy(p.dst, pinned[p.buffer].data(), p.bytes);
+    };
+    int next = 0;
+    for (const DrainSegment& s : segments)
+      for (std::size_t off = 0; off < s.bytes; off += piece) {
+        const std::size_t n = std::min(piece, s.bytes - off);
+        be.copy_to_host(pinned[next].data(), staging.as<std::byte>() + s.staging_offset + off, n, *drain_stream);
+        Pending now{be.record(*drain_stream), payload.data() + s.payload_offset + off, n, next};
+        if (pending) finish(*pending);
+        pending = std::move(now);
+        next ^= 1;
+      }
+    if (pending) finish(*pending);
+  }
+
+  void worker_loop() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        cv.wait(lock, [&] { return stopping || !queue.empty(); });
+        if (queue.empty()) return;
+        job = std::move(queue.front());
+        queue.pop_front();
+        busy = true;
+      }
+      try {
+        process(job);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!error) error = std::current_exception();
+        force_full = true;
+        chain_broken = true;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        busy = false;
+        if (job.staging && free_staging.size() < cfg.max_inflight) free_staging.push_back(std::move(job.staging));
+      }
+      cv.notify_all();
+    }
+  }
+
+  void process(Job& job) {
+    const bool full = job.manifest.kind == core::VersionKind::Full;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (full) chain_broken = false;
+      if (chain_broken)
+        throw StoreError("version " + std::to_string(job.manifest.version) +
+                         " was not stored: an earlier version of its chain failed to store");
+    }
+    for (std::uint64_t v : job.obsolete) store->release(v);
+    if (!job.segments.empty()) {
+      const auto t0 = Clock::now();
+      drain(job.staging, job.segments, *job.payload);
+      job.metrics.drain.seconds = seconds_since(t0);
+    }
+    const auto t1 = Clock::now();
+    const std::uint64_t sum = core::payload_checksum(job.payload->data(), job.payload->size(), cfg.digest_threads);
+    store->put(job.manifest, job.payload, sum);
+    job.metrics.store.seconds = seconds_since(t1);
+    job.metrics.store.bytes = job.payload->size();
+    job.payload.reset();
+    job.metrics.released_versions = release_old(job.manifest);
+    job.metrics.durable_seconds = seconds_since(job.started);
+    std::lock_guard<std::mutex> lock(mutex);
+    done.push_back(job.metrics);
+  }
+
+  // Keeps the newest `keep_chains` full versions and everything after the oldest of them.
+  std::uint64_t release_old(const core::Manifest& m) {
+    std::vector<std::uint64_t> fulls, drop;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      known[m.version] = Known{m.kind, m.base_version};
+      for (auto& [v, k] : known)
+        if (k.kind == core::VersionKind::Full && v <= m.version) fulls.push_back(v);
+      if (fulls.size() <= cfg.keep_chains) return 0;
+      const std::uint64_t oldest_kept = fulls[fulls.size() - cfg.keep_chains];
+      for (auto& [v, k] : known)
+        if (v < oldest_kept) drop.push_back(v);
+      for (auto v : drop) known.erase(v);
+    }
+    for (auto v : drop) store->release(v);
+    return drop.size();
+  }
+};
+
+// ------------------------------------------------------------------------------------------------------------
+
+Runtime::Runtime(Config config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+
+Runtime::~Runtime() {
+  try {
+    impl_->wait_queue(0);
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->error) std::rethrow_exception(impl_->error);
+  } catch (const std::exception& e) {
+    std::cerr << "reprise: a checkpoint failed and was never reported through wait(): " << e.what() << "\n";
+  }
+  if (!impl_->cfg.metrics_file.empty()) {
+    std::ofstream(impl_->cfg.metrics_file) << metrics_json() << "\n";
+  }
+}
+
+void Runtime::protect(const std::string& name, void* data, std::size_t bytes, MemorySpace space,
+                      std::shared_ptr<void> keepalive) {
+  if (name.empty()) throw UsageError("a protected region needs a name");
+  for (const auto& e : impl_->entries)
+    if (e.region.name == name)
+      throw UsageError("region '" + name + "' is already protected: names must be unique (unprotect it first)");
+  if (!data && bytes) throw UsageError("region '" + name + "': null pointer with " + std::to_string(bytes) + " bytes");
+  core::Region region{name, data, bytes, space, std::move(keepalive)};
+  const std::size_t chunk = impl_->cfg.chunk_bytes;
+  if (space == MemorySpace::Host) {
+    impl_->entries.push_back({region, core::HostTracker(region, chunk)});
+  } else {
+    gpu::Backend& be = impl_->device();
+    impl_->entries.push_back({region, std::variant<core::HostTracker, core::DeviceTracker>(
+                                          std::in_place_index<1>, region, chunk, be)});
+  }
+  impl_->regions_changed = true;
+}
+
+void Runtime::unprotect(const std::string& name) {
+  auto& v = impl_->entries;
+  for (auto it = v.begin(); it != v.end(); ++it)
+    if (it->region.name == name) {
+      v.erase(it);
+      impl_->regions_changed = true;
+      return;
+    }
+  throw UsageError("region '" + name + "' is not protected");
+}
+
+void Runtime::add_fence(const std::string& key, std::function<void()> fence) {
+  impl_->fences[key] = std::move(fence);
+}
+
+void Runtime::checkpoint(std::uint64_t version) {
+  Impl& d = *impl_;
+  const auto t0 = Clock::now();
+  if (d.last_version && version <= *d.last_version)
+    throw UsageError("checkpoint(" + std::to_string(version) + ") after version " + std::to_string(*d.last_version) +
+                     ": versions must increase");
+  d.wait_queue(d.cfg.max_inflight > 0 ? d.cfg.max_inflight - 1 : 0);
+  d.run_fences();
+
+  bool full;
+  std::vector<std::uint64_t> obsolete;
+  {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    full = d.force_full || d.regions_changed || !d.last_version || d.chain_index + 1 >= d.cfg.full_every;
+    d.force_full = false;
+    // Versions newer than this run's last one belong to a timeline abandoned by a restore (or, before the
+    // first checkpoint of a restarted run that did not restore, to the previous run).
+    for (auto it = d.known.begin(); it != d.known.end();) {
+      if (d.last_version ? it->first > *d.last_version : it->first >= version) {
+        obsolete.push_back(it->first);
+        it = d.known.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  Job job;
+  job.started = t0;
+  job.obsolete = std::move(obsolete);
+  core::Manifest& m = job.manifest;
+  m.rank = static_cast<std::uint32_t>(d.cfg.rank);
+  m.version = version;
+  m.kind = full ? core::VersionKind::Full : core::VersionKind::Differential;
+  m.base_version = full ? version : *d.last_version;
+  m.chain_index = full ? 0 : d.chain_index + 1;
+  m.created_unix = static_cast<double>(std::time(nullptr));
+
+  // 1. Digest + compare.
+  const auto t_digest = Clock::now();
+  std::vector<std::vector<std::uint32_t>> dirty(d.entries.size());
+  std::uint64_t scanned = 0;
+  for (std::size_t i = 0; i < d.entries.size(); ++i) {
+    Impl::Entry& e = d.entries[i];
+    core::RegionRecord r;
+    r.name = e.region.name;
+    r.bytes = e.region.bytes;
+    r.space = e.region.space;
+    r.chunk_bytes = static_cast<std::uint32_t>(d.cfg.chunk_bytes);
+    if (auto* h = std::get_if<core::HostTracker>(&e.tracker)) {
+      dirty[i] = h->scan(d.pool, full);
+      r.digest_kind = gpu::DigestKind::Xxh3;
+      r.digests = h->digests();
+    } else {
+      auto& dt = std::get<core::DeviceTracker>(e.tracker);
+      dirty[i] = dt.scan(*d.scan_stream, full);
+      r.digest_kind = gpu::DigestKind::Lanes64;
+      r.digests = dt.digests();
+    }
+    r.chunks = dirty[i];
+    scanned += e.region.bytes;
+    m.regions.push_back(std::move(r));
+  }
+  const std::uint64_t payload_bytes = m.layout_payload();
+  job.metrics.digest = {seconds_since(t_digest), scanned};
+
+  // 2. Pack: host chunks into the payload now; device chunks into staging (in rounds if staging is short).
+  const auto t_pack = Clock::now();
+  job.payload = d.take_payload(payload_bytes);
+  std::uint64_t device_dirty = 0;
+  for (std::size_t i = 0; i < d.entries.size(); ++i) {
+    if (auto* h = std::get_if<core::HostTracker>(&d.entries[i].tracker))
+      h->pack(d.pool, dirty[i], job.payload->data() + m.regions[i].payload_offset);
+    else
+      device_dirty += m.regions[i].stored_bytes() + 256;
+  }
+  unsigned rounds = 0;
+  if (device_dirty > 0) {
+    const std::size_t cap = std::max<std::size_t>(std::min<std::size_t>(device_dirty, d.cfg.staging_bytes),
+                                                  d.cfg.chunk_bytes + 256);
+    job.staging = d.take_staging(cap);
+    if (!job.staging) job.staging = d.backend->alloc_device(cap);
+    std::size_t used = 0;
+    auto flush_round = [&] {
+      // Staging is full and more is coming: this round must reach the payload before staging is reused.
+      d.backend->synchronize(*d.scan_stream);
+      d.wait_queue(0);  // the background thread owns the pinned buffers while it drains
+      d.drain(job.staging, job.segments, *job.payload);
+      job.segments.clear();
+      used = 0;
+      ++rounds;
+    };
+    for (std::size_t i = 0; i < d.entries.size(); ++i) {
+      auto* dt = std::get_if<core::DeviceTracker>(&d.entries[i].tracker);
+      if (!dt) continue;
+      const core::RegionRecord& r = m.regions[i];
+      const std::size_t chunk = r.chunk_bytes;
+      std::size_t j = 0;
+      while (j < dirty[i].size()) {
+        const std::size_t fit = (cap - used) / chunk;
+        if (fit == 0) {
+          flush_round();
+          continue;
+        }
+        const std::size_t n = std::min(fit, dirty[i].size() - j);
+        std::size_t bytes = (n - 1) * chunk + r.chunk_length(dirty[i][j + n - 1]);
+        dt->pack(static_cast<std::uint32_t>(j), static_cast<std::uint32_t>(n), job.staging.as<std::byte>() + used,
+                 *d.scan_stream);
+        job.segments.push_back({used, r.payload_offset + j * chunk, bytes});
+        used = (used + bytes + 255) / 256 * 256;
+        j += n;
+      }
+    }
+    d.backend->synchronize(*d.scan_stream);
+    ++rounds;
+  }
+  job.metrics.pack = {seconds_since(t_pack), payload_bytes};
+  job.metrics.pack_rounds = rounds;
+  if (job.segments.empty()) job.staging = gpu::Buffer();
+
+  // 3. The snapshot is taken: this version is the reference for the next one.
+  for (auto& e : d.entries) std::visit([](auto& t) { t.accept(); }, e.tracker);
+  d.last_version = version;
+  d.chain_index = m.chain_index;
+  if (full) d.last_full = version;
+  d.regions_changed = false;
+
+  CheckpointMetrics& mt = job.metrics;
+  mt.version = version;
+  mt.full = full;
+  mt.bytes_protected = m.protected_bytes();
+  mt.bytes_dirty = payload_bytes;
+  for (const auto& r : m.regions) {
+    mt.chunks_total += r.chunk_count();
+    mt.chunks_dirty += r.chunks.size();
+  }
+  mt.drain.bytes = device_dirty ? payload_bytes : 0;
+  mt.device_backend = d.backend ? d.backend->name() : "";
+  mt.app_visible_seconds = seconds_since(t0);
+  {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    d.queue.push_back(std::move(job));
+  }
+  d.cv.notify_all();
+}
+
+void Runtime::wait() {
+  impl_->wait_queue(0);
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    error = std::exchange(impl_->error, nullptr);
+  }
+  if (!impl_->cfg.metrics_file.empty()) std::ofstream(impl_->cfg.metrics_file) << metrics_json() << "\n";
+  if (error) std::rethrow_exception(error);
+}
+
+bool Runtime::restarted() const { return impl_->restarted; }
+
+std::uint64_t Runtime::restore(std::uint64_t version) {
+  Impl& d = *impl_;
+  d.wait_queue(0);
+  d.run_fences();
+  std::vector<core::Region> regions;
+  for (const auto& e : d.entries) regions.push_back(e.region);
+  const core::RestoreChain chain = core::load_chain(*d.store, version);
+  core::verify_chain(chain, regions, d.cfg.verify_restore, d.pool);
+  // Everything checked: from here on protected data are written.
+  core::apply_chain(chain, regions, d.backend.get(), d.cfg.staging_bytes);
+  const core::Manifest& target = chain.target();
+  for (auto& e : d.entries) {
+    const auto& digests = target.find(e.region.name)->digests;
+    if (auto* h = std::get_if<core::HostTracker>(&e.tracker))
+      h->adopt(digests);
+    else
+      std::get<core::DeviceTracker>(e.tracker).adopt(digests, *d.scan_stream);
+  }
+  d.last_version = version;
+  d.chain_index = target.chain_index;
+  d.regions_changed = target.regions.size() != d.entries.size();
+  {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    d.force_full = false;
+    d.chain_broken = false;
+    d.error = nullptr;  // the run is rolled back to a stored version; earlier failures are behind it
+  }
+  return version;
+}
+
+std::uint64_t Runtime::restore() {
+  impl_->wait_queue(0);
+  const std::vector<std::uint64_t> all = impl_->store->list();
+  if (all.empty())
+    throw RestoreError("nothing to restore: " + impl_->store->describe() + " holds no checkpoint" +
+                       (impl_->cfg.dir.empty() ? " (set REPRISE_DIR to restart from files)" : ""));
+  std::string reasons;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      return restore(*it);
+    } catch (const CorruptCheckpointError& e) {
+      std::cerr << "reprise: warning: skipping version " << *it << ": " << e.what() << "\n";
+      reasons += "\n  version " + std::to_string(*it) + ": " + e.what();
+    } catch (const core::ChainBrokenError& e) {
+      std::cerr << "reprise: warning: skipping version " << *it << ": " << e.what() << "\n";
+      reasons += "\n  version " + std::to_string(*it) + ": " + e.what();
+    }
+  }
+  throw RestoreError("no restorable version in " + impl_->store->describe() + ":" + reasons +
+                     "\nThe files were left as they are; `reprise verify` reports on each of them.");
+}
+
+std::optional<std::uint64_t> Runtime::latest_version() const {
+  const auto v = impl_->store->list();
+  if (v.empty()) return std::nullopt;
+  return v.back();
+}
+
+std::vector<std::uint64_t> Runtime::versions() const { return impl_->store->list(); }
+
+const Config& Runtime::config() const { return impl_->cfg; }
+
+std::vector<CheckpointMetrics> Runtime::metrics() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->done;
+}
+
+std::string Runtime::metrics_json() const { return to_json(metrics()); }
+
+}  // namespace reprise

@@ -1,0 +1,62 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "reprise/config.hpp"
+#include "reprise/errors.hpp"
+
+namespace reprise {
+namespace {
+
+struct EnvGuard {
+  explicit EnvGuard(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~EnvGuard() { ::unsetenv(name_); }
+  const char* name_;
+};
+
+TEST(Config, ParsesSizesWithBinaryUnits) {
+  EXPECT_EQ(parse_bytes("65536", "x"), 65536u);
+  EXPECT_EQ(parse_bytes("64K", "x"), 65536u);
+  EXPECT_EQ(parse_bytes("64KiB", "x"), 65536u);
+  EXPECT_EQ(parse_bytes("8m", "x"), 8u << 20);
+  EXPECT_EQ(parse_bytes("1GiB", "x"), 1u << 30);
+  EXPECT_THROW(parse_bytes("lots", "x"), ConfigError);
+  EXPECT_THROW(parse_bytes("12Q", "x"), ConfigError);
+}
+
+TEST(Config, EnvironmentOverridesTheStruct) {
+  EnvGuard a("REPRISE_CHUNK_BYTES", "128K"), b("REPRISE_FULL_EVERY", "3"), c("REPRISE_DIR", "/tmp/x"),
+      d("REPRISE_DEVICE_BACKEND", "host-twin"), e("REPRISE_VERIFY_RESTORE", "off");
+  Config base;
+  base.keep_chains = 5;
+  const Config cfg = Config::from_env(base);
+  EXPECT_EQ(cfg.chunk_bytes, 128u * 1024);
+  EXPECT_EQ(cfg.full_every, 3u);
+  EXPECT_EQ(cfg.dir, "/tmp/x");
+  EXPECT_EQ(cfg.keep_chains, 5u);
+  EXPECT_EQ(cfg.device_backend, DeviceBackendKind::HostTwin);
+  EXPECT_FALSE(cfg.verify_restore);
+}
+
+TEST(Config, BadValuesNameTheVariable) {
+  {
+    EnvGuard a("REPRISE_CHUNK_BYTES", "100");
+    try {
+      Config::from_env();
+      FAIL() << "expected ConfigError";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("REPRISE_CHUNK_BYTES"), std::string::npos) << e.what();
+    }
+  }
+  {
+    EnvGuard a("REPRISE_DEVICE_BACKEND", "opencl");
+    EXPECT_THROW(Config::from_env(), ConfigError);
+  }
+  {
+    EnvGuard a("REPRISE_FULL_EVERY", "0");
+    EXPECT_THROW(Config::from_env(), ConfigError);
+  }
+}
+
+}  // namespace
+}  // namespace reprise

@@ -1,0 +1,297 @@
+// The single-rank data path through the public API: protect -> checkpoint -> (async drain + store) -> restore,
+// for host regions and for device regions through the host-twin backend, with memory and directory stores.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "reprise/reprise.hpp"
+#include "support/test_support.hpp"
+
+namespace reprise {
+namespace {
+
+constexpr std::size_t kChunk = 4096;
+
+struct Case {
+  MemorySpace space;
+  bool directory;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(info.param.space == MemorySpace::Host ? "Host" : "DeviceTwin") +
+         (info.param.directory ? "Directory" : "Memory");
+}
+
+class DataPath : public ::testing::TestWithParam<Case> {
+ protected:
+  Config config() const {
+    Config c;
+    c.chunk_bytes = kChunk;
+    c.full_every = 4;
+    c.keep_chains = 3;
+    c.device_backend = DeviceBackendKind::HostTwin;
+    c.pinned_piece_bytes = 8192;  // many pieces: exercises the double-buffered drain
+    if (GetParam().directory) c.dir = dir_.path();
+    return c;
+  }
+  MemorySpace space() const { return GetParam().space; }
+  test::ScratchDir dir_;
+};
+
+// Applies a deterministic change for step s: a few chunks rewritten, one byte of another.
+void mutate(std::vector<unsigned char>& d, int s) {
+  for (std::size_t k = 0; k < 3; ++k) {
+    const std::size_t chunk = (std::size_t(s) * 7 + k * 13) % (d.size() / kChunk);
+    test::fill_random(d.data() + chunk * kChunk, kChunk, std::uint64_t(s) * 100 + k);
+  }
+  d[(std::size_t(s) * 977) % d.size()] ^= 0xFF;
+}
+
+TEST_P(DataPath, RestoreAfterDifferentialChainGivesExactBytesOfEveryVersion) {
+  std::vector<unsigned char> data(64 * kChunk + 123);
+  test::fill_random(data.data(), data.size(), 1);
+  std::int64_t step = 0;
+  std::vector<std::vector<unsigned char>> history;
+  Runtime rt(config());
+  rt.protect("field", data.data(), data.size(), space());
+  rt.protect("step", &step);
+  for (int s = 1; s <= 10; ++s) {
+    mutate(data, s);
+    step = s;
+    rt.checkpoint(static_cast<std::uint64_t>(s));
+    history.push_back(data);
+  }
+  rt.wait();
+  const auto metrics = rt.metrics();
+  ASSERT_EQ(metrics.size(), 10u);
+  EXPECT_TRUE(metrics[0].full);
+  EXPECT_FALSE(metrics[1].full);
+  EXPECT_TRUE(metrics[4].full);  // full_every = 4
+  EXPECT_LT(metrics[1].bytes_dirty, data.size() / 8) << "a differential version stores only changed chunks";
+  // keep_chains = 3 over fulls at 1, 5, 9: everything still there
+  for (int s = 10; s >= 1; --s) {
+    std::memset(data.data(), 0, data.size());
+    step = -1;
+    EXPECT_EQ(rt.restore(static_cast<std::uint64_t>(s)), static_cast<std::uint64_t>(s));
+    EXPECT_EQ(step, s);
+    ASSERT_EQ(data, history[static_cast<std::size_t>(s - 1)]) << "version " << s;
+  }
+}
+
+TEST_P(DataPath, ApplicationMayOverwriteRightAfterCheckpointReturns) {
+  std::vector<unsigned char> data(256 * kChunk);
+  Runtime rt(config());
+  rt.protect("field", data.data(), data.size(), space());
+  std::vector<std::vector<unsigned char>> snapshots;
+  for (int s = 1; s <= 6; ++s) {
+    test::fill_random(data.data(), data.size(), std::uint64_t(s));
+    rt.checkpoint(std::uint64_t(s));
+    snapshots.push_back(data);
+    // Scribble over everything at once, while the drain and store may still be running.
+    std::memset(data.data(), 0xEE, data.size());
+  }
+  rt.wait();
+  for (int s = 1; s <= 6; ++s) {
+    rt.restore(std::uint64_t(s));
+    ASSERT_EQ(data, snapshots[std::size_t(s - 1)]) << "version " << s;
+  }
+}
+
+TEST_P(DataPath, UnchangedDataCostsNoCopy) {
+  std::vector<unsigned char> data(32 * kChunk);
+  test::fill_random(data.data(), data.size(), 3);
+  Runtime rt(config());
+  rt.protect("field", data.data(), data.size(), space());
+  rt.checkpoint(1);
+  rt.checkpoint(2);
+  data[5 * kChunk + 1] ^= 1;
+  rt.checkpoint(3);
+  rt.wait();
+  const auto m = rt.metrics();
+  EXPECT_EQ(m[0].bytes_dirty, data.size());
+  EXPECT_EQ(m[1].bytes_dirty, 0u);
+  EXPECT_EQ(m[1].chunks_dirty, 0u);
+  EXPECT_EQ(m[2].bytes_dirty, kChunk);
+  EXPECT_DOUBLE_EQ(m[2].dirty_ratio(), 1.0 / 32);
+}
+
+TEST(DeviceTwin, StagingShortOfMemoryPacksInRounds) {
+  test::ScratchDir dir;
+  Config c;
+  c.chunk_bytes = kChunk;
+  c.device_backend = DeviceBackendKind::HostTwin;
+  c.pinned_piece_bytes = 8192;
+  c.dir = dir.path();
+  c.staging_bytes = 3 * kChunk + 256;  // forces several rounds for 40 dirty chunks
+  std::vector<unsigned char> a(40 * kChunk), b(7 * kChunk + 5);
+  test::fill_random(a.data(), a.size(), 4);
+  test::fill_random(b.data(), b.size(), 5);
+  const auto a0 = a, b0 = b;
+  Runtime rt(c);
+  rt.protect("a", a.data(), a.size(), MemorySpace::Device);
+  rt.protect("b", b.data(), b.size(), MemorySpace::Device);
+  rt.checkpoint(1);
+  rt.wait();
+  EXPECT_GT(rt.metrics()[0].pack_rounds, 1u);
+  std::memset(a.data(), 0, a.size());
+  std::memset(b.data(), 0, b.size());
+  rt.restore(1);
+  EXPECT_EQ(a, a0);
+  EXPECT_EQ(b, b0);
+}
+
+TEST_P(DataPath, OldChainsAreReleased) {
+  Config c = config();
+  c.full_every = 2;
+  c.keep_chains = 1;
+  std::vector<unsigned char> data(8 * kChunk);
+  Runtime rt(c);
+  rt.protect("field", data.data(), data.size(), space());
+  for (int s = 1; s <= 7; ++s) {
+    data[std::size_t(s) * 100] ^= 1;
+    rt.checkpoint(std::uint64_t(s));
+  }
+  rt.wait();
+  // fulls at 1, 3, 5, 7: only the newest chain (7) remains
+  EXPECT_EQ(rt.versions(), (std::vector<std::uint64_t>{7}));
+  EXPECT_EQ(rt.latest_version(), std::optional<std::uint64_t>(7));
+}
+
+TEST_P(DataPath, ContinuingAfterARestoreAbandonsTheNewerTimeline) {
+  std::vector<unsigned char> data(16 * kChunk);
+  test::fill_random(data.data(), data.size(), 6);
+  Runtime rt(config());
+  rt.protect("field", data.data(), data.size(), space());
+  std::vector<unsigned char> at2;
+  for (int s = 1; s <= 4; ++s) {
+    mutate(data, s);
+    rt.checkpoint(std::uint64_t(s));
+    if (s == 2) at2 = data;
+  }
+  rt.wait();
+  rt.restore(2);
+  ASSERT_EQ(data, at2);
+  mutate(data, 99);
+  const auto at3 = data;
+  rt.checkpoint(3);  // re-executed step 3 with other data
+  rt.wait();
+  EXPECT_EQ(rt.versions(), (std::vector<std::uint64_t>{1, 2, 3}));
+  std::memset(data.data(), 0, data.size());
+  EXPECT_EQ(rt.restore(), 3u);
+  EXPECT_EQ(data, at3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Spaces, DataPath,
+                         ::testing::Values(Case{MemorySpace::Host, false}, Case{MemorySpace::Host, true},
+                                           Case{MemorySpace::Device, false}, Case{MemorySpace::Device, true}),
+                         case_name);
+
+TEST(Runtime, VersionsMustIncrease) {
+  Runtime rt(Config{});
+  int x = 1;
+  rt.protect("x", &x);
+  rt.checkpoint(5);
+  EXPECT_THROW(rt.checkpoint(5), UsageError);
+  EXPECT_THROW(rt.checkpoint(4), UsageError);
+  rt.checkpoint(6);
+  rt.wait();
+}
+
+TEST(Runtime, RegionNamesAreUnique) {
+  Runtime rt(Config{});
+  int x = 1, y = 2;
+  rt.protect("x", &x);
+  EXPECT_THROW(rt.protect("x", &y), UsageError);
+  rt.unprotect("x");
+  EXPECT_NO_THROW(rt.protect("x", &y));
+  EXPECT_THROW(rt.unprotect("nope"), UsageError);
+}
+
+TEST(Runtime, NothingToRestoreIsAClearError) {
+  Runtime rt(Config{});
+  int x = 1;
+  rt.protect("x", &x);
+  EXPECT_FALSE(rt.restarted());
+  EXPECT_FALSE(rt.latest_version().has_value());
+  EXPECT_THROW(rt.restore(), RestoreError);
+  EXPECT_THROW(rt.restore(3), RestoreError);
+}
+
+TEST(Runtime, ProtectingDeviceMemoryWithoutAGpuSaysWhatToDo) {
+  Config c;
+  c.device_backend = DeviceBackendKind::Auto;
+  Runtime rt(c);
+  std::vector<char> fake(100);
+  try {
+    rt.protect("d", fake.data(), fake.size(), MemorySpace::Device);
+    SUCCEED() << "a CUDA device is present";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("host-twin"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Runtime, FencesRunBeforeCheckpointAndRestore) {
+  Runtime rt(Config{});
+  int x = 1, fences = 0;
+  rt.protect("x", &x);
+  rt.add_fence("count", [&] { ++fences; });
+  rt.add_fence("count", [&] { fences += 10; });  // replaces the first
+  rt.checkpoint(1);
+  rt.wait();
+  rt.restore(1);
+  EXPECT_EQ(fences, 20);
+}
+
+TEST(Runtime, MetricsAreJson) {
+  Runtime rt(Config{});
+  double v = 3.5;
+  rt.protect("v", &v);
+  rt.checkpoint(1);
+  rt.wait();
+  const std::string j = rt.metrics_json();
+  EXPECT_NE(j.find("\"app_visible_seconds\""), std::string::npos);
+  EXPECT_NE(j.find("\"dirty_ratio\""), std::string::npos);
+  EXPECT_NE(j.find("\"version\": 1"), std::string::npos);
+}
+
+TEST(Runtime, RestartFromDirectoryRestoresTheLatestVersion) {
+  test::ScratchDir dir;
+  Config c;
+  c.dir = dir.path();
+  c.chunk_bytes = kChunk;
+  std::vector<double> field(10000);
+  int step = 0;
+  std::vector<double> expect;
+  {
+    Runtime rt(c);
+    rt.protect("field", field.data(), field.size() * sizeof(double), MemorySpace::Host);
+    rt.protect("step", &step);
+    EXPECT_FALSE(rt.restarted());
+    for (step = 1; step <= 5; ++step) {
+      for (std::size_t i = 0; i < field.size(); i += 50) field[i] += step;
+      rt.checkpoint(std::uint64_t(step));
+      if (step == 5) expect = field;
+    }
+    rt.wait();
+  }  // the process "ends"
+  std::vector<double> field2(10000, -1);
+  int step2 = -1;
+  Runtime rt(c);
+  rt.protect("field", field2.data(), field2.size() * sizeof(double), MemorySpace::Host);
+  rt.protect("step", &step2);
+  EXPECT_TRUE(rt.restarted());
+  EXPECT_EQ(rt.latest_version(), std::optional<std::uint64_t>(5));
+  EXPECT_EQ(rt.restore(), 5u);
+  EXPECT_EQ(step2, 5);
+  EXPECT_EQ(field2, expect);
+  // and it keeps going from there, differentially
+  field2[0] = 42;
+  rt.checkpoint(6);
+  rt.wait();
+  EXPECT_FALSE(rt.metrics().back().full);
+}
+
+}  // namespace
+}  // namespace reprise
