@@ -201,6 +201,20 @@ std::string version_file_path(const std::string& dir, int rank, std::uint64_t ve
   return dir + "/rank-" + std::to_string(rank) + name;
 }
 
+std::vector<int> list_store_ranks(const std::string& dir) {
+  std::vector<int> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    int r = -1;
+    char tail = 0;
+    if (std::sscanf(e->d_name, "rank-%d%c", &r, &tail) == 1 && r >= 0) out.push_back(r);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::unique_ptr<VersionStore> make_directory_store(const std::string& dir, int rank) {
   return std::make_unique<DirectoryStore>(dir, rank);
 }

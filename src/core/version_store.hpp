@@ -44,6 +44,8 @@ class VersionStore {
 std::unique_ptr<VersionStore> make_memory_store();
 /// `dir`/rank-<rank>/version-<v>.reprise. Creates the directories. Throws StoreError when it cannot.
 std::unique_ptr<VersionStore> make_directory_store(const std::string& dir, int rank);
+/// Ranks that have a rank-<r> folder in a directory store root, ascending (empty when none or no such dir).
+std::vector<int> list_store_ranks(const std::string& dir);
 /// Path of a version file in a directory store.
 std::string version_file_path(const std::string& dir, int rank, std::uint64_t version);
 

@@ -1,0 +1,159 @@
+// `reprise`: look into checkpoint directories.
+//   reprise inspect DIR   versions, kinds, chains, regions, sizes and dirty ratios of every rank
+//   reprise verify DIR    checks every checksum and every chain link; exit 0 when sound, 1 otherwise
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "core/restore.hpp"
+#include "core/version_store.hpp"
+#include "reprise/errors.hpp"
+
+namespace {
+
+using namespace reprise;
+
+std::string human(std::uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+bool is_dir(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Exit code 2: nothing to look at.
+int check_dir(const std::string& dir, std::vector<int>& ranks) {
+  if (!is_dir(dir)) {
+    std::cerr << "reprise: " << dir << " is not a directory (give the REPRISE_DIR of a run)\n";
+    return 2;
+  }
+  ranks = core::list_store_ranks(dir);
+  if (ranks.empty()) {
+    std::cerr << "reprise: " << dir << " holds no checkpoint (no rank-N folders)\n";
+    return 2;
+  }
+  return 0;
+}
+
+int inspect(const std::string& dir, bool as_json) {
+  std::vector<int> ranks;
+  if (int rc = check_dir(dir, ranks)) return rc;
+  nlohmann::json out = {{"dir", dir}, {"ranks", nlohmann::json::array()}};
+  int damaged = 0;
+  if (!as_json) std::cout << "checkpoint directory " << dir << ": " << ranks.size() << " rank(s)\n";
+  for (int rank : ranks) {
+    auto store = core::make_directory_store(dir, rank);
+    const auto versions = store->list();
+    nlohmann::json jr = {{"rank", rank}, {"versions", nlohmann::json::array()}};
+    if (!as_json) {
+      std::cout << "rank " << rank << ": " << versions.size() << " version(s)\n";
+      std::printf("  %10s  %-12s %10s %6s %12s %12s %7s\n", "version", "kind", "base", "chain", "protected",
+                  "stored", "dirty");
+    }
+    for (auto v : versions) {
+      try {
+        const core::Manifest m = store->load_manifest(v);
+        const double ratio = m.protected_bytes() ? double(m.payload_bytes()) / double(m.protected_bytes()) : 0.0;
+        nlohmann::json jv = {{"version", v},          {"kind", core::to_string(m.kind)},
+                             {"base", m.base_version}, {"chain_index", m.chain_index},
+                             {"bytes_protected", m.protected_bytes()}, {"bytes_stored", m.payload_bytes()},
+                             {"dirty_ratio", ratio},    {"file", store->locate(v)},
+                             {"regions", nlohmann::json::array()}};
+        if (!as_json)
+          std::printf("  %10llu  %-12s %10llu %6u %12s %12s %6.1f%%\n", static_cast<unsigned long long>(v),
+                      core::to_string(m.kind), static_cast<unsigned long long>(m.base_version), m.chain_index,
+                      human(m.protected_bytes()).c_str(), human(m.payload_bytes()).c_str(), 100 * ratio);
+        for (const auto& r : m.regions) {
+          jv["regions"].push_back({{"name", r.name},
+                                   {"bytes", r.bytes},
+                                   {"space", to_string(r.space)},
+                                   {"chunk_bytes", r.chunk_bytes},
+                                   {"chunks", r.chunk_count()},
+                                   {"chunks_stored", r.chunks.size()},
+                                   {"digest", gpu::to_string(r.digest_kind)}});
+          if (!as_json)
+            std::printf("      region %-20s %-6s %12s  %llu of %llu chunks of %s stored  (%s)\n", r.name.c_str(),
+                        to_string(r.space), human(r.bytes).c_str(),
+                        static_cast<unsigned long long>(r.chunks.size()),
+                        static_cast<unsigned long long>(r.chunk_count()), human(r.chunk_bytes).c_str(),
+                        gpu::to_string(r.digest_kind));
+        }
+        jr["versions"].push_back(jv);
+      } catch (const Error& e) {
+        ++damaged;
+        jr["versions"].push_back({{"version", v}, {"error", e.what()}});
+        if (!as_json) std::printf("  %10llu  DAMAGED: %s\n", static_cast<unsigned long long>(v), e.what());
+      }
+    }
+    out["ranks"].push_back(jr);
+  }
+  if (as_json) std::cout << out.dump(2) << "\n";
+  return damaged ? 1 : 0;
+}
+
+int verify(const std::string& dir) {
+  std::vector<int> ranks;
+  if (int rc = check_dir(dir, ranks)) return rc;
+  int bad = 0, good = 0;
+  core::WorkPool pool(2);
+  for (int rank : ranks) {
+    auto store = core::make_directory_store(dir, rank);
+    for (auto v : store->list()) {
+      try {
+        // The whole chain of v: every checksum, every link, every stored chunk against its digest.
+        const core::RestoreChain chain = core::load_chain(*store, v);
+        std::vector<core::Region> regions;
+        for (const auto& r : chain.target().regions)
+          regions.push_back(core::Region{r.name, nullptr, r.bytes, r.space, nullptr});
+        core::verify_chain(chain, regions, true, pool);
+        ++good;
+        std::cout << "ok       " << store->locate(v) << " (" << core::to_string(chain.target().kind) << ", chain of "
+                  << chain.versions.size() << ")\n";
+      } catch (const Error& e) {
+        ++bad;
+        std::cout << "DAMAGED  " << store->locate(v) << ": " << e.what() << "\n";
+      }
+    }
+  }
+  std::cout << good << " version(s) sound, " << bad << " damaged\n";
+  if (bad)
+    std::cerr << "reprise verify: " << bad << " version(s) in " << dir
+              << " cannot be restored (see DAMAGED lines); intact versions are still restorable with "
+                 "Runtime::restore(version)\n";
+  return bad ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"reprise: inspect and verify Reprise checkpoint directories"};
+  app.require_subcommand(1);
+  std::string dir;
+  bool as_json = false;
+  auto* ins = app.add_subcommand("inspect", "list versions, chains, regions, sizes and dirty ratios");
+  ins->add_option("DIR", dir, "checkpoint directory (REPRISE_DIR of a run)")->required();
+  ins->add_flag("--json", as_json, "print JSON instead of a table");
+  auto* ver = app.add_subcommand("verify", "check every checksum and chain link; exit 0 when sound");
+  ver->add_option("DIR", dir, "checkpoint directory (REPRISE_DIR of a run)")->required();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (ins->parsed()) return inspect(dir, as_json);
+    return verify(dir);
+  } catch (const std::exception& e) {
+    std::cerr << "reprise: " << e.what() << "\n";
+    return 2;
+  }
+}
