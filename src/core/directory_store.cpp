@@ -129,30 +129,17 @@ class DirectoryStore final : public VersionStore {
   Manifest load_manifest(std::uint64_t version) const override {
     const std::string path = locate(version);
     Fd fd = open_version(path, version);
-    const std::uint64_t size = file_size(fd.get(), path);
-    std::byte hb[kHeaderBytes];
-    read_all(fd.get(), hb, std::min<std::uint64_t>(size, kHeaderBytes), path);
-    const Header h = decode_header(hb, std::min<std::uint64_t>(size, kHeaderBytes), path, size);
-    std::vector<std::byte> mb(h.manifest_bytes);
-    read_all(fd.get(), mb.data(), mb.size(), path);
-    return decode_head_manifest(h, mb.data(), path);
+    return read_head(fd.get(), path).manifest;
   }
 
   StoredVersion load(std::uint64_t version) const override {
     const std::string path = locate(version);
     Fd fd = open_version(path, version);
-    const std::uint64_t size = file_size(fd.get(), path);
-    std::byte hb[kHeaderBytes];
-    read_all(fd.get(), hb, std::min<std::uint64_t>(size, kHeaderBytes), path);
-    const Header h = decode_header(hb, std::min<std::uint64_t>(size, kHeaderBytes), path, size);
-    std::vector<std::byte> mb(h.manifest_bytes);
-    read_all(fd.get(), mb.data(), mb.size(), path);
-    StoredVersion out{decode_head_manifest(h, mb.data(), path), nullptr, path};
-    auto payload = std::make_shared<HostBytes>(h.payload_bytes);
-    read_all(fd.get(), payload->data(), h.payload_bytes, path);
-    verify_payload(h, payload->data(), path);
-    out.payload = std::move(payload);
-    return out;
+    Head head = read_head(fd.get(), path);
+    auto payload = std::make_shared<HostBytes>(head.header.payload_bytes);
+    read_all(fd.get(), payload->data(), head.header.payload_bytes, path);
+    verify_payload(head.header, payload->data(), path);
+    return StoredVersion{std::move(head.manifest), std::move(payload), path};
   }
 
   void release(std::uint64_t version) override {
@@ -162,6 +149,22 @@ class DirectoryStore final : public VersionStore {
   }
 
  private:
+  struct Head {
+    Header header;
+    Manifest manifest;
+  };
+  // Reads and checks header and manifest; leaves the file positioned at the payload.
+  static Head read_head(int fd, const std::string& path) {
+    const std::uint64_t size = file_size(fd, path);
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(size, kHeaderBytes));
+    std::byte hb[kHeaderBytes];
+    read_all(fd, hb, n, path);
+    Head head{decode_header(hb, n, path, size), {}};
+    std::vector<std::byte> mb(head.header.manifest_bytes);
+    read_all(fd, mb.data(), mb.size(), path);
+    head.manifest = decode_head_manifest(head.header, mb.data(), path);
+    return head;
+  }
   Fd open_version(const std::string& path, std::uint64_t version) const {
     Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) {
