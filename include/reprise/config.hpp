@@ -27,7 +27,10 @@ struct Config {
   std::string dir;
   /// Host threads that digest host regions.
   unsigned digest_threads = 2;
-  /// Size of each of the two pinned buffers the drain uses (device regions).
+  /// Versions holding device data live in pinned host memory, so the drain is one DMA per segment. Off: they
+  /// live in pageable memory and the drain goes through two pinned buffers of `pinned_piece_bytes`.
+  bool pinned_payload = true;
+  /// Size of each of the two pinned bounce buffers the drain uses when `pinned_payload` is off.
   std::size_t pinned_piece_bytes = 8u << 20;
   /// Device staging memory a checkpoint may use at once; more dirty data is packed and drained in rounds.
   std::size_t staging_bytes = std::size_t(1) << 30;

@@ -5,14 +5,16 @@
 
 namespace reprise::core {
 
-void HostBytes::Free::operator()(std::byte* p) const { std::free(p); }
-
 HostBytes::HostBytes(std::size_t bytes) : size_(bytes), capacity_(bytes) {
   const std::size_t rounded = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded ? rounded : 64);
   if (!p) throw std::bad_alloc();
-  data_.reset(static_cast<std::byte*>(p));
+  data_ = std::unique_ptr<std::byte, std::function<void(std::byte*)>>(static_cast<std::byte*>(p),
+                                                                       [](std::byte* q) { std::free(q); });
 }
+
+HostBytes::HostBytes(std::byte* data, std::size_t bytes, std::function<void(std::byte*)> release, bool pinned)
+    : data_(data, std::move(release)), size_(bytes), capacity_(bytes), pinned_(pinned) {}
 
 void HostBytes::resize_within(std::size_t bytes) {
   if (bytes > capacity_) throw std::length_error("HostBytes::resize_within beyond capacity");
@@ -34,7 +36,7 @@ HostBytes BufferPool::take(std::size_t bytes) {
       return out;
     }
   }
-  return HostBytes(bytes);
+  return allocate_ ? allocate_(bytes) : HostBytes(bytes);
 }
 
 void BufferPool::give(HostBytes&& buffer) {

@@ -3,17 +3,22 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 namespace reprise::core {
 
-/// An owned, uninitialised, 64-byte aligned host buffer.
+/// An owned, uninitialised host buffer: 64-byte aligned heap memory, or memory from elsewhere (pinned memory
+/// from gpu::Backend) released by its own deleter.
 class HostBytes {
  public:
   HostBytes() = default;
   explicit HostBytes(std::size_t bytes);
+  HostBytes(std::byte* data, std::size_t bytes, std::function<void(std::byte*)> release, bool pinned);
+  /// Page-locked (DMA straight into it).
+  bool pinned() const { return pinned_; }
   std::byte* data() { return data_.get(); }
   const std::byte* data() const { return data_.get(); }
   std::size_t size() const { return size_; }
@@ -22,19 +27,19 @@ class HostBytes {
   void resize_within(std::size_t bytes);
 
  private:
-  struct Free {
-    void operator()(std::byte* p) const;
-  };
-  std::unique_ptr<std::byte, Free> data_;
+  std::unique_ptr<std::byte, std::function<void(std::byte*)>> data_;
   std::size_t size_ = 0;
   std::size_t capacity_ = 0;
+  bool pinned_ = false;
 };
 
-/// Recycles HostBytes. take() returns a buffer of at least `bytes` (reusing the smallest that fits);
-/// give() hands one back. Bounded: at most `max_buffers` are kept.
+/// Recycles HostBytes. take() returns a buffer of at least `bytes` (reusing the smallest that fits, else
+/// allocating with `allocate`); give() hands one back. Bounded: at most `max_buffers` are kept.
 class BufferPool {
  public:
-  explicit BufferPool(std::size_t max_buffers = 8) : max_buffers_(max_buffers) {}
+  using Allocate = std::function<HostBytes(std::size_t)>;
+  explicit BufferPool(std::size_t max_buffers = 8, Allocate allocate = nullptr)
+      : max_buffers_(max_buffers), allocate_(std::move(allocate)) {}
   HostBytes take(std::size_t bytes);
   void give(HostBytes&& buffer);
   std::size_t held_bytes() const;
@@ -43,6 +48,7 @@ class BufferPool {
   mutable std::mutex mutex_;
   std::vector<HostBytes> free_;
   std::size_t max_buffers_;
+  Allocate allocate_;
 };
 
 }  // namespace reprise::core

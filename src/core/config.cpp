@@ -63,6 +63,7 @@ Config Config::from_env(Config c) {
   if (auto v = env("REPRISE_MAX_INFLIGHT")) c.max_inflight = parse_unsigned(v, "REPRISE_MAX_INFLIGHT");
   if (auto v = env("REPRISE_VERIFY_RESTORE")) c.verify_restore = parse_bool(v, "REPRISE_VERIFY_RESTORE");
   if (auto v = env("REPRISE_METRICS")) c.metrics_file = v;
+  if (auto v = env("REPRISE_PINNED_PAYLOAD")) c.pinned_payload = parse_bool(v, "REPRISE_PINNED_PAYLOAD");
   if (auto v = env("REPRISE_DEVICE_BACKEND")) {
     const std::string s = v;
     if (s == "auto") c.device_backend = DeviceBackendKind::Auto;

@@ -67,9 +67,11 @@ struct Runtime::Impl {
 
   Config cfg;
   core::WorkPool pool;
-  std::shared_ptr<core::BufferPool> payload_pool = std::make_shared<core::BufferPool>(8);
-  std::unique_ptr<core::VersionStore> store;
+  // Declared before everything that holds device or pinned memory, so it is destroyed after them.
   std::unique_ptr<gpu::Backend> backend;
+  std::shared_ptr<core::BufferPool> payload_pool = std::make_shared<core::BufferPool>(8);
+  std::shared_ptr<core::BufferPool> pinned_pool;  // created with the device backend
+  std::unique_ptr<core::VersionStore> store;
   std::unique_ptr<gpu::Stream> scan_stream, drain_stream;
   gpu::Buffer pinned[2];
   std::vector<gpu::Buffer> free_staging;
@@ -161,8 +163,20 @@ struct Runtime::Impl {
     }
     std::weak_ptr<core::BufferPool> pool;
   };
-  std::shared_ptr<core::HostBytes> take_payload(std::size_t bytes) {
-    return std::make_shared<PooledBytes>(payload_pool->take(bytes), payload_pool);
+  std::shared_ptr<core::HostBytes> take_payload(std::size_t bytes, bool has_device_data) {
+    auto& pool = has_device_data && cfg.pinned_payload ? pinned_payload_pool() : payload_pool;
+    return std::make_shared<PooledBytes>(pool->take(bytes), pool);
+  }
+  // Version buffers in page-locked memory: the drain DMAs device staging straight into them.
+  std::shared_ptr<core::BufferPool>& pinned_payload_pool() {
+    if (!pinned_pool) {
+      gpu::Backend* be = backend.get();
+      pinned_pool = std::make_shared<core::BufferPool>(8, [be](std::size_t bytes) {
+        auto b = std::make_shared<gpu::Buffer>(be->alloc_pinned(bytes ? bytes : 1));
+        return core::HostBytes(b->as<std::byte>(), bytes, [b](std::byte*) mutable { b.reset(); }, true);
+      });
+    }
+    return pinned_pool;
   }
 
   gpu::Buffer take_staging(std::size_t bytes) {
@@ -177,10 +191,18 @@ struct Runtime::Impl {
     return gpu::Buffer();
   }
 
-  // Staging -> pinned (two buffers, alternating) -> payload. The D2H copy of piece k overlaps the host copy
-  // of piece k-1.
+  // Staging -> payload. Into a pinned payload directly; otherwise through two pinned buffers, alternating,
+  // the D2H copy of piece k overlapping the host copy of piece k-1.
   void drain(const gpu::Buffer& staging, const std::vector<DrainSegment>& segments, core::HostBytes& payload) {
     gpu::Backend& be = *backend;
+    if (payload.pinned()) {
+      // The version buffer is page-locked: DMA each segment straight into it, no bounce copy.
+      for (const DrainSegment& s : segments)
+        be.copy_to_host(payload.data() + s.payload_offset, staging.as<std::byte>() + s.staging_offset, s.bytes,
+                        *drain_stream);
+      be.synchronize(*drain_stream);
+      return;
+    }
     const std::size_t piece = cfg.pinned_piece_bytes;
     for (auto& p : pinned)
       if (!p) p = be.alloc_pinned(piece);
@@ -401,7 +423,9 @@ void Runtime::checkpoint(std::uint64_t version) {
 
   // 2. Pack: host chunks into the payload now; device chunks into staging (in rounds if staging is short).
   const auto t_pack = Clock::now();
-  job.payload = d.take_payload(payload_bytes);
+  bool has_device = false;
+  for (const auto& e : d.entries) has_device = has_device || e.region.space == MemorySpace::Device;
+  job.payload = d.take_payload(payload_bytes, has_device);
   std::uint64_t device_dirty = 0;
   for (std::size_t i = 0; i < d.entries.size(); ++i) {
     if (auto* h = std::get_if<core::HostTracker>(&d.entries[i].tracker))

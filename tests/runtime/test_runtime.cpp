@@ -17,11 +17,12 @@ constexpr std::size_t kChunk = 4096;
 struct Case {
   MemorySpace space;
   bool directory;
+  bool pinned_payload = true;  // device data: DMA into pinned versions, or bounce through two pinned buffers
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return std::string(info.param.space == MemorySpace::Host ? "Host" : "DeviceTwin") +
-         (info.param.directory ? "Directory" : "Memory");
+         (info.param.directory ? "Directory" : "Memory") + (info.param.pinned_payload ? "" : "Bounce");
 }
 
 class DataPath : public ::testing::TestWithParam<Case> {
@@ -33,6 +34,7 @@ class DataPath : public ::testing::TestWithParam<Case> {
     c.keep_chains = 3;
     c.device_backend = DeviceBackendKind::HostTwin;
     c.pinned_piece_bytes = 8192;  // many pieces: exercises the double-buffered drain
+    c.pinned_payload = GetParam().pinned_payload;
     if (GetParam().directory) c.dir = dir_.path();
     return c;
   }
@@ -123,6 +125,7 @@ TEST(DeviceTwin, StagingShortOfMemoryPacksInRounds) {
   c.chunk_bytes = kChunk;
   c.device_backend = DeviceBackendKind::HostTwin;
   c.pinned_piece_bytes = 8192;
+  c.pinned_payload = false;  // rounds drain through the bounce buffers
   c.dir = dir.path();
   c.staging_bytes = 3 * kChunk + 256;  // forces several rounds for 40 dirty chunks
   std::vector<unsigned char> a(40 * kChunk), b(7 * kChunk + 5);
@@ -185,7 +188,9 @@ TEST_P(DataPath, ContinuingAfterARestoreAbandonsTheNewerTimeline) {
 
 INSTANTIATE_TEST_SUITE_P(Spaces, DataPath,
                          ::testing::Values(Case{MemorySpace::Host, false}, Case{MemorySpace::Host, true},
-                                           Case{MemorySpace::Device, false}, Case{MemorySpace::Device, true}),
+                                           Case{MemorySpace::Device, false}, Case{MemorySpace::Device, true},
+                                           Case{MemorySpace::Device, false, false},
+                                           Case{MemorySpace::Device, true, false}),
                          case_name);
 
 TEST(Runtime, VersionsMustIncrease) {
