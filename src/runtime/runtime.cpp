@@ -43,9 +43,20 @@ struct DrainSegment {
   std::size_t bytes;
 };
 
+// Host chunks packed at checkpoint time into a pooled buffer, copied into the version by the background thread.
+struct HostPart {
+  std::shared_ptr<core::HostBytes> bytes;
+  std::vector<DrainSegment> segments;  // staging_offset = offset in `bytes`
+};
+
 struct Job {
   core::Manifest manifest;
+  std::uint64_t payload_bytes = 0;
+  // The version buffer. Host-only versions get it at checkpoint time (host chunks are packed straight into it);
+  // versions with device data get it on the background thread, so allocating (and pinning) it is never on the
+  // application's path, except when staging rounds drain synchronously.
   std::shared_ptr<core::HostBytes> payload;
+  HostPart host_part;
   gpu::Buffer staging;
   std::vector<DrainSegment> segments;
   std::vector<std::uint64_t> obsolete;  // versions of an abandoned timeline, released before storing
@@ -268,6 +279,7 @@ struct Runtime::Impl {
                          " was not stored: an earlier version of its chain failed to store");
     }
     for (std::uint64_t v : job.obsolete) store->release(v);
+    ensure_payload(job);
     if (!job.segments.empty()) {
       const auto t0 = Clock::now();
       drain(job.staging, job.segments, *job.payload);
@@ -283,6 +295,14 @@ struct Runtime::Impl {
     job.metrics.durable_seconds = seconds_since(job.started);
     std::lock_guard<std::mutex> lock(mutex);
     done.push_back(job.metrics);
+  }
+
+  void ensure_payload(Job& job) {
+    if (job.payload) return;
+    job.payload = take_payload(job.payload_bytes, true);
+    for (const DrainSegment& s : job.host_part.segments)
+      std::memcpy(job.payload->data() + s.payload_offset, job.host_part.bytes->data() + s.staging_offset, s.bytes);
+    job.host_part = HostPart{};
   }
 
   // Keeps the newest `keep_chains` full versions and everything after the oldest of them.
@@ -424,18 +444,36 @@ void Runtime::checkpoint(std::uint64_t version) {
   // 2. Pack: host chunks into the payload now; device chunks into staging (in rounds if staging is short).
   const auto t_pack = Clock::now();
   bool has_device = false;
-  for (const auto& e : d.entries) has_device = has_device || e.region.space == MemorySpace::Device;
-  job.payload = d.take_payload(payload_bytes, has_device);
-  std::uint64_t device_dirty = 0;
+  std::uint64_t host_dirty = 0, device_dirty = 0;
   for (std::size_t i = 0; i < d.entries.size(); ++i) {
-    if (auto* h = std::get_if<core::HostTracker>(&d.entries[i].tracker))
-      h->pack(d.pool, dirty[i], job.payload->data() + m.regions[i].payload_offset);
-    else
+    if (d.entries[i].region.space == MemorySpace::Device) {
+      has_device = true;
       device_dirty += m.regions[i].stored_bytes() + 256;
+    } else {
+      host_dirty += m.regions[i].stored_bytes();
+    }
+  }
+  job.payload_bytes = payload_bytes;
+  if (!has_device) job.payload = d.take_payload(payload_bytes, false);
+  else if (host_dirty) job.host_part.bytes = d.take_payload(host_dirty, false);
+  std::size_t host_used = 0;
+  for (std::size_t i = 0; i < d.entries.size(); ++i) {
+    auto* h = std::get_if<core::HostTracker>(&d.entries[i].tracker);
+    if (!h) continue;
+    const core::RegionRecord& r = m.regions[i];
+    if (job.payload) {
+      h->pack(d.pool, dirty[i], job.payload->data() + r.payload_offset);
+    } else if (!dirty[i].empty()) {
+      h->pack(d.pool, dirty[i], job.host_part.bytes->data() + host_used);
+      job.host_part.segments.push_back({host_used, r.payload_offset, r.stored_bytes()});
+      host_used += r.stored_bytes();
+    }
   }
   unsigned rounds = 0;
   if (device_dirty > 0) {
-    const std::size_t cap = std::max<std::size_t>(std::min<std::size_t>(device_dirty, d.cfg.staging_bytes),
+    // Rounded up to 64 MiB so that slightly larger checkpoints reuse the pooled staging buffer.
+    const std::size_t rounded = (device_dirty + (std::size_t(64) << 20) - 1) / (std::size_t(64) << 20) << 26;
+    const std::size_t cap = std::max<std::size_t>(std::min<std::size_t>(rounded, d.cfg.staging_bytes),
                                                   d.cfg.chunk_bytes + 256);
     job.staging = d.take_staging(cap);
     if (!job.staging) job.staging = d.backend->alloc_device(cap);
@@ -444,6 +482,7 @@ void Runtime::checkpoint(std::uint64_t version) {
       // Staging is full and more is coming: this round must reach the payload before staging is reused.
       d.backend->synchronize(*d.scan_stream);
       d.wait_queue(0);  // the background thread owns the pinned buffers while it drains
+      d.ensure_payload(job);
       d.drain(job.staging, job.segments, *job.payload);
       job.segments.clear();
       used = 0;

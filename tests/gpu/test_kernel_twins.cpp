@@ -1,0 +1,111 @@
+// The chunk kernels' host twins against a literal transcription of the Lanes64 specification.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gpu/backend.hpp"
+#include "kernels/chunk_kernels.hpp"
+
+namespace reprise::kernels {
+namespace {
+
+// The specification in chunk_kernels.hpp, word for word: slow and obviously right.
+std::uint64_t lanes64_reference(const unsigned char* data, std::size_t len) {
+  const std::uint64_t P1 = 0x9E3779B185EBCA87ULL, P2 = 0xC2B2AE3D27D4EB4FULL, P3 = 0x165667B19E3779F9ULL,
+                      P4 = 0x85EBCA77C2B2AE63ULL, P5 = 0x27D4EB2F165667C5ULL;
+  auto rotl = [](std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); };
+  auto round = [&](std::uint64_t a, std::uint64_t w) { return rotl(a + w * P2, 31) * P1; };
+  std::vector<std::uint64_t> acc(256);
+  for (unsigned l = 0; l < 256; ++l) acc[l] = (l + 1) * P5;
+  const std::size_t units = (len + 15) / 16;
+  for (unsigned l = 0; l < 256; ++l)
+    for (std::size_t u = l; u < units; u += 256) {
+      std::uint64_t w[2] = {0, 0};
+      for (int b = 0; b < 16; ++b)
+        if (u * 16 + b < len) w[b / 8] |= std::uint64_t(data[u * 16 + b]) << (8 * (b % 8));
+      acc[l] = round(acc[l], w[0]);
+      acc[l] = round(acc[l], w[1]);
+    }
+  std::uint64_t h = len * P5;
+  for (unsigned g = 0; g < 32; ++g) {
+    std::uint64_t hg = 0;
+    for (unsigned l = 8 * g; l < 8 * g + 8; ++l) hg = (hg ^ round(0, acc[l])) * P1 + P4;
+    h = (h ^ round(0, hg)) * P1 + P4;
+  }
+  h ^= h >> 33;
+  h *= P2;
+  h ^= h >> 29;
+  h *= P3;
+  h ^= h >> 32;
+  return h;
+}
+
+std::vector<unsigned char> random_bytes(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<unsigned char> v(n);
+  for (auto& b : v) b = static_cast<unsigned char>(rng());
+  return v;
+}
+
+TEST(Lanes64, HostTwinMatchesTheSpecification) {
+  const auto data = random_bytes(200000, 1);
+  std::mt19937_64 rng(2);
+  std::vector<std::size_t> lengths = {0, 1, 15, 16, 17, 255, 4095, 4096, 4097, 65536, 65537, 200000};
+  for (int k = 0; k < 40; ++k) lengths.push_back(rng() % 200000);
+  for (std::size_t len : lengths)
+    for (std::size_t offset : {0, 3}) {
+      if (offset + len > data.size()) continue;
+      ASSERT_EQ(lanes64(data.data() + offset, len), lanes64_reference(data.data() + offset, len))
+          << "length " << len << " offset " << offset;
+    }
+}
+
+TEST(Lanes64, GoldenValuesPinTheAlgorithm) {
+  std::vector<unsigned char> v(70000);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<unsigned char>(i * 31 + 7);
+  const std::pair<std::size_t, std::uint64_t> golden[] = {
+      {0, 0x7d3ca4e39e870bcbULL},     {1, 0x1470144deaeb4be8ULL},     {15, 0x4d6886bd8718ba04ULL},
+      {16, 0x00f60856afd8c6edULL},    {17, 0xb495c6c703f5fd5dULL},    {4096, 0x91b6b1749f9ea568ULL},
+      {65536, 0xf4b11ddc3b2c679fULL}, {70000, 0x6930255fbfbe4bd7ULL}};
+  for (auto [len, digest] : golden) EXPECT_EQ(lanes64(v.data(), len), digest) << "length " << len;
+}
+
+TEST(Lanes64, EveryByteAndTheLengthMatter) {
+  auto data = random_bytes(4096 + 7, 3);
+  const std::uint64_t base = lanes64(data.data(), data.size());
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    data[i] ^= 0x01;
+    ASSERT_NE(lanes64(data.data(), data.size()), base) << "flip at byte " << i;
+    data[i] ^= 0x01;
+  }
+  const std::vector<unsigned char> zeros(64, 0);
+  EXPECT_NE(lanes64(zeros.data(), 17), lanes64(zeros.data(), 32)) << "zero padding must not collide";
+  EXPECT_NE(lanes64(zeros.data(), 0), lanes64(zeros.data(), 16));
+}
+
+TEST(ChunkTwins, CompareCompactPackUnpack) {
+  const std::uint64_t cur[] = {1, 2, 3, 4, 5, 6}, prev[] = {1, 9, 3, 9, 5, 9};
+  std::uint32_t idx[6];
+  EXPECT_EQ(compare_compact_host(cur, prev, 6, false, idx), 3u);
+  EXPECT_EQ(std::vector<std::uint32_t>(idx, idx + 3), (std::vector<std::uint32_t>{1, 3, 5}));
+  EXPECT_EQ(compare_compact_host(cur, cur, 6, false, idx), 0u);
+  EXPECT_EQ(compare_compact_host(cur, nullptr, 6, true, idx), 6u);
+
+  const std::size_t chunk = 256, bytes = 5 * chunk + 10;
+  const auto region = random_bytes(bytes, 4);
+  const std::uint32_t chunks[] = {0, 2, 5};
+  std::vector<unsigned char> staging(3 * chunk);
+  pack_host(region.data(), bytes, chunk, chunks, 3, staging.data());
+  std::vector<unsigned char> out(bytes, 0xEE);
+  unpack_host(out.data(), bytes, chunk, chunks, 3, staging.data());
+  for (std::size_t i = 0; i < bytes; ++i) {
+    const std::size_t c = i / chunk;
+    const bool moved = c == 0 || c == 2 || c == 5;
+    ASSERT_EQ(out[i], moved ? region[i] : 0xEE) << "byte " << i;
+  }
+}
+
+}  // namespace
+}  // namespace reprise::kernels
