@@ -283,7 +283,7 @@ struct Runtime::Impl {
     if (!job.segments.empty()) {
       const auto t0 = Clock::now();
       drain(job.staging, job.segments, *job.payload);
-      job.metrics.drain.seconds = seconds_since(t0);
+      job.metrics.drain.seconds += seconds_since(t0);  // plus the synchronous rounds, if any
     }
     const auto t1 = Clock::now();
     const std::uint64_t sum = core::payload_checksum(job.payload->data(), job.payload->size(), cfg.digest_threads);
@@ -483,7 +483,9 @@ void Runtime::checkpoint(std::uint64_t version) {
       d.backend->synchronize(*d.scan_stream);
       d.wait_queue(0);  // the background thread owns the pinned buffers while it drains
       d.ensure_payload(job);
+      const auto t_round = Clock::now();
       d.drain(job.staging, job.segments, *job.payload);
+      job.metrics.drain.seconds += seconds_since(t_round);
       job.segments.clear();
       used = 0;
       ++rounds;
