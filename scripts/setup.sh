@@ -11,6 +11,7 @@ PACKAGES=(
   libxxhash-dev nlohmann-json3-dev libcli11-dev
   libopenmpi-dev openmpi-bin
   python3-matplotlib
+  debootstrap
 )
 
 missing=()

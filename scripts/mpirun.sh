@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Runs a program with N ranks under an MPI whose ULFM works, with the flags that make failure handling reliable.
+#
+#   scripts/mpirun.sh -n N [--timeout S] -- PROGRAM [ARG...]
+#
+# PROGRAM is the name of a program this project builds (reprise-ulfm-probe, later reprise-stencil, ...), built
+# first if missing or stale in the build tree that matches the MPI used, or an absolute path.
+# Which MPI: the host's when a runtime probe (reprise-ulfm-probe: kill a rank, detect, shrink, respawn) says its
+# ULFM works, otherwise Open MPI 5 in the trixie sandbox (scripts/ulfm-sandbox.sh, created on first use).
+# REPRISE_MPI=host|sandbox forces one. REPRISE_* variables (e.g. REPRISE_KILL) reach every rank.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+n=""; timeout_s=600
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n|-np) n=$2; shift 2 ;;
+    --timeout) timeout_s=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "usage: scripts/mpirun.sh -n N [--timeout S] -- PROGRAM [ARG...]" >&2; exit 2 ;;
+  esac
+done
+[ -n "$n" ] && [ $# -gt 0 ] || { echo "usage: scripts/mpirun.sh -n N [--timeout S] -- PROGRAM [ARG...]" >&2; exit 2; }
+program=$1; shift
+
+FLAGS=(--with-ft ulfm --oversubscribe --mca async_mpi_finalize true --mca btl self,sm,tcp --mca btl_tcp_if_include lo)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+passthrough=()
+for v in $(compgen -e | grep '^REPRISE_' || true); do passthrough+=(-x "$v"); done
+
+log() { echo "[mpirun.sh] $*" >&2; }
+
+# build_and_find BUILD_DIR CONFIGURE_PREFIX... : prints the path of $program built in BUILD_DIR.
+configure_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_ENABLE_MPI=ON -DREPRISE_BUILD_BENCH=OFF)
+
+host_probe() {
+  local b="$here/build-host-mpi" cache="$here/build-host-mpi/.ulfm-probe"
+  if [ -f "$cache" ]; then cat "$cache"; return; fi
+  mkdir -p "$b"
+  if ! command -v mpirun > /dev/null ||
+     ! cmake -S "$here" -B "$b" "${configure_args[@]}" -DREPRISE_BUILD_TESTS=OFF > "$b/configure.log" 2>&1 ||
+     ! cmake --build "$b" --target reprise-ulfm-probe > "$b/build.log" 2>&1; then
+    echo no | tee "$cache"; return
+  fi
+  if timeout 120 mpirun "${FLAGS[@]}" -n 3 "$b/apps/reprise-ulfm-probe" 2>/dev/null | grep -q "ULFM works"; then
+    echo yes | tee "$cache"
+  else
+    echo no | tee "$cache"
+  fi
+}
+
+mpi=${REPRISE_MPI:-}
+if [ -z "$mpi" ]; then
+  if [ "$(host_probe)" = yes ]; then mpi=host; else mpi=sandbox; fi
+fi
+
+case "$mpi" in
+  host)
+    build="$here/build-host-mpi"
+    if [[ "$program" != /* ]]; then
+      cmake -S "$here" -B "$build" "${configure_args[@]}" > /dev/null
+      cmake --build "$build" -j "$(nproc)" --target "$program" > "$build/build-$program.log" 2>&1 \
+        || { tail -30 "$build/build-$program.log"; log "building $program failed"; exit 1; }
+      program=$(find "$build" -type f -perm -u+x -name "$program" | head -n 1)
+    fi
+    exec timeout --signal=KILL "$timeout_s" mpirun "${FLAGS[@]}" "${passthrough[@]}" -n "$n" "$program" "$@"
+    ;;
+  sandbox)
+    if [[ "$program" == /* ]]; then
+      case "$program" in
+        "$here"/*) program="/src/${program#"$here"/}" ;;
+        *) log "$program is outside the source tree, which is all the sandbox sees"; exit 2 ;;
+      esac
+    fi
+    # Configure + build inside the sandbox (its own compiler and Open MPI 5), then run there.
+    # Inner arguments: MPIRUN_ARGS... -- PROGRAM ARGS...
+    exec timeout --signal=KILL "$timeout_s" bash "$here/scripts/ulfm-sandbox.sh" run bash -c '
+      set -e
+      mpirun_args=()
+      while [ "$1" != "--" ]; do mpirun_args+=("$1"); shift; done
+      shift
+      program=$1; shift
+      b=/src/build-ulfm
+      if [[ "$program" != /* ]]; then
+        [ -f "$b/CMakeCache.txt" ] || cmake -S /src -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_ENABLE_MPI=ON \
+          -DREPRISE_BUILD_BENCH=OFF -DREPRISE_ENABLE_CUDA=OFF -DREPRISE_IN_SANDBOX=ON > "$b.configure.log" 2>&1 || { cat "$b.configure.log"; exit 1; }
+        cmake --build "$b" -j "$(nproc)" --target "$program" > "$b.build-$program.log" 2>&1 \
+          || { tail -30 "$b.build-$program.log"; echo "[mpirun.sh] building $program in the sandbox failed" >&2; exit 1; }
+        program=$(find "$b" -type f -perm -u+x -name "$program" | head -n 1)
+      fi
+      exec mpirun "${mpirun_args[@]}" "$program" "$@"
+    ' bash "${FLAGS[@]}" "${passthrough[@]}" -n "$n" -- "$program" "$@"
+    ;;
+  *) log "REPRISE_MPI=$mpi: use host or sandbox"; exit 2 ;;
+esac
