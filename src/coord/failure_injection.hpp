@@ -1,0 +1,26 @@
+// REPRISE_KILL="RANK:STEP[:POINT],...": the listed ranks SIGKILL themselves at a step, at a point of the
+// checkpoint/recovery cycle. Used by tests and demos to make failures real.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace reprise::coord {
+
+enum class KillPoint { Compute, Checkpoint, Drain, Commit, Recovery };
+const char* to_string(KillPoint point);
+
+struct KillOrder {
+  int rank;
+  std::uint64_t step;
+  KillPoint point;
+};
+
+/// Parses REPRISE_KILL. Throws ConfigError naming the bad entry and the accepted form.
+std::vector<KillOrder> parse_kill_spec(const std::string& spec);
+
+/// True when `rank` must die at (`step`, `point`).
+bool kill_due(const std::vector<KillOrder>& orders, int rank, std::uint64_t step, KillPoint point);
+
+}  // namespace reprise::coord
