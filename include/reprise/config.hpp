@@ -30,6 +30,9 @@ struct Config {
   /// Versions holding device data live in pinned host memory, so the drain is one DMA per segment. Off: they
   /// live in pageable memory and the drain goes through two pinned buffers of `pinned_piece_bytes`.
   bool pinned_payload = true;
+  /// Pinned memory set aside for those versions, pinned when device regions are protected. 0 = twice the
+  /// protected device bytes. A version that finds no room goes through the bounce buffers instead.
+  std::size_t pinned_arena_bytes = 0;
   /// Size of each of the two pinned bounce buffers the drain uses when `pinned_payload` is off.
   std::size_t pinned_piece_bytes = 8u << 20;
   /// Device staging memory a checkpoint may use at once; more dirty data is packed and drained in rounds.

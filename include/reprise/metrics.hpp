@@ -30,6 +30,7 @@ struct CheckpointMetrics {
   double durable_seconds = 0;     ///< from checkpoint() entry until the version was durable
   std::uint64_t released_versions = 0;
   std::string device_backend;     ///< "cuda", "host-twin" or "" when no device region
+  bool payload_pinned = false;    ///< the version went to pinned memory (else through the bounce buffers)
 };
 
 /// JSON array of the given metrics.

@@ -64,6 +64,7 @@ Config Config::from_env(Config c) {
   if (auto v = env("REPRISE_VERIFY_RESTORE")) c.verify_restore = parse_bool(v, "REPRISE_VERIFY_RESTORE");
   if (auto v = env("REPRISE_METRICS")) c.metrics_file = v;
   if (auto v = env("REPRISE_PINNED_PAYLOAD")) c.pinned_payload = parse_bool(v, "REPRISE_PINNED_PAYLOAD");
+  if (auto v = env("REPRISE_PINNED_ARENA_BYTES")) c.pinned_arena_bytes = parse_bytes(v, "REPRISE_PINNED_ARENA_BYTES");
   if (auto v = env("REPRISE_DEVICE_BACKEND")) {
     const std::string s = v;
     if (s == "auto") c.device_backend = DeviceBackendKind::Auto;

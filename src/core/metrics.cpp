@@ -27,7 +27,8 @@ std::string to_json(const std::vector<CheckpointMetrics>& all) {
                    {"app_visible_seconds", m.app_visible_seconds},
                    {"durable_seconds", m.durable_seconds},
                    {"released_versions", m.released_versions},
-                   {"device_backend", m.device_backend}});
+                   {"device_backend", m.device_backend},
+                   {"payload_pinned", m.payload_pinned}});
   return out.dump(2);
 }
 

@@ -23,6 +23,7 @@
 #include "core/format.hpp"
 #include "core/host_tracker.hpp"
 #include "core/manifest.hpp"
+#include "core/pinned_arena.hpp"
 #include "core/restore.hpp"
 #include "core/version_store.hpp"
 #include "core/work_pool.hpp"
@@ -81,7 +82,8 @@ struct Runtime::Impl {
   // Declared before everything that holds device or pinned memory, so it is destroyed after them.
   std::unique_ptr<gpu::Backend> backend;
   std::shared_ptr<core::BufferPool> payload_pool = std::make_shared<core::BufferPool>(8);
-  std::shared_ptr<core::BufferPool> pinned_pool;  // created with the device backend
+  std::shared_ptr<core::PinnedArena> arena;  // pinned when device regions are protected (pinned_payload)
+  std::size_t device_bytes = 0;              // protected device bytes
   std::unique_ptr<core::VersionStore> store;
   std::unique_ptr<gpu::Stream> scan_stream, drain_stream;
   gpu::Buffer pinned[2];
@@ -174,20 +176,12 @@ struct Runtime::Impl {
     }
     std::weak_ptr<core::BufferPool> pool;
   };
+  // Versions with device data go into the pinned arena when it has room (the drain then DMAs straight into
+  // them); otherwise, like host-only versions, into recycled pageable buffers.
   std::shared_ptr<core::HostBytes> take_payload(std::size_t bytes, bool has_device_data) {
-    auto& pool = has_device_data && cfg.pinned_payload ? pinned_payload_pool() : payload_pool;
-    return std::make_shared<PooledBytes>(pool->take(bytes), pool);
-  }
-  // Version buffers in page-locked memory: the drain DMAs device staging straight into them.
-  std::shared_ptr<core::BufferPool>& pinned_payload_pool() {
-    if (!pinned_pool) {
-      gpu::Backend* be = backend.get();
-      pinned_pool = std::make_shared<core::BufferPool>(8, [be](std::size_t bytes) {
-        auto b = std::make_shared<gpu::Buffer>(be->alloc_pinned(bytes ? bytes : 1));
-        return core::HostBytes(b->as<std::byte>(), bytes, [b](std::byte*) mutable { b.reset(); }, true);
-      });
-    }
-    return pinned_pool;
+    if (has_device_data && arena)
+      if (auto pinned = arena->allocate(bytes)) return std::make_shared<core::HostBytes>(std::move(*pinned));
+    return std::make_shared<PooledBytes>(payload_pool->take(bytes), payload_pool);
   }
 
   gpu::Buffer take_staging(std::size_t bytes) {
@@ -300,6 +294,7 @@ struct Runtime::Impl {
   void ensure_payload(Job& job) {
     if (job.payload) return;
     job.payload = take_payload(job.payload_bytes, true);
+    job.metrics.payload_pinned = job.payload->pinned();
     for (const DrainSegment& s : job.host_part.segments)
       std::memcpy(job.payload->data() + s.payload_offset, job.host_part.bytes->data() + s.staging_offset, s.bytes);
     job.host_part = HostPart{};
@@ -353,9 +348,18 @@ void Runtime::protect(const std::string& name, void* data, std::size_t bytes, Me
   if (space == MemorySpace::Host) {
     impl_->entries.push_back({region, core::HostTracker(region, chunk)});
   } else {
+    impl_->wait_queue(0);  // the background thread reads the arena and the staging pool
     gpu::Backend& be = impl_->device();
     impl_->entries.push_back({region, std::variant<core::HostTracker, core::DeviceTracker>(
                                           std::in_place_index<1>, region, chunk, be)});
+    impl_->device_bytes += bytes;
+    if (impl_->cfg.pinned_payload) {
+      // Pinned now, before the compute loop, so that no checkpoint pins memory (see core/pinned_arena.hpp).
+      if (!impl_->arena) impl_->arena = core::PinnedArena::create(be);
+      const std::size_t want = impl_->cfg.pinned_arena_bytes ? impl_->cfg.pinned_arena_bytes
+                                                             : 2 * impl_->device_bytes;
+      if (want > impl_->arena->capacity()) impl_->arena->grow(want - impl_->arena->capacity());
+    }
   }
   impl_->regions_changed = true;
 }
@@ -471,10 +475,12 @@ void Runtime::checkpoint(std::uint64_t version) {
   }
   unsigned rounds = 0;
   if (device_dirty > 0) {
-    // Rounded up to 64 MiB so that slightly larger checkpoints reuse the pooled staging buffer.
-    const std::size_t rounded = (device_dirty + (std::size_t(64) << 20) - 1) / (std::size_t(64) << 20) << 26;
-    const std::size_t cap = std::max<std::size_t>(std::min<std::size_t>(rounded, d.cfg.staging_bytes),
-                                                  d.cfg.chunk_bytes + 256);
+    // Sized for everything protected (capped by the budget), so the pooled buffers fit every later checkpoint:
+    // growing them would mean cudaFree, which synchronises the device.
+    std::size_t device_regions = 0;
+    for (const auto& e : d.entries) device_regions += e.region.space == MemorySpace::Device;
+    const std::size_t cap = std::max<std::size_t>(
+        std::min<std::size_t>(d.device_bytes + 256 * device_regions, d.cfg.staging_bytes), d.cfg.chunk_bytes + 256);
     job.staging = d.take_staging(cap);
     if (!job.staging) job.staging = d.backend->alloc_device(cap);
     std::size_t used = 0;
@@ -536,6 +542,7 @@ void Runtime::checkpoint(std::uint64_t version) {
   }
   mt.drain.bytes = device_dirty ? payload_bytes : 0;
   mt.device_backend = d.backend ? d.backend->name() : "";
+  mt.payload_pinned = job.payload ? job.payload->pinned() : false;
   mt.app_visible_seconds = seconds_since(t0);
   {
     std::lock_guard<std::mutex> lock(d.mutex);

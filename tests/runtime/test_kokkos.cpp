@@ -62,7 +62,8 @@ TEST(KokkosViews, RuntimeKeepsTheAllocationAlive) {
 
 TEST(KokkosViews, NonContiguousViewIsRejectedWithAnExplanation) {
   reprise::Runtime rt(small_chunks());
-  Field u("u", 8, 8);
+  // LayoutRight explicitly: the default layout of device views is LayoutLeft, whose columns are contiguous.
+  Kokkos::View<double**, Kokkos::LayoutRight> u("u", 8, 8);
   auto column = Kokkos::subview(u, Kokkos::ALL, 3);  // stride 8: not contiguous
   try {
     rt.protect(column);

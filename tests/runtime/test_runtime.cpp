@@ -193,6 +193,34 @@ INSTANTIATE_TEST_SUITE_P(Spaces, DataPath,
                                            Case{MemorySpace::Device, true, false}),
                          case_name);
 
+TEST(DeviceTwin, AFullPinnedArenaFallsBackToTheBounceBuffers) {
+  Config c;
+  c.chunk_bytes = kChunk;
+  c.device_backend = DeviceBackendKind::HostTwin;
+  c.pinned_arena_bytes = 40 * kChunk;  // room for the first version, not for the next ones while it is kept
+  c.pinned_piece_bytes = 8192;
+  c.full_every = 100;
+  std::vector<unsigned char> data(32 * kChunk);
+  test::fill_random(data.data(), data.size(), 12);
+  Runtime rt(c);
+  rt.protect("field", data.data(), data.size(), MemorySpace::Device);
+  std::vector<std::vector<unsigned char>> history;
+  for (int s = 1; s <= 4; ++s) {
+    test::fill_random(data.data() + std::size_t(s) * 3 * kChunk, 5 * kChunk, std::uint64_t(s));
+    if (s == 2) test::fill_random(data.data(), data.size(), 99);  // a large differential: no room left
+    rt.checkpoint(std::uint64_t(s));
+    history.push_back(data);
+  }
+  rt.wait();
+  const auto m = rt.metrics();
+  EXPECT_TRUE(m[0].payload_pinned);
+  EXPECT_FALSE(m[1].payload_pinned) << "32 chunks did not fit the 8 left: pageable + bounce buffers";
+  for (int s = 1; s <= 4; ++s) {
+    rt.restore(std::uint64_t(s));
+    ASSERT_EQ(data, history[std::size_t(s - 1)]) << "version " << s;
+  }
+}
+
 TEST(Runtime, VersionsMustIncrease) {
   Runtime rt(Config{});
   int x = 1;
