@@ -20,6 +20,13 @@
 
 namespace reprise::kernels {
 
+// The XXH64 primes P1..P5 of the Lanes64 specification.
+constexpr std::uint64_t kP1 = 0x9E3779B185EBCA87ULL;
+constexpr std::uint64_t kP2 = 0xC2B2AE3D27D4EB4FULL;
+constexpr std::uint64_t kP3 = 0x165667B19E3779F9ULL;
+constexpr std::uint64_t kP4 = 0x85EBCA77C2B2AE63ULL;
+constexpr std::uint64_t kP5 = 0x27D4EB2F165667C5ULL;
+
 constexpr unsigned kDigestLanes = 256;  // threads per block in the CUDA digest kernel
 constexpr unsigned kDigestGroups = 32;  // lanes folded per group: kDigestLanes / kDigestGroups
 constexpr std::size_t kDigestUnit = 16;

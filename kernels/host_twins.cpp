@@ -6,11 +6,7 @@
 namespace reprise::kernels {
 namespace {
 
-constexpr std::uint64_t P1 = 0x9E3779B185EBCA87ULL;
-constexpr std::uint64_t P2 = 0xC2B2AE3D27D4EB4FULL;
-constexpr std::uint64_t P3 = 0x165667B19E3779F9ULL;
-constexpr std::uint64_t P4 = 0x85EBCA77C2B2AE63ULL;
-constexpr std::uint64_t P5 = 0x27D4EB2F165667C5ULL;
+constexpr std::uint64_t P1 = kP1, P2 = kP2, P3 = kP3, P4 = kP4, P5 = kP5;
 
 inline std::uint64_t rotl(std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 inline std::uint64_t round(std::uint64_t acc, std::uint64_t w) { return rotl(acc + w * P2, 31) * P1; }

@@ -94,7 +94,6 @@ struct Runtime::Impl {
 
   // Timeline of this run (touched by the application thread only).
   std::optional<std::uint64_t> last_version;
-  std::uint64_t last_full = 0;
   std::uint32_t chain_index = 0;
   bool regions_changed = true;
 
@@ -528,7 +527,6 @@ void Runtime::checkpoint(std::uint64_t version) {
   for (auto& e : d.entries) std::visit([](auto& t) { t.accept(); }, e.tracker);
   d.last_version = version;
   d.chain_index = m.chain_index;
-  if (full) d.last_full = version;
   d.regions_changed = false;
 
   CheckpointMetrics& mt = job.metrics;
