@@ -25,6 +25,8 @@
 
 namespace reprise {
 
+/// One per process. Its methods are called from one application thread; the runtime's own threads (digest
+/// workers, the background drain) never call back into the application.
 class Runtime {
  public:
   explicit Runtime(Config config = Config::from_env());

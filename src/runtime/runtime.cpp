@@ -388,26 +388,13 @@ void Runtime::checkpoint(std::uint64_t version) {
   d.run_fences();
 
   bool full;
-  std::vector<std::uint64_t> obsolete;
   {
     std::lock_guard<std::mutex> lock(d.mutex);
     full = d.force_full || d.regions_changed || !d.last_version || d.chain_index + 1 >= d.cfg.full_every;
-    d.force_full = false;
-    // Versions newer than this run's last one belong to a timeline abandoned by a restore (or, before the
-    // first checkpoint of a restarted run that did not restore, to the previous run).
-    for (auto it = d.known.begin(); it != d.known.end();) {
-      if (d.last_version ? it->first > *d.last_version : it->first >= version) {
-        obsolete.push_back(it->first);
-        it = d.known.erase(it);
-      } else {
-        ++it;
-      }
-    }
   }
 
   Job job;
   job.started = t0;
-  job.obsolete = std::move(obsolete);
   core::Manifest& m = job.manifest;
   m.rank = static_cast<std::uint32_t>(d.cfg.rank);
   m.version = version;
@@ -523,7 +510,21 @@ void Runtime::checkpoint(std::uint64_t version) {
   job.metrics.pack_rounds = rounds;
   if (job.segments.empty()) job.staging = gpu::Buffer();
 
-  // 3. The snapshot is taken: this version is the reference for the next one.
+  // 3. The snapshot is taken: this version is the reference for the next one. Versions newer than this run's
+  // last one belong to a timeline abandoned by a restore (or, before the first checkpoint of a restarted run
+  // that did not restore, to the previous run): the background thread releases them before storing this one.
+  {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    d.force_full = false;
+    for (auto it = d.known.begin(); it != d.known.end();) {
+      if (d.last_version ? it->first > *d.last_version : it->first >= version) {
+        job.obsolete.push_back(it->first);
+        it = d.known.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
   for (auto& e : d.entries) std::visit([](auto& t) { t.accept(); }, e.tracker);
   d.last_version = version;
   d.chain_index = m.chain_index;
