@@ -11,37 +11,14 @@
 #include <cstring>
 #include <vector>
 
+#include "heat_kernels.hpp"
 #include "reprise/kokkos.hpp"
 #include "reprise/reprise.hpp"
 
 namespace {
 
-using Field = Kokkos::View<double**>;
+using reprise::heat::Field;
 using Clock = std::chrono::steady_clock;
-
-void jacobi_step(const Field& in, const Field& out) {
-  const int nx = static_cast<int>(in.extent(0)), ny = static_cast<int>(in.extent(1));
-  Kokkos::parallel_for(
-      "jacobi", Kokkos::MDRangePolicy<Kokkos::Rank<2>>({1, 1}, {nx - 1, ny - 1}), KOKKOS_LAMBDA(int i, int j) {
-        out(i, j) = 0.25 * (in(i - 1, j) + in(i + 1, j) + in(i, j - 1) + in(i, j + 1));
-      });
-}
-
-void heat_source(const Field& u) {
-  const int cx = static_cast<int>(u.extent(0)) / 2, cy = static_cast<int>(u.extent(1)) / 2;
-  Kokkos::parallel_for(
-      "source", Kokkos::MDRangePolicy<Kokkos::Rank<2>>({cx - 2, cy - 2}, {cx + 2, cy + 2}),
-      KOKKOS_LAMBDA(int i, int j) { u(i, j) = 100.0; });
-}
-
-// FNV-1a over the field's bytes: a bit-exact fingerprint.
-std::uint64_t fingerprint(const Field& u) {
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), u);
-  const auto* p = reinterpret_cast<const unsigned char*>(h.data());
-  std::uint64_t x = 1469598103934665603ULL;
-  for (std::size_t i = 0; i < h.span() * sizeof(double); ++i) x = (x ^ p[i]) * 1099511628211ULL;
-  return x;
-}
 
 struct RunResult {
   std::uint64_t checksum;
@@ -57,14 +34,12 @@ RunResult run(int nx, int steps, int every, int corrupt_at, reprise::Runtime* rt
     rt->protect(a);
     rt->protect("step", &step);
   }
-  heat_source(a);
+  reprise::heat::heat_source(a);
   Kokkos::deep_copy(b, a);
   const auto t0 = Clock::now();
   bool corrupted = false;
   while (step < steps) {
-    jacobi_step(a, b);
-    Kokkos::deep_copy(a, b);  // keep the state in the protected view
-    heat_source(a);
+    reprise::heat::step(a, b);  // the state stays in the protected view
     ++step;
     if (rt && step % every == 0) rt->checkpoint(static_cast<std::uint64_t>(step));
     if (rt && !corrupted && step == corrupt_at) {
@@ -77,7 +52,7 @@ RunResult run(int nx, int steps, int every, int corrupt_at, reprise::Runtime* rt
     }
   }
   Kokkos::fence();
-  return {fingerprint(a), std::chrono::duration<double>(Clock::now() - t0).count()};
+  return {reprise::heat::fingerprint(a), std::chrono::duration<double>(Clock::now() - t0).count()};
 }
 
 }  // namespace

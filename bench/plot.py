@@ -3,8 +3,8 @@
 
 usage: /usr/bin/python3 bench/plot.py FILE.json [FILE.json ...] [-o OUTDIR]
 
-Understands the JSON of reprise-bench-checkpoint ("kind": "checkpoint"), reprise-bench-dirty ("dirty") and
-reprise-bench-d2h ("d2h"); other kinds are skipped with a message. Needs Debian's python3-matplotlib (run it with
+Understands the JSON of reprise-bench-checkpoint ("kind": "checkpoint"), reprise-bench-dirty ("dirty"),
+reprise-bench-d2h ("d2h") and reprise-bench-overhead ("overhead"); other kinds are skipped with a message. Needs Debian's python3-matplotlib (run it with
 /usr/bin/python3: another python3 may come first on PATH).
 """
 import argparse
@@ -71,6 +71,20 @@ def plot_d2h(data, stem, outdir):
     return save(fig, outdir, stem + "-d2h.png")
 
 
+def plot_overhead(data, stem, outdir):
+    runs = data["runs"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot([r["interval"] for r in runs], [100 * r["overhead"] for r in runs], "o-", label="measured")
+    ax.axhline(2, color="red", ls=":", label="goal: 2%")
+    ax.axhline(0, color="gray", lw=0.5)
+    ax.set_xscale("log")
+    ax.set_xlabel("checkpoint every N steps")
+    ax.set_ylabel("overhead (%)")
+    ax.set_title(f"stencil loop, {data['nx']}x{data['nx']} doubles in {data['memory']} memory", fontsize=10)
+    ax.legend()
+    return save(fig, outdir, stem + "-overhead.png")
+
+
 def save(fig, outdir, name):
     fig.tight_layout()
     path = os.path.join(outdir, name)
@@ -85,7 +99,7 @@ def main():
     p.add_argument("-o", "--outdir", default=".")
     args = p.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
-    plotters = {"checkpoint": plot_checkpoint, "dirty": plot_dirty, "d2h": plot_d2h}
+    plotters = {"checkpoint": plot_checkpoint, "dirty": plot_dirty, "d2h": plot_d2h, "overhead": plot_overhead}
     status = 0
     for f in args.files:
         with open(f) as fh:
