@@ -4,10 +4,10 @@
 // steps, and checks that it ends bit-identical to an undisturbed run. Prints a timing report.
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -100,8 +100,8 @@ int main(int argc, char** argv) {
     reference.seconds = std::min(reference.seconds, again.seconds);
   }
 
-  std::printf("\n  %8s %5s %10s %10s %8s %12s %12s\n", "version", "kind", "protected", "stored", "dirty",
-              "visible ms", "durable ms");
+  std::printf("\n  %8s %5s %10s %10s %8s %12s %12s\n", "version", "kind", "protected", "stored", "dirty", "visible ms",
+              "durable ms");
   double visible = 0;
   for (const auto& m : metrics) {
     visible += m.app_visible_seconds;
@@ -109,8 +109,8 @@ int main(int argc, char** argv) {
                 m.bytes_protected / 1048576.0, m.bytes_dirty / 1048576.0, 100 * m.dirty_ratio(),
                 1e3 * m.app_visible_seconds, 1e3 * m.durable_seconds);
   }
-  std::printf("\n  checkpoints: %zu, app-visible total %.3f s = %.1f%% of the protected run\n", metrics.size(),
-              visible, 100 * visible / protected_run.seconds);
+  std::printf("\n  checkpoints: %zu, app-visible total %.3f s = %.1f%% of the protected run\n", metrics.size(), visible,
+              100 * visible / protected_run.seconds);
   std::printf("  store: %s\n", cfg.dir.empty() ? "host memory (set REPRISE_DIR for files)" : cfg.dir.c_str());
   if (!corrupt_at)
     std::printf("  overhead: the protected run took %+.1f%% of the reference run's time\n",

@@ -12,9 +12,8 @@ using Field = Kokkos::View<double**>;
 inline void jacobi_step(const Field& in, const Field& out) {
   const int nx = static_cast<int>(in.extent(0)), ny = static_cast<int>(in.extent(1));
   Kokkos::parallel_for(
-      "jacobi", Kokkos::MDRangePolicy<Kokkos::Rank<2>>({1, 1}, {nx - 1, ny - 1}), KOKKOS_LAMBDA(int i, int j) {
-        out(i, j) = 0.25 * (in(i - 1, j) + in(i + 1, j) + in(i, j - 1) + in(i, j + 1));
-      });
+      "jacobi", Kokkos::MDRangePolicy<Kokkos::Rank<2>>({1, 1}, {nx - 1, ny - 1}),
+      KOKKOS_LAMBDA(int i, int j) { out(i, j) = 0.25 * (in(i - 1, j) + in(i + 1, j) + in(i, j - 1) + in(i, j + 1)); });
 }
 
 inline void heat_source(const Field& u) {

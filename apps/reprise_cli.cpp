@@ -60,17 +60,21 @@ int inspect(const std::string& dir, bool as_json) {
     nlohmann::json jr = {{"rank", rank}, {"versions", nlohmann::json::array()}};
     if (!as_json) {
       std::cout << "rank " << rank << ": " << versions.size() << " version(s)\n";
-      std::printf("  %10s  %-12s %10s %6s %12s %12s %7s\n", "version", "kind", "base", "chain", "protected",
-                  "stored", "dirty");
+      std::printf("  %10s  %-12s %10s %6s %12s %12s %7s\n", "version", "kind", "base", "chain", "protected", "stored",
+                  "dirty");
     }
     for (auto v : versions) {
       try {
         const core::Manifest m = store->load_manifest(v);
         const double ratio = m.protected_bytes() ? double(m.payload_bytes()) / double(m.protected_bytes()) : 0.0;
-        nlohmann::json jv = {{"version", v},          {"kind", core::to_string(m.kind)},
-                             {"base", m.base_version}, {"chain_index", m.chain_index},
-                             {"bytes_protected", m.protected_bytes()}, {"bytes_stored", m.payload_bytes()},
-                             {"dirty_ratio", ratio},    {"file", store->locate(v)},
+        nlohmann::json jv = {{"version", v},
+                             {"kind", core::to_string(m.kind)},
+                             {"base", m.base_version},
+                             {"chain_index", m.chain_index},
+                             {"bytes_protected", m.protected_bytes()},
+                             {"bytes_stored", m.payload_bytes()},
+                             {"dirty_ratio", ratio},
+                             {"file", store->locate(v)},
                              {"regions", nlohmann::json::array()}};
         if (!as_json)
           std::printf("  %10llu  %-12s %10llu %6u %12s %12s %6.1f%%\n", static_cast<unsigned long long>(v),
@@ -86,8 +90,7 @@ int inspect(const std::string& dir, bool as_json) {
                                    {"digest", gpu::to_string(r.digest_kind)}});
           if (!as_json)
             std::printf("      region %-20s %-6s %12s  %llu of %llu chunks of %s stored  (%s)\n", r.name.c_str(),
-                        to_string(r.space), human(r.bytes).c_str(),
-                        static_cast<unsigned long long>(r.chunks.size()),
+                        to_string(r.space), human(r.bytes).c_str(), static_cast<unsigned long long>(r.chunks.size()),
                         static_cast<unsigned long long>(r.chunk_count()), human(r.chunk_bytes).c_str(),
                         gpu::to_string(r.digest_kind));
         }

@@ -88,10 +88,11 @@ int main(int argc, char** argv) {
                     {"pack_seconds", bench::median(pack)},
                     {"durable_seconds", bench::median(durable)},
                     {"visible_over_baseline", v / baseline}});
-    std::printf("  %5.1f%% dirty: visible %8.3f ms (digest %7.3f, pack %7.3f) durable %8.3f ms, stored %8.1f MiB, "
-                "visible/baseline %.3f\n",
-                ratio, 1e3 * v, 1e3 * bench::median(digest), 1e3 * bench::median(pack), 1e3 * bench::median(durable),
-                stored / 1048576.0, v / baseline);
+    std::printf(
+        "  %5.1f%% dirty: visible %8.3f ms (digest %7.3f, pack %7.3f) durable %8.3f ms, stored %8.1f MiB, "
+        "visible/baseline %.3f\n",
+        ratio, 1e3 * v, 1e3 * bench::median(digest), 1e3 * bench::median(pack), 1e3 * bench::median(durable),
+        stored / 1048576.0, v / baseline);
   }
   nlohmann::json out = {{"kind", "checkpoint"},
                         {"machine", bench::machine()},

@@ -15,13 +15,17 @@
 namespace reprise::bench {
 
 using Clock = std::chrono::steady_clock;
-inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+inline double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
-inline double minimum(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end()); }
+inline double minimum(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end());
+}
 
 inline nlohmann::json machine() {
   char host[256] = "";
@@ -35,6 +39,8 @@ inline nlohmann::json machine() {
           {"compiler", __VERSION__}};
 }
 
-inline void write_json(const std::string& path, const nlohmann::json& j) { std::ofstream(path) << j.dump(2) << "\n"; }
+inline void write_json(const std::string& path, const nlohmann::json& j) {
+  std::ofstream(path) << j.dump(2) << "\n";
+}
 
 }  // namespace reprise::bench

@@ -4,6 +4,8 @@
 //   pinned -> version buffer), digest GB/s; baseline: blocking full copy to pageable host memory.
 // Without a GPU (or with --backend host-twin) the same measurements run on host memory through the kernels'
 // host twins, so the JSON schema is exercised in CI.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -13,7 +15,6 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
-#include <unistd.h>
 #include <vector>
 
 #include "gpu/backend.hpp"
@@ -22,7 +23,9 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -77,8 +80,10 @@ int main(int argc, char** argv) {
   app.add_option("--repeat", repeat, "repetitions (median reported)")->check(CLI::PositiveNumber);
   app.add_option("--chunk", chunk, "chunk bytes");
   std::string staging_text;
-  app.add_option("--staging", staging_text, "device staging budget (REPRISE_STAGING_BYTES; default: the Config default)");
-  app.add_option("--backend", backend_name, "auto, cuda or host-twin")->check(CLI::IsMember({"auto", "cuda", "host-twin"}));
+  app.add_option("--staging", staging_text,
+                 "device staging budget (REPRISE_STAGING_BYTES; default: the Config default)");
+  app.add_option("--backend", backend_name, "auto, cuda or host-twin")
+      ->check(CLI::IsMember({"auto", "cuda", "host-twin"}));
   app.add_option("--json", json_path, "output file");
   CLI11_PARSE(app, argc, argv);
 
@@ -88,8 +93,9 @@ int main(int argc, char** argv) {
 
   std::vector<std::size_t> sizes;
   for (auto& s : sizes_text) sizes.push_back(reprise::parse_bytes(s, "--sizes"));
-  if (sizes.empty()) sizes = cuda ? std::vector<std::size_t>{256u << 20, 1u << 30, std::size_t(4) << 30}
-                                  : std::vector<std::size_t>{64u << 20};
+  if (sizes.empty())
+    sizes = cuda ? std::vector<std::size_t>{256u << 20, 1u << 30, std::size_t(4) << 30}
+                 : std::vector<std::size_t>{64u << 20};
 
   const std::size_t ceiling_bytes = std::min<std::size_t>(*std::max_element(sizes.begin(), sizes.end()), 1u << 30);
   const Ceilings ceil = measure_ceilings(*be, ceiling_bytes, repeat);
@@ -98,15 +104,16 @@ int main(int argc, char** argv) {
 
   char host[256] = "";
   ::gethostname(host, sizeof host - 1);
-  nlohmann::json out = {{"kind", "d2h"},
-                        {"machine", {{"hostname", host}, {"device", be->device_description()}, {"backend", be->name()}}},
-                        {"chunk_bytes", chunk},
-                        {"ceilings",
-                         {{"bytes", ceiling_bytes},
-                          {"pinned_d2h_gbps", ceil.pinned_d2h_gbps},
-                          {"pageable_d2h_gbps", ceil.pageable_d2h_gbps},
-                          {"d2d_gbps", ceil.d2d_gbps}}},
-                        {"runs", nlohmann::json::array()}};
+  nlohmann::json out = {
+      {"kind", "d2h"},
+      {"machine", {{"hostname", host}, {"device", be->device_description()}, {"backend", be->name()}}},
+      {"chunk_bytes", chunk},
+      {"ceilings",
+       {{"bytes", ceiling_bytes},
+        {"pinned_d2h_gbps", ceil.pinned_d2h_gbps},
+        {"pageable_d2h_gbps", ceil.pageable_d2h_gbps},
+        {"d2d_gbps", ceil.d2d_gbps}}},
+      {"runs", nlohmann::json::array()}};
 
   auto stream = be->create_stream(false);
   std::mt19937_64 rng(12345);

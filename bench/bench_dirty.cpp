@@ -60,10 +60,14 @@ int main(int argc, char** argv) {
       {"repeat", repeat},
       {"note", "GB/s = bytes of the buffer per second (memcpy: bytes copied, not read + written)"},
       {"results",
-       {{"xxh3_1thread", {{"median_s", bench::median(t_digest1)}, {"best_s", bench::minimum(t_digest1)}, {"gbps", gbps(t_digest1)}}},
-        {"memcpy_1thread", {{"median_s", bench::median(t_memcpy)}, {"best_s", bench::minimum(t_memcpy)}, {"gbps", gbps(t_memcpy)}}},
-        {"xxh3_2threads", {{"median_s", bench::median(t_digest2)}, {"best_s", bench::minimum(t_digest2)}, {"gbps", gbps(t_digest2)}}},
-        {"lanes64_twin_1thread", {{"median_s", bench::median(t_lanes)}, {"best_s", bench::minimum(t_lanes)}, {"gbps", gbps(t_lanes)}}}}},
+       {{"xxh3_1thread",
+         {{"median_s", bench::median(t_digest1)}, {"best_s", bench::minimum(t_digest1)}, {"gbps", gbps(t_digest1)}}},
+        {"memcpy_1thread",
+         {{"median_s", bench::median(t_memcpy)}, {"best_s", bench::minimum(t_memcpy)}, {"gbps", gbps(t_memcpy)}}},
+        {"xxh3_2threads",
+         {{"median_s", bench::median(t_digest2)}, {"best_s", bench::minimum(t_digest2)}, {"gbps", gbps(t_digest2)}}},
+        {"lanes64_twin_1thread",
+         {{"median_s", bench::median(t_lanes)}, {"best_s", bench::minimum(t_lanes)}, {"gbps", gbps(t_lanes)}}}}},
       {"digest_over_memcpy", ratio}};
   bench::write_json(json_path, out);
   std::printf("reprise-bench-dirty: %zu MiB, chunks of %zu KiB, median of %d\n", bytes >> 20, chunk >> 10, repeat);

@@ -94,9 +94,10 @@ int main(int argc, char** argv) {
       stored += m.bytes_dirty;
     }
     const double overhead = t / best_base - 1;
-    std::printf("  every %4d steps: %.3f s, overhead %+6.2f%%, %zu checkpoints, app-visible %.1f ms in all, "
-                "%.0f MiB stored\n",
-                intervals[k], t, 100 * overhead, last[k].metrics.size(), 1e3 * visible, stored / 1048576.0);
+    std::printf(
+        "  every %4d steps: %.3f s, overhead %+6.2f%%, %zu checkpoints, app-visible %.1f ms in all, "
+        "%.0f MiB stored\n",
+        intervals[k], t, 100 * overhead, last[k].metrics.size(), 1e3 * visible, stored / 1048576.0);
     runs.push_back({{"interval", intervals[k]},
                     {"seconds", t},
                     {"overhead", overhead},

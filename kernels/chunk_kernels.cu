@@ -8,7 +8,9 @@ namespace {
 
 constexpr std::uint64_t P1 = kP1, P2 = kP2, P3 = kP3, P4 = kP4, P5 = kP5;
 
-__device__ __forceinline__ std::uint64_t rotl(std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+__device__ __forceinline__ std::uint64_t rotl(std::uint64_t x, int r) {
+  return (x << r) | (x >> (64 - r));
+}
 __device__ __forceinline__ std::uint64_t round64(std::uint64_t acc, std::uint64_t w) {
   return rotl(acc + w * P2, 31) * P1;
 }
@@ -34,9 +36,9 @@ __device__ __forceinline__ void load_unit_bytes(const unsigned char* p, std::siz
 }
 
 // One block of kDigestLanes threads per chunk; thread l is lane l.
-__global__ void __launch_bounds__(kDigestLanes) digest_kernel(const unsigned char* region, std::size_t bytes,
-                                                              std::size_t chunk, std::uint64_t* digests,
-                                                              std::size_t n_chunks) {
+__global__ void __launch_bounds__(kDigestLanes)
+    digest_kernel(const unsigned char* region, std::size_t bytes, std::size_t chunk, std::uint64_t* digests,
+                  std::size_t n_chunks) {
   __shared__ std::uint64_t acc_s[kDigestLanes];
   __shared__ std::uint64_t group_s[kDigestGroups];
   const unsigned l = threadIdx.x;
@@ -119,8 +121,8 @@ __global__ void __launch_bounds__(kCompactThreads) count_kernel(const std::uint6
 }
 
 // counts[0..blocks) -> exclusive offsets in place; total to *count.
-__global__ void __launch_bounds__(kCompactThreads) scan_kernel(std::uint32_t* counts, std::uint32_t blocks,
-                                                               std::uint32_t* count) {
+__global__ void __launch_bounds__(kCompactThreads)
+    scan_kernel(std::uint32_t* counts, std::uint32_t blocks, std::uint32_t* count) {
   __shared__ std::uint32_t s[kCompactThreads];
   __shared__ std::uint32_t carry;
   if (threadIdx.x == 0) carry = 0;
@@ -144,10 +146,9 @@ __global__ void __launch_bounds__(kCompactThreads) scan_kernel(std::uint32_t* co
   if (threadIdx.x == 0) *count = carry;
 }
 
-__global__ void __launch_bounds__(kCompactThreads) scatter_kernel(const std::uint64_t* cur, const std::uint64_t* prev,
-                                                                  std::uint32_t n, bool all,
-                                                                  const std::uint32_t* offsets,
-                                                                  std::uint32_t* indices) {
+__global__ void __launch_bounds__(kCompactThreads)
+    scatter_kernel(const std::uint64_t* cur, const std::uint64_t* prev, std::uint32_t n, bool all,
+                   const std::uint32_t* offsets, std::uint32_t* indices) {
   __shared__ std::uint32_t warp_base[kCompactThreads / 32];
   const std::uint32_t i = blockIdx.x * kCompactThreads + threadIdx.x;
   const bool dirty = is_dirty(cur, prev, i, n, all);
@@ -188,8 +189,8 @@ __global__ void pack_kernel(const unsigned char* region, std::size_t bytes, std:
   }
 }
 
-__global__ void unpack_kernel(unsigned char* region, std::size_t bytes, std::size_t chunk,
-                              const std::uint32_t* indices, std::uint32_t n, const unsigned char* staging) {
+__global__ void unpack_kernel(unsigned char* region, std::size_t bytes, std::size_t chunk, const std::uint32_t* indices,
+                              std::uint32_t n, const unsigned char* staging) {
   for (std::size_t j = blockIdx.x; j < n; j += gridDim.x) {
     const std::size_t c = indices[j];
     copy_chunk(region + c * chunk, staging + j * chunk, chunk_len(bytes, chunk, c));
@@ -207,12 +208,14 @@ cudaError_t launch_digest(const void* region, std::size_t bytes, std::size_t chu
                           cudaStream_t stream) {
   const std::size_t n = chunk_count(bytes, chunk_bytes);
   if (n == 0) return cudaSuccess;
-  digest_kernel<<<grid_for(n), kDigestLanes, 0, stream>>>(static_cast<const unsigned char*>(region), bytes,
-                                                          chunk_bytes, digests, n);
+  digest_kernel<<<grid_for(n), kDigestLanes, 0, stream>>>(static_cast<const unsigned char*>(region), bytes, chunk_bytes,
+                                                          digests, n);
   return cudaGetLastError();
 }
 
-std::size_t compact_scratch_words(std::uint32_t n) { return (std::size_t(n) + kCompactThreads - 1) / kCompactThreads + 1; }
+std::size_t compact_scratch_words(std::uint32_t n) {
+  return (std::size_t(n) + kCompactThreads - 1) / kCompactThreads + 1;
+}
 
 cudaError_t launch_compare_compact(const std::uint64_t* cur, const std::uint64_t* prev, std::uint32_t n, bool all,
                                    std::uint32_t* indices, std::uint32_t* count, std::uint32_t* scratch,

@@ -8,8 +8,12 @@ namespace {
 
 constexpr std::uint64_t P1 = kP1, P2 = kP2, P3 = kP3, P4 = kP4, P5 = kP5;
 
-inline std::uint64_t rotl(std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-inline std::uint64_t round(std::uint64_t acc, std::uint64_t w) { return rotl(acc + w * P2, 31) * P1; }
+inline std::uint64_t rotl(std::uint64_t x, int r) {
+  return (x << r) | (x >> (64 - r));
+}
+inline std::uint64_t round(std::uint64_t acc, std::uint64_t w) {
+  return rotl(acc + w * P2, 31) * P1;
+}
 inline std::uint64_t load64(const unsigned char* p) {
   std::uint64_t v;
   std::memcpy(&v, p, 8);  // x86-64 and CUDA devices are little-endian, as the format requires
@@ -59,8 +63,7 @@ std::uint64_t lanes64(const void* data, std::size_t len) {
 void digest_chunks_host(const void* region, std::size_t bytes, std::size_t chunk_bytes, std::uint64_t* digests) {
   const auto* base = static_cast<const unsigned char*>(region);
   const std::size_t n = chunk_count(bytes, chunk_bytes);
-  for (std::size_t i = 0; i < n; ++i)
-    digests[i] = lanes64(base + i * chunk_bytes, chunk_length(bytes, chunk_bytes, i));
+  for (std::size_t i = 0; i < n; ++i) digests[i] = lanes64(base + i * chunk_bytes, chunk_length(bytes, chunk_bytes, i));
 }
 
 std::uint32_t compare_compact_host(const std::uint64_t* cur, const std::uint64_t* prev, std::uint32_t n, bool all,

@@ -16,8 +16,7 @@ constexpr MemorySpace memory_space_of() {
   if (std::is_same_v<Space, Kokkos::CudaSpace> || std::is_same_v<Space, Kokkos::CudaUVMSpace>)
     return MemorySpace::Device;
 #endif
-  return Kokkos::SpaceAccessibility<Kokkos::HostSpace, Space>::accessible ? MemorySpace::Host
-                                                                           : MemorySpace::Device;
+  return Kokkos::SpaceAccessibility<Kokkos::HostSpace, Space>::accessible ? MemorySpace::Host : MemorySpace::Device;
 }
 
 }  // namespace detail

@@ -21,16 +21,16 @@ struct CheckpointMetrics {
   std::uint64_t chunks_total = 0;
   std::uint64_t chunks_dirty = 0;
   double dirty_ratio() const { return bytes_protected ? double(bytes_dirty) / double(bytes_protected) : 0.0; }
-  StageTime digest;   ///< digest + compare + compact (bytes = bytes scanned)
-  StageTime pack;     ///< dirty chunks copied to staging (bytes = dirty bytes)
-  StageTime drain;    ///< device staging -> pinned -> version buffer (device regions)
-  StageTime store;    ///< checksum + write to the store (bytes = encoded version size)
-  unsigned pack_rounds = 0;       ///< > 1 when staging memory was short
-  double app_visible_seconds = 0; ///< time checkpoint() blocked the application
-  double durable_seconds = 0;     ///< from checkpoint() entry until the version was durable
+  StageTime digest;                ///< digest + compare + compact (bytes = bytes scanned)
+  StageTime pack;                  ///< dirty chunks copied to staging (bytes = dirty bytes)
+  StageTime drain;                 ///< device staging -> pinned -> version buffer (device regions)
+  StageTime store;                 ///< checksum + write to the store (bytes = encoded version size)
+  unsigned pack_rounds = 0;        ///< > 1 when staging memory was short
+  double app_visible_seconds = 0;  ///< time checkpoint() blocked the application
+  double durable_seconds = 0;      ///< from checkpoint() entry until the version was durable
   std::uint64_t released_versions = 0;
-  std::string device_backend;     ///< "cuda", "host-twin" or "" when no device region
-  bool payload_pinned = false;    ///< the version went to pinned memory (else through the bounce buffers)
+  std::string device_backend;   ///< "cuda", "host-twin" or "" when no device region
+  bool payload_pinned = false;  ///< the version went to pinned memory (else through the bounce buffers)
 };
 
 /// JSON array of the given metrics.

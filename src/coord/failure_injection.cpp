@@ -48,12 +48,18 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
     } catch (const std::exception&) {
       throw ConfigError("REPRISE_KILL entry '" + entry + "': rank and step must be numbers >= 0" + form);
     }
-    if (point.empty() || point == "compute") k.point = KillPoint::Compute;
-    else if (point == "checkpoint") k.point = KillPoint::Checkpoint;
-    else if (point == "drain") k.point = KillPoint::Drain;
-    else if (point == "commit") k.point = KillPoint::Commit;
-    else if (point == "recovery") k.point = KillPoint::Recovery;
-    else throw ConfigError("REPRISE_KILL entry '" + entry + "': unknown point '" + point + "'" + form);
+    if (point.empty() || point == "compute")
+      k.point = KillPoint::Compute;
+    else if (point == "checkpoint")
+      k.point = KillPoint::Checkpoint;
+    else if (point == "drain")
+      k.point = KillPoint::Drain;
+    else if (point == "commit")
+      k.point = KillPoint::Commit;
+    else if (point == "recovery")
+      k.point = KillPoint::Recovery;
+    else
+      throw ConfigError("REPRISE_KILL entry '" + entry + "': unknown point '" + point + "'" + form);
     out.push_back(k);
   }
   return out;

@@ -35,8 +35,12 @@ std::vector<int> parse_ids(const std::string& text, const char* variable, int ex
 
 }  // namespace
 
-int Layout::nodes() const { return node_of.empty() ? 0 : *std::max_element(node_of.begin(), node_of.end()) + 1; }
-int Layout::groups() const { return group_of.empty() ? 0 : *std::max_element(group_of.begin(), group_of.end()) + 1; }
+int Layout::nodes() const {
+  return node_of.empty() ? 0 : *std::max_element(node_of.begin(), node_of.end()) + 1;
+}
+int Layout::groups() const {
+  return group_of.empty() ? 0 : *std::max_element(group_of.begin(), group_of.end()) + 1;
+}
 
 std::vector<int> Layout::ranks_of_node(int node) const {
   std::vector<int> out;

@@ -11,7 +11,7 @@ HostBytes::HostBytes(std::size_t bytes) : size_(bytes), capacity_(bytes) {
   void* p = std::aligned_alloc(64, rounded ? rounded : 64);
   if (!p) throw std::bad_alloc();
   data_ = std::unique_ptr<std::byte, std::function<void(std::byte*)>>(static_cast<std::byte*>(p),
-                                                                       [](std::byte* q) { std::free(q); });
+                                                                      [](std::byte* q) { std::free(q); });
 }
 
 HostBytes::HostBytes(std::byte* data, std::size_t bytes, std::function<void(std::byte*)> release, bool pinned)

@@ -1,13 +1,16 @@
+#include "reprise/config.hpp"
+
 #include <cctype>
 #include <cstdlib>
 
-#include "reprise/config.hpp"
 #include "reprise/errors.hpp"
 #include "reprise/memory_space.hpp"
 
 namespace reprise {
 
-const char* to_string(MemorySpace space) { return space == MemorySpace::Host ? "host" : "device"; }
+const char* to_string(MemorySpace space) {
+  return space == MemorySpace::Host ? "host" : "device";
+}
 
 std::size_t parse_bytes(const std::string& text, const std::string& what) {
   std::size_t pos = 0;
@@ -20,11 +23,16 @@ std::size_t parse_bytes(const std::string& text, const std::string& what) {
   std::string unit = text.substr(pos);
   for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   unsigned shift = 0;
-  if (unit.empty() || unit == "B") shift = 0;
-  else if (unit == "K" || unit == "KB" || unit == "KIB") shift = 10;
-  else if (unit == "M" || unit == "MB" || unit == "MIB") shift = 20;
-  else if (unit == "G" || unit == "GB" || unit == "GIB") shift = 30;
-  else throw ConfigError(what + "='" + text + "': unknown unit '" + text.substr(pos) + "' (use K, M or G)");
+  if (unit.empty() || unit == "B")
+    shift = 0;
+  else if (unit == "K" || unit == "KB" || unit == "KIB")
+    shift = 10;
+  else if (unit == "M" || unit == "MB" || unit == "MIB")
+    shift = 20;
+  else if (unit == "G" || unit == "GB" || unit == "GIB")
+    shift = 30;
+  else
+    throw ConfigError(what + "='" + text + "': unknown unit '" + text.substr(pos) + "' (use K, M or G)");
   return static_cast<std::size_t>(value) << shift;
 }
 
@@ -67,10 +75,14 @@ Config Config::from_env(Config c) {
   if (auto v = env("REPRISE_PINNED_ARENA_BYTES")) c.pinned_arena_bytes = parse_bytes(v, "REPRISE_PINNED_ARENA_BYTES");
   if (auto v = env("REPRISE_DEVICE_BACKEND")) {
     const std::string s = v;
-    if (s == "auto") c.device_backend = DeviceBackendKind::Auto;
-    else if (s == "cuda") c.device_backend = DeviceBackendKind::Cuda;
-    else if (s == "host-twin") c.device_backend = DeviceBackendKind::HostTwin;
-    else throw ConfigError("REPRISE_DEVICE_BACKEND='" + s + "' (use auto, cuda or host-twin)");
+    if (s == "auto")
+      c.device_backend = DeviceBackendKind::Auto;
+    else if (s == "cuda")
+      c.device_backend = DeviceBackendKind::Cuda;
+    else if (s == "host-twin")
+      c.device_backend = DeviceBackendKind::HostTwin;
+    else
+      throw ConfigError("REPRISE_DEVICE_BACKEND='" + s + "' (use auto, cuda or host-twin)");
   }
   c.validate();
   return c;

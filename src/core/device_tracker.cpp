@@ -29,15 +29,16 @@ std::vector<std::uint32_t> DeviceTracker::scan(gpu::Stream& stream, bool all) {
   all = all || !have_prev_;
   backend_->digest(region_.data, region_.bytes, chunk_bytes_, cur_dev_.as<std::uint64_t>(), stream);
   backend_->compare_compact(cur_dev_.as<std::uint64_t>(), all ? nullptr : prev_dev_.as<std::uint64_t>(), n_, all,
-                           indices_dev_.as<std::uint32_t>(), count_dev_.as<std::uint32_t>(), stream);
+                            indices_dev_.as<std::uint32_t>(), count_dev_.as<std::uint32_t>(), stream);
   backend_->copy_to_host(count_pinned_.data(), count_dev_.data(), sizeof(std::uint32_t), stream);
   backend_->copy_to_host(digests_pinned_.data(), cur_dev_.data(), std::size_t(n_) * sizeof(std::uint64_t), stream);
   backend_->synchronize(stream);
   const std::uint32_t count = *count_pinned_.as<std::uint32_t>();
-  if (count > n_) throw DeviceError("compare_compact returned " + std::to_string(count) + " dirty chunks of " +
-                                    std::to_string(n_) + " in region '" + region_.name + "'");
+  if (count > n_)
+    throw DeviceError("compare_compact returned " + std::to_string(count) + " dirty chunks of " + std::to_string(n_) +
+                      " in region '" + region_.name + "'");
   backend_->copy_to_host(indices_pinned_.data(), indices_dev_.data(), std::size_t(count) * sizeof(std::uint32_t),
-                        stream);
+                         stream);
   backend_->synchronize(stream);
   std::memcpy(digests_.data(), digests_pinned_.data(), std::size_t(n_) * sizeof(std::uint64_t));
   const auto* idx = indices_pinned_.as<std::uint32_t>();
@@ -46,7 +47,7 @@ std::vector<std::uint32_t> DeviceTracker::scan(gpu::Stream& stream, bool all) {
 
 void DeviceTracker::pack(std::uint32_t first, std::uint32_t count, void* staging, gpu::Stream& stream) const {
   backend_->pack(region_.data, region_.bytes, chunk_bytes_, indices_dev_.as<std::uint32_t>() + first, count, staging,
-                stream);
+                 stream);
 }
 
 void DeviceTracker::accept() {

@@ -20,7 +20,9 @@
 namespace reprise::core {
 namespace {
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 class Fd {
  public:
@@ -144,8 +146,7 @@ class DirectoryStore final : public VersionStore {
 
   void release(std::uint64_t version) override {
     const std::string path = locate(version);
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-      throw StoreError("cannot remove " + path + ": " + errno_text());
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw StoreError("cannot remove " + path + ": " + errno_text());
   }
 
  private:
@@ -168,8 +169,7 @@ class DirectoryStore final : public VersionStore {
   Fd open_version(const std::string& path, std::uint64_t version) const {
     Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) {
-      if (errno == ENOENT)
-        throw RestoreError("version " + std::to_string(version) + " is missing: no file " + path);
+      if (errno == ENOENT) throw RestoreError("version " + std::to_string(version) + " is missing: no file " + path);
       throw StoreError("cannot open " + path + ": " + errno_text());
     }
     return Fd(fd.release());

@@ -28,7 +28,9 @@ T load_at(const std::byte* p, std::size_t off) {
 
 }  // namespace
 
-std::uint64_t checksum64(const void* data, std::size_t bytes) { return XXH3_64bits(data, bytes); }
+std::uint64_t checksum64(const void* data, std::size_t bytes) {
+  return XXH3_64bits(data, bytes);
+}
 
 std::uint64_t payload_checksum(const void* data, std::size_t bytes, unsigned threads) {
   const std::size_t blocks = (bytes + kBlock - 1) / kBlock;
@@ -67,8 +69,7 @@ Header decode_header(const std::byte* p, std::size_t bytes, const std::string& w
   if (bytes < kHeaderBytes)
     throw CorruptCheckpointError(where, "truncated: " + std::to_string(bytes) + " bytes, the header alone needs " +
                                             std::to_string(kHeaderBytes));
-  if (std::memcmp(p, kMagic, 8) != 0)
-    throw CorruptCheckpointError(where, "not a Reprise checkpoint (bad magic bytes)");
+  if (std::memcmp(p, kMagic, 8) != 0) throw CorruptCheckpointError(where, "not a Reprise checkpoint (bad magic bytes)");
   Header h;
   h.format_version = load_at<std::uint32_t>(p, 8);
   if (h.format_version != kFormatVersion)
@@ -78,8 +79,7 @@ Header decode_header(const std::byte* p, std::size_t bytes, const std::string& w
                                             "): restore it with the Reprise release that wrote it");
   if (load_at<std::uint64_t>(p, 56) != checksum64(p, 56))
     throw CorruptCheckpointError(where, "header checksum mismatch: the header is damaged");
-  if (load_at<std::uint32_t>(p, 12) != kHeaderBytes)
-    throw CorruptCheckpointError(where, "unexpected header size");
+  if (load_at<std::uint32_t>(p, 12) != kHeaderBytes) throw CorruptCheckpointError(where, "unexpected header size");
   h.manifest_bytes = load_at<std::uint64_t>(p, 16);
   h.payload_bytes = load_at<std::uint64_t>(p, 24);
   h.manifest_checksum = load_at<std::uint64_t>(p, 32);

@@ -81,7 +81,9 @@ constexpr std::uint32_t kManifestTag = 0x4D465052;  // "RPFM"
 
 }  // namespace
 
-const char* to_string(VersionKind kind) { return kind == VersionKind::Full ? "full" : "differential"; }
+const char* to_string(VersionKind kind) {
+  return kind == VersionKind::Full ? "full" : "differential";
+}
 
 std::uint64_t RegionRecord::chunk_length(std::uint32_t index) const {
   return kernels::chunk_length(bytes, chunk_bytes, index);

@@ -70,6 +70,8 @@ class MemoryStore final : public VersionStore {
 
 }  // namespace
 
-std::unique_ptr<VersionStore> make_memory_store() { return std::make_unique<MemoryStore>(); }
+std::unique_ptr<VersionStore> make_memory_store() {
+  return std::make_unique<MemoryStore>();
+}
 
 }  // namespace reprise::core

@@ -1,6 +1,6 @@
-#include <nlohmann/json.hpp>
-
 #include "reprise/metrics.hpp"
+
+#include <nlohmann/json.hpp>
 
 namespace reprise {
 namespace {

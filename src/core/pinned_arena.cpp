@@ -3,7 +3,9 @@
 namespace reprise::core {
 namespace {
 constexpr std::size_t kAlign = 4096;
-std::size_t round_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+std::size_t round_up(std::size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 }  // namespace
 
 void PinnedArena::grow(std::size_t bytes) {

@@ -22,7 +22,7 @@ RestoreChain load_chain(const VersionStore& store, std::uint64_t version) {
     } catch (const RestoreError& e) {
       if (v == version) throw;
       throw ChainBrokenError("version " + std::to_string(version) + " cannot be restored: its chain needs version " +
-                         std::to_string(v) + ", which is missing (" + e.what() + ")");
+                             std::to_string(v) + ", which is missing (" + e.what() + ")");
     }
     const Manifest& m = sv.manifest;
     if (m.version != v) throw CorruptCheckpointError(sv.where, "holds version " + std::to_string(m.version));
@@ -109,10 +109,9 @@ void verify_chain(const RestoreChain& chain, const std::vector<Region>& regions,
     const std::size_t end = std::min(it.rec->chunks.size(), it.first + kPer);
     for (std::size_t j = it.first; j < end; ++j) {
       const std::uint32_t c = it.rec->chunks[j];
-      if (digest_of(it.rec->digest_kind, base + j * it.rec->chunk_bytes, it.rec->chunk_length(c)) !=
-          it.rec->digests[c])
-        throw CorruptCheckpointError(it.sv->where, "region '" + it.rec->name + "' chunk " + std::to_string(c) +
-                                                       " does not match its digest");
+      if (digest_of(it.rec->digest_kind, base + j * it.rec->chunk_bytes, it.rec->chunk_length(c)) != it.rec->digests[c])
+        throw CorruptCheckpointError(
+            it.sv->where, "region '" + it.rec->name + "' chunk " + std::to_string(c) + " does not match its digest");
     }
   });
 }
@@ -137,7 +136,8 @@ void apply_chain(const RestoreChain& chain, const std::vector<Region>& regions, 
       const std::size_t round = std::min(per_round, r->chunks.size());
       if (round == 0) continue;
       if (staging.size() < round * r->chunk_bytes) staging = backend->alloc_device(round * r->chunk_bytes);
-      if (indices.size() < round * sizeof(std::uint32_t)) indices = backend->alloc_device(round * sizeof(std::uint32_t));
+      if (indices.size() < round * sizeof(std::uint32_t))
+        indices = backend->alloc_device(round * sizeof(std::uint32_t));
       for (std::size_t j = 0; j < r->chunks.size(); j += round) {
         const std::size_t n = std::min(round, r->chunks.size() - j);
         std::size_t bytes = 0;

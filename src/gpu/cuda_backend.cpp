@@ -29,7 +29,9 @@ class CudaEvent final : public Event {
   cudaEvent_t event = nullptr;
 };
 
-cudaStream_t raw(Stream& s) { return static_cast<CudaStream&>(s).stream; }
+cudaStream_t raw(Stream& s) {
+  return static_cast<CudaStream&>(s).stream;
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -97,8 +99,8 @@ class CudaBackend final : public Backend {
             std::uint32_t n, void* staging, Stream& stream) override {
     REPRISE_CUDA_CHECK(kernels::launch_pack(region, bytes, chunk_bytes, indices, n, staging, raw(stream)));
   }
-  void unpack(void* region, std::size_t bytes, std::size_t chunk_bytes, const std::uint32_t* indices,
-              std::uint32_t n, const void* staging, Stream& stream) override {
+  void unpack(void* region, std::size_t bytes, std::size_t chunk_bytes, const std::uint32_t* indices, std::uint32_t n,
+              const void* staging, Stream& stream) override {
     REPRISE_CUDA_CHECK(kernels::launch_unpack(region, bytes, chunk_bytes, indices, n, staging, raw(stream)));
   }
   void copy_to_host(void* dst, const void* src, std::size_t bytes, Stream& stream) override {
@@ -122,7 +124,9 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-bool cuda_compiled() { return true; }
+bool cuda_compiled() {
+  return true;
+}
 
 int cuda_device_count() {
   int n = 0;

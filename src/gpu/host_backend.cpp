@@ -5,8 +5,8 @@
 #include <new>
 
 #include "gpu/backend.hpp"
-#include "reprise/errors.hpp"
 #include "kernels/chunk_kernels.hpp"
+#include "reprise/errors.hpp"
 
 namespace reprise::gpu {
 namespace {
@@ -43,19 +43,13 @@ class HostTwinBackend final : public Backend {
             std::uint32_t n, void* staging, Stream&) override {
     kernels::pack_host(region, bytes, chunk_bytes, indices, n, staging);
   }
-  void unpack(void* region, std::size_t bytes, std::size_t chunk_bytes, const std::uint32_t* indices,
-              std::uint32_t n, const void* staging, Stream&) override {
+  void unpack(void* region, std::size_t bytes, std::size_t chunk_bytes, const std::uint32_t* indices, std::uint32_t n,
+              const void* staging, Stream&) override {
     kernels::unpack_host(region, bytes, chunk_bytes, indices, n, staging);
   }
-  void copy_to_host(void* dst, const void* src, std::size_t bytes, Stream&) override {
-    std::memcpy(dst, src, bytes);
-  }
-  void copy_to_device(void* dst, const void* src, std::size_t bytes, Stream&) override {
-    std::memcpy(dst, src, bytes);
-  }
-  void copy_device(void* dst, const void* src, std::size_t bytes, Stream&) override {
-    std::memcpy(dst, src, bytes);
-  }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes, Stream&) override { std::memcpy(dst, src, bytes); }
+  void copy_to_device(void* dst, const void* src, std::size_t bytes, Stream&) override { std::memcpy(dst, src, bytes); }
+  void copy_device(void* dst, const void* src, std::size_t bytes, Stream&) override { std::memcpy(dst, src, bytes); }
 };
 
 }  // namespace
@@ -70,11 +64,17 @@ const char* to_string(DigestKind kind) {
   return "unknown";
 }
 
-std::unique_ptr<Backend> make_host_twin_backend() { return std::make_unique<HostTwinBackend>(); }
+std::unique_ptr<Backend> make_host_twin_backend() {
+  return std::make_unique<HostTwinBackend>();
+}
 
 #if !defined(REPRISE_HAVE_CUDA)
-bool cuda_compiled() { return false; }
-int cuda_device_count() { return 0; }
+bool cuda_compiled() {
+  return false;
+}
+int cuda_device_count() {
+  return 0;
+}
 std::unique_ptr<Backend> make_cuda_backend() {
   throw DeviceError(
       "this Reprise was built without CUDA, so device memory cannot be checkpointed: rebuild with nvcc "

@@ -3,8 +3,9 @@
 //
 // Pipeline: checkpoint() fences, digests every region where it lives, packs the changed chunks (host regions
 // straight into the version's payload buffer, device regions into device staging) and returns: that is the
-// snapshot. A background thread then drains device staging through two pinned buffers into the payload, checks
-// it, stores it and releases versions no chain needs. wait() returns when the store holds everything.
+// snapshot. A background thread then drains device staging into the version (one DMA into pinned memory from the
+// arena, or through two pinned bounce buffers), checksums it, stores it and releases versions no chain needs.
+// wait() returns when the store holds everything.
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -35,7 +36,9 @@ namespace reprise {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // A run of packed device bytes waiting in staging, and where it goes in the payload.
 struct DrainSegment {
@@ -144,11 +147,11 @@ struct Runtime::Impl {
         if (gpu::cuda_device_count() > 0) {
           backend = gpu::make_cuda_backend();
         } else {
-          throw DeviceError(std::string("a device-memory region was protected but ") +
-                            (gpu::cuda_compiled() ? "no CUDA device is usable"
-                                                  : "this Reprise was built without CUDA") +
-                            " (REPRISE_DEVICE_BACKEND=host-twin runs the kernels' host twins on host memory, "
-                            "for tests)");
+          throw DeviceError(
+              std::string("a device-memory region was protected but ") +
+              (gpu::cuda_compiled() ? "no CUDA device is usable" : "this Reprise was built without CUDA") +
+              " (REPRISE_DEVICE_BACKEND=host-twin runs the kernels' host twins on host memory, "
+              "for tests)");
         }
         break;
     }
@@ -349,14 +352,13 @@ void Runtime::protect(const std::string& name, void* data, std::size_t bytes, Me
   } else {
     impl_->wait_queue(0);  // the background thread reads the arena and the staging pool
     gpu::Backend& be = impl_->device();
-    impl_->entries.push_back({region, std::variant<core::HostTracker, core::DeviceTracker>(
-                                          std::in_place_index<1>, region, chunk, be)});
+    impl_->entries.push_back(
+        {region, std::variant<core::HostTracker, core::DeviceTracker>(std::in_place_index<1>, region, chunk, be)});
     impl_->device_bytes += bytes;
     if (impl_->cfg.pinned_payload) {
       // Pinned now, before the compute loop, so that no checkpoint pins memory (see core/pinned_arena.hpp).
       if (!impl_->arena) impl_->arena = core::PinnedArena::create(be);
-      const std::size_t want = impl_->cfg.pinned_arena_bytes ? impl_->cfg.pinned_arena_bytes
-                                                             : 2 * impl_->device_bytes;
+      const std::size_t want = impl_->cfg.pinned_arena_bytes ? impl_->cfg.pinned_arena_bytes : 2 * impl_->device_bytes;
       if (want > impl_->arena->capacity()) impl_->arena->grow(want - impl_->arena->capacity());
     }
   }
@@ -444,8 +446,10 @@ void Runtime::checkpoint(std::uint64_t version) {
     }
   }
   job.payload_bytes = payload_bytes;
-  if (!has_device) job.payload = d.take_payload(payload_bytes, false);
-  else if (host_dirty) job.host_part.bytes = d.take_payload(host_dirty, false);
+  if (!has_device)
+    job.payload = d.take_payload(payload_bytes, false);
+  else if (host_dirty)
+    job.host_part.bytes = d.take_payload(host_dirty, false);
   std::size_t host_used = 0;
   for (std::size_t i = 0; i < d.entries.size(); ++i) {
     auto* h = std::get_if<core::HostTracker>(&d.entries[i].tracker);
@@ -561,7 +565,9 @@ void Runtime::wait() {
   if (error) std::rethrow_exception(error);
 }
 
-bool Runtime::restarted() const { return impl_->restarted; }
+bool Runtime::restarted() const {
+  return impl_->restarted;
+}
 
 std::uint64_t Runtime::restore(std::uint64_t version) {
   Impl& d = *impl_;
@@ -621,15 +627,21 @@ std::optional<std::uint64_t> Runtime::latest_version() const {
   return v.back();
 }
 
-std::vector<std::uint64_t> Runtime::versions() const { return impl_->store->list(); }
+std::vector<std::uint64_t> Runtime::versions() const {
+  return impl_->store->list();
+}
 
-const Config& Runtime::config() const { return impl_->cfg; }
+const Config& Runtime::config() const {
+  return impl_->cfg;
+}
 
 std::vector<CheckpointMetrics> Runtime::metrics() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->done;
 }
 
-std::string Runtime::metrics_json() const { return to_json(metrics()); }
+std::string Runtime::metrics_json() const {
+  return to_json(metrics());
+}
 
 }  // namespace reprise

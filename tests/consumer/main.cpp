@@ -1,7 +1,6 @@
 // Protect, checkpoint, damage, restore through an installed Reprise.
-#include <reprise/reprise.hpp>
-
 #include <cstdio>
+#include <reprise/reprise.hpp>
 #include <vector>
 
 int main() {

@@ -46,7 +46,8 @@ TEST(DeviceTracker, HostTwinAgreesWithTheSpecification) {
   DeviceTracker t(Region{"d", data.data(), data.size(), MemorySpace::Device, nullptr}, kChunk, *backend);
   EXPECT_EQ(t.scan(*stream, false).size(), 8u);
   for (std::uint32_t i = 0; i < 8; ++i)
-    EXPECT_EQ(t.digests()[i], kernels::lanes64(data.data() + i * kChunk, kernels::chunk_length(data.size(), kChunk, i)));
+    EXPECT_EQ(t.digests()[i],
+              kernels::lanes64(data.data() + i * kChunk, kernels::chunk_length(data.size(), kChunk, i)));
   t.accept();
   data[2 * kChunk] ^= 0x80;
   data[7 * kChunk + 32] ^= 0x01;

@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
     const auto layout = reprise::coord::discover_layout(MPI_COMM_WORLD, reprise::coord::TopologyConfig::from_env());
     // Same layout everywhere: compare every rank's tables with rank 0's.
     std::vector<int> mine;
-    for (const auto* t : {&layout.node_of, &layout.group_of, &layout.buddy_of}) mine.insert(mine.end(), t->begin(), t->end());
+    for (const auto* t : {&layout.node_of, &layout.group_of, &layout.buddy_of})
+      mine.insert(mine.end(), t->begin(), t->end());
     std::vector<int> root = mine;
     MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_INT, 0, MPI_COMM_WORLD);
     bool ok = root == mine;

@@ -122,8 +122,7 @@ TEST_F(BadInput, MissingVersionInAChain) {
 }
 
 TEST_F(BadInput, WrongRegionSizeOnRestore) {
-  const std::string msg =
-      expect_failure_leaves_data_untouched([](Runtime& rt) { rt.restore(6); }, kBytes + 8);
+  const std::string msg = expect_failure_leaves_data_untouched([](Runtime& rt) { rt.restore(6); }, kBytes + 8);
   EXPECT_NE(msg.find("'field'"), std::string::npos) << msg;
   EXPECT_NE(msg.find(std::to_string(kBytes + 8) + " bytes now"), std::string::npos) << msg;
   EXPECT_NE(msg.find(std::to_string(kBytes)), std::string::npos) << msg;
