@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace reprise::gpu {
 
@@ -111,6 +112,8 @@ std::unique_ptr<Backend> make_host_twin_backend();
 bool cuda_compiled();
 /// Number of usable CUDA devices (0 without CUDA or without a GPU; never throws).
 int cuda_device_count();
+/// PCI bus ids ("0000:41:00.0") of the CUDA devices, in device order; empty without CUDA or GPUs.
+std::vector<std::string> cuda_pci_bus_ids();
 /// The CUDA backend on the current device. Throws DeviceError when not built with CUDA or no GPU is usable.
 std::unique_ptr<Backend> make_cuda_backend();
 

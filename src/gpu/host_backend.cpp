@@ -75,6 +75,9 @@ bool cuda_compiled() {
 int cuda_device_count() {
   return 0;
 }
+std::vector<std::string> cuda_pci_bus_ids() {
+  return {};
+}
 std::unique_ptr<Backend> make_cuda_backend() {
   throw DeviceError(
       "this Reprise was built without CUDA, so device memory cannot be checkpointed: rebuild with nvcc "

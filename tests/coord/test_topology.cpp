@@ -84,3 +84,32 @@ TEST(FailureInjection, RejectsMalformedEntries) {
 
 }  // namespace
 }  // namespace reprise::coord
+
+#include "coord/placement.hpp"
+#include "gpu/backend.hpp"
+
+namespace reprise::coord {
+namespace {
+
+TEST(Placement, PrefersGpusOnTheRanksNumaNode) {
+  const std::vector<int> gpus = {0, 0, 1, 1};  // NUMA node of each CUDA device
+  EXPECT_EQ(choose_gpu(gpus, 1, 0), 2);
+  EXPECT_EQ(choose_gpu(gpus, 1, 1), 3);
+  EXPECT_EQ(choose_gpu(gpus, 1, 2), 2);  // more ranks than near GPUs: they share
+  EXPECT_EQ(choose_gpu(gpus, 0, 1), 1);
+  EXPECT_EQ(choose_gpu(gpus, 5, 3), 3) << "no GPU on that node: all of them, round robin";
+  EXPECT_EQ(choose_gpu(gpus, -1, 6), 2) << "unknown NUMA node: all of them";
+  EXPECT_EQ(choose_gpu({}, 0, 0), -1);
+  EXPECT_EQ(choose_gpu({-1, -1}, 0, 3), 1);
+}
+
+TEST(Placement, LocatesThisProcess) {
+  const Placement p = locate(0, gpu::cuda_pci_bus_ids());
+  EXPECT_GE(p.numa_node, 0) << "hwloc finds at least one NUMA node";
+  EXPECT_FALSE(p.cpuset.empty());
+  if (gpu::cuda_device_count() == 0) EXPECT_EQ(p.gpu, -1);
+  else EXPECT_GE(p.gpu, 0);
+}
+
+}  // namespace
+}  // namespace reprise::coord

@@ -1,0 +1,27 @@
+// Where a rank runs: its NUMA node and the CUDA device closest to it (hwloc; GPUs located through their PCI bus
+// ids). The distributed runtime records it in its metrics and uses the GPU choice when the application has not
+// picked a device itself.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace reprise::coord {
+
+struct Placement {
+  int numa_node = -1;  ///< -1 when hwloc cannot tell
+  std::string cpuset;  ///< hwloc's text form of the CPUs the process is bound to (or last ran on)
+  int gpu = -1;        ///< CUDA device index; -1 without GPUs
+  int gpu_numa_node = -1;
+};
+
+/// The GPU for the `local_index`-th rank of a node that runs on NUMA node `numa`: among the GPUs attached to that
+/// NUMA node (all GPUs when none is, or when `numa` is unknown), the (local_index mod count)-th. -1 without GPUs.
+/// `gpu_numa[i]` is the NUMA node of CUDA device i (-1 unknown).
+int choose_gpu(const std::vector<int>& gpu_numa, int numa, int local_index);
+
+/// The calling process's placement. `gpu_pci_bus_ids` are the CUDA devices' PCI bus ids in device order
+/// (gpu::cuda_pci_bus_ids()). Never throws: what hwloc cannot tell stays -1.
+Placement locate(int local_index, const std::vector<std::string>& gpu_pci_bus_ids);
+
+}  // namespace reprise::coord
