@@ -1,5 +1,7 @@
 // CUDA chunk kernels. Results are bit-identical to the host twins in host_twins.cpp (specification in
 // chunk_kernels.hpp); tests/gpu compares them on random data.
+#include <utility>
+
 #include "chunk_kernels.hpp"
 #include "chunk_kernels_cuda.hpp"
 
@@ -101,7 +103,11 @@ __global__ void __launch_bounds__(kDigestLanes)
 // scatter. Blocks of 1024 chunks (32 warps of 32).
 constexpr unsigned kCompactThreads = 1024;
 
-__device__ __forceinline__ bool is_dirty(const std::uint64_t* cur, const std::uint64_t* prev, std::uint32_t i,
+// Chunk indices are computed in 64 bits: with n close to 2^32 the last block's 32-bit index would wrap.
+__device__ __forceinline__ std::uint64_t chunk_index() {
+  return std::uint64_t(blockIdx.x) * kCompactThreads + threadIdx.x;
+}
+__device__ __forceinline__ bool is_dirty(const std::uint64_t* cur, const std::uint64_t* prev, std::uint64_t i,
                                          std::uint32_t n, bool all) {
   return i < n && (all || cur[i] != prev[i]);
 }
@@ -109,7 +115,7 @@ __device__ __forceinline__ bool is_dirty(const std::uint64_t* cur, const std::ui
 __global__ void __launch_bounds__(kCompactThreads) count_kernel(const std::uint64_t* cur, const std::uint64_t* prev,
                                                                 std::uint32_t n, bool all, std::uint32_t* counts) {
   __shared__ std::uint32_t warp_counts[kCompactThreads / 32];
-  const std::uint32_t i = blockIdx.x * kCompactThreads + threadIdx.x;
+  const std::uint64_t i = chunk_index();
   const unsigned ballot = __ballot_sync(0xFFFFFFFFu, is_dirty(cur, prev, i, n, all));
   if ((threadIdx.x & 31) == 0) warp_counts[threadIdx.x / 32] = __popc(ballot);
   __syncthreads();
@@ -150,7 +156,7 @@ __global__ void __launch_bounds__(kCompactThreads)
     scatter_kernel(const std::uint64_t* cur, const std::uint64_t* prev, std::uint32_t n, bool all,
                    const std::uint32_t* offsets, std::uint32_t* indices) {
   __shared__ std::uint32_t warp_base[kCompactThreads / 32];
-  const std::uint32_t i = blockIdx.x * kCompactThreads + threadIdx.x;
+  const std::uint64_t i = chunk_index();
   const bool dirty = is_dirty(cur, prev, i, n, all);
   const unsigned ballot = __ballot_sync(0xFFFFFFFFu, dirty);
   const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
@@ -165,7 +171,7 @@ __global__ void __launch_bounds__(kCompactThreads)
     }
   }
   __syncthreads();
-  if (dirty) indices[offsets[blockIdx.x] + warp_base[warp] + __popc(ballot & ((1u << lane) - 1))] = i;
+  if (dirty) indices[offsets[blockIdx.x] + warp_base[warp] + __popc(ballot & ((1u << lane) - 1))] = std::uint32_t(i);
 }
 
 // One block per moved chunk. Vector copies when both sides are 16-byte aligned, bytes for the rest.
@@ -202,15 +208,28 @@ unsigned grid_for(std::size_t items) {
   return static_cast<unsigned>(items < kMaxGrid ? (items ? items : 1) : kMaxGrid);
 }
 
+// Launches through cudaLaunchKernelEx, whose return is this launch's own status: cudaGetLastError after a
+// <<<>>> launch would also report (and clear) an unrelated error left pending by the application's own calls.
+template <class... Params, class... Args>
+cudaError_t launch(void (*kernel)(Params...), unsigned grid, unsigned block, cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(block);
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+constexpr unsigned kCopyThreads = 256;
+
 }  // namespace
 
 cudaError_t launch_digest(const void* region, std::size_t bytes, std::size_t chunk_bytes, std::uint64_t* digests,
                           cudaStream_t stream) {
   const std::size_t n = chunk_count(bytes, chunk_bytes);
   if (n == 0) return cudaSuccess;
-  digest_kernel<<<grid_for(n), kDigestLanes, 0, stream>>>(static_cast<const unsigned char*>(region), bytes, chunk_bytes,
-                                                          digests, n);
-  return cudaGetLastError();
+  return launch(digest_kernel, grid_for(n), kDigestLanes, stream, static_cast<const unsigned char*>(region), bytes,
+                chunk_bytes, digests, n);
 }
 
 std::size_t compact_scratch_words(std::uint32_t n) {
@@ -222,26 +241,25 @@ cudaError_t launch_compare_compact(const std::uint64_t* cur, const std::uint64_t
                                    cudaStream_t stream) {
   if (n == 0) return cudaMemsetAsync(count, 0, sizeof(std::uint32_t), stream);
   const std::uint32_t blocks = static_cast<std::uint32_t>((std::size_t(n) + kCompactThreads - 1) / kCompactThreads);
-  count_kernel<<<blocks, kCompactThreads, 0, stream>>>(cur, prev, n, all, scratch);
-  scan_kernel<<<1, kCompactThreads, 0, stream>>>(scratch, blocks, count);
-  scatter_kernel<<<blocks, kCompactThreads, 0, stream>>>(cur, prev, n, all, scratch, indices);
-  return cudaGetLastError();
+  cudaError_t rc = launch(count_kernel, blocks, kCompactThreads, stream, cur, prev, n, all, scratch);
+  if (rc == cudaSuccess) rc = launch(scan_kernel, 1, kCompactThreads, stream, scratch, blocks, count);
+  if (rc == cudaSuccess)
+    rc = launch(scatter_kernel, blocks, kCompactThreads, stream, cur, prev, n, all, scratch, indices);
+  return rc;
 }
 
 cudaError_t launch_pack(const void* region, std::size_t bytes, std::size_t chunk_bytes, const std::uint32_t* indices,
                         std::uint32_t n, void* staging, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  pack_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<const unsigned char*>(region), bytes, chunk_bytes, indices,
-                                               n, static_cast<unsigned char*>(staging));
-  return cudaGetLastError();
+  return launch(pack_kernel, grid_for(n), kCopyThreads, stream, static_cast<const unsigned char*>(region), bytes,
+                chunk_bytes, indices, n, static_cast<unsigned char*>(staging));
 }
 
 cudaError_t launch_unpack(void* region, std::size_t bytes, std::size_t chunk_bytes, const std::uint32_t* indices,
                           std::uint32_t n, const void* staging, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  unpack_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<unsigned char*>(region), bytes, chunk_bytes, indices, n,
-                                                 static_cast<const unsigned char*>(staging));
-  return cudaGetLastError();
+  return launch(unpack_kernel, grid_for(n), kCopyThreads, stream, static_cast<unsigned char*>(region), bytes,
+                chunk_bytes, indices, n, static_cast<const unsigned char*>(staging));
 }
 
 }  // namespace reprise::kernels

@@ -1,5 +1,6 @@
 // Launch wrappers of the CUDA chunk kernels (kernels/chunk_kernels.cu). Included only by src/gpu/cuda_backend.cpp.
-// Each returns the launch status (cudaGetLastError after the launch); all work is asynchronous on `stream`.
+// Each returns the status of its own launches (not an error pending from earlier calls); all work is
+// asynchronous on `stream`.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -41,10 +41,14 @@ class DeviceScope {
 template <class Release>
 void release_on(int device, Release release) noexcept {
   int previous = -1;
-  if (cudaGetDevice(&previous) != cudaSuccess || previous == device || cudaSetDevice(device) != cudaSuccess)
+  bool failed = cudaGetDevice(&previous) != cudaSuccess;
+  if (failed || previous == device)
     previous = -1;
-  if (release() != cudaSuccess) (void)cudaGetLastError();
-  if (previous >= 0) cudaSetDevice(previous);
+  else
+    failed = cudaSetDevice(device) != cudaSuccess;
+  failed = release() != cudaSuccess || failed;
+  if (previous >= 0) failed = cudaSetDevice(previous) != cudaSuccess || failed;
+  if (failed) (void)cudaGetLastError();
 }
 
 class CudaStream final : public Stream {

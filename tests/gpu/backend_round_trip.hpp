@@ -101,8 +101,8 @@ inline void expect_round_trip(gpu::Backend& be, std::size_t bytes, std::size_t c
   be.copy_to_device(tdata, before.data(), bytes, s);
   be.copy_to_device(staging2.data(), host.data(), staging.size(), s);
   be.copy_to_device(indices2.data(), want.data(), want.size() * 4, s);
-  be.unpack(tdata, bytes, chunk, indices2.as<std::uint32_t>(), static_cast<std::uint32_t>(want.size()),
-            staging2.data(), s);
+  be.unpack(tdata, bytes, chunk, indices2.as<std::uint32_t>(), static_cast<std::uint32_t>(want.size()), staging2.data(),
+            s);
   const auto restored = download<unsigned char>(be, s, target.data(), target.size());
   for (std::size_t k = 0; k < misalign; ++k) ASSERT_EQ(restored[k], 0xC3) << "byte before the region";
   for (std::size_t k = 0; k < bytes; ++k) ASSERT_EQ(restored[misalign + k], after[k]) << "region byte " << k;

@@ -1,10 +1,12 @@
-// The chunk kernels' host twins against a literal transcription of the Lanes64 specification.
+// The chunk kernels' host twins against a literal transcription of the Lanes64 specification, their known
+// properties, pinned golden values, and the device data path through the host-twin backend.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "backend_round_trip.hpp"
 #include "gpu/backend.hpp"
 #include "kernels/chunk_kernels.hpp"
 
@@ -74,15 +76,39 @@ TEST(Lanes64, GoldenValuesPinTheAlgorithm) {
 
 TEST(Lanes64, EveryByteAndTheLengthMatter) {
   auto data = random_bytes(4096 + 7, 3);
+  std::mt19937_64 rng(5);
   const std::uint64_t base = lanes64(data.data(), data.size());
   for (std::size_t i = 0; i < data.size(); ++i) {
-    data[i] ^= 0x01;
-    ASSERT_NE(lanes64(data.data(), data.size()), base) << "flip at byte " << i;
-    data[i] ^= 0x01;
+    const auto flip = static_cast<unsigned char>(1 + rng() % 255);  // a random non-zero change at every position
+    data[i] ^= flip;
+    ASSERT_NE(lanes64(data.data(), data.size()), base) << "flip " << int(flip) << " at byte " << i;
+    data[i] ^= flip;
   }
+  ASSERT_EQ(lanes64(data.data(), data.size()), base) << "deterministic";
   const std::vector<unsigned char> zeros(64, 0);
   EXPECT_NE(lanes64(zeros.data(), 17), lanes64(zeros.data(), 32)) << "zero padding must not collide";
   EXPECT_NE(lanes64(zeros.data(), 0), lanes64(zeros.data(), 16));
+  for (std::size_t len = 1; len < 64; ++len) EXPECT_NE(lanes64(zeros.data(), len), lanes64(zeros.data(), len - 1));
+}
+
+TEST(Lanes64, DigestChunksHandlesThePartialLastChunk) {
+  const std::size_t chunk = 4096, bytes = 3 * chunk + 100;
+  auto region = random_bytes(bytes, 6);
+  std::vector<std::uint64_t> digests(4, 0), again(4, 1);
+  digest_chunks_host(region.data(), bytes, chunk, digests.data());
+  for (std::size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(digests[i], lanes64(region.data() + i * chunk, chunk_length(bytes, chunk, i))) << "chunk " << i;
+  EXPECT_EQ(chunk_length(bytes, chunk, 3), 100u);
+  std::vector<unsigned char> padded(chunk, 0);
+  std::memcpy(padded.data(), region.data() + 3 * chunk, 100);
+  EXPECT_NE(digests[3], lanes64(padded.data(), chunk)) << "the last chunk is digested at its own length";
+  digest_chunks_host(region.data(), bytes, chunk, again.data());
+  EXPECT_EQ(digests, again) << "deterministic";
+  region[3 * chunk + 99] ^= 0x80;  // the last byte of the region
+  digest_chunks_host(region.data(), bytes, chunk, again.data());
+  EXPECT_EQ(std::vector<std::uint64_t>(again.begin(), again.begin() + 3),
+            std::vector<std::uint64_t>(digests.begin(), digests.begin() + 3));
+  EXPECT_NE(again[3], digests[3]);
 }
 
 TEST(ChunkTwins, CompareCompactPackUnpack) {
@@ -105,6 +131,31 @@ TEST(ChunkTwins, CompareCompactPackUnpack) {
     const bool moved = c == 0 || c == 2 || c == 5;
     ASSERT_EQ(out[i], moved ? region[i] : 0xEE) << "byte " << i;
   }
+}
+
+TEST(ChunkTwins, CompareCompactEdgeCases) {
+  std::uint32_t idx[4] = {7, 7, 7, 7};
+  EXPECT_EQ(compare_compact_host(nullptr, nullptr, 0, false, idx), 0u);
+  EXPECT_EQ(compare_compact_host(nullptr, nullptr, 0, true, idx), 0u);
+  EXPECT_EQ(idx[0], 7u) << "nothing written for n = 0";
+  const std::uint64_t cur[] = {1, 2, 3}, prev[] = {0, 0, 0};
+  EXPECT_EQ(compare_compact_host(cur, prev, 3, false, idx), 3u);
+  EXPECT_EQ(std::vector<std::uint32_t>(idx, idx + 4), (std::vector<std::uint32_t>{0, 1, 2, 7}));
+}
+
+TEST(HostTwinBackend, RoundTripThroughTheBackend) {
+  auto be = gpu::make_host_twin_backend();
+  std::uint64_t seed = 11;
+  for (std::size_t chunk : {256ul, 4096ul})
+    for (std::size_t misalign : {0ul, 5ul}) {
+      const std::size_t bytes = 9 * chunk + chunk / 3;  // partial last chunk
+      const std::size_t n = chunk_count(bytes, chunk);
+      testing::expect_round_trip(*be, bytes, chunk, misalign, testing::every(n, 3, true), false, seed++);
+      testing::expect_round_trip(*be, bytes, chunk, misalign, testing::every(n, 0, false), false, seed++);
+      testing::expect_round_trip(*be, bytes, chunk, misalign, testing::every(n, 1, false), false, seed++);
+      testing::expect_round_trip(*be, bytes, chunk, misalign, testing::every(n, 0, false), true, seed++);
+    }
+  testing::expect_round_trip(*be, 100, 4096, 3, {true}, false, seed++);  // one partial chunk
 }
 
 }  // namespace
