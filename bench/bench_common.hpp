@@ -1,15 +1,18 @@
-// Helpers shared by the benchmarks: timing, medians, machine description, JSON output.
+// Helpers shared by the benchmarks: timing, medians, pre-touched buffers, machine description, JSON output and
+// the `key value` headline lines.
 #pragma once
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace reprise::bench {
@@ -27,20 +30,45 @@ inline double minimum(const std::vector<double>& v) {
   return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end());
 }
 
+/// A host buffer whose every page has been written: on these VMs the first touch of a page costs a fault
+/// (about 9 us per 4 KiB), which must not land in a timed section.
+inline std::vector<unsigned char> touched_buffer(std::size_t bytes, unsigned seed) {
+  std::vector<unsigned char> b(bytes);  // value-initialised: every page written once
+  for (std::size_t i = 0; i < bytes; i += 64) b[i] = static_cast<unsigned char>((i >> 6) * 2654435761u >> (seed % 24));
+  return b;
+}
+
 inline nlohmann::json machine() {
   char host[256] = "";
   ::gethostname(host, sizeof host - 1);
   char date[64] = "";
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return {{"hostname", host},
-          {"hardware_threads", std::thread::hardware_concurrency()},
-          {"date", date},
-          {"compiler", __VERSION__}};
+#if defined(__clang__)
+  const std::string compiler = std::string("clang ") + __clang_version__;
+#elif defined(__GNUC__)
+  const std::string compiler = std::string("g++ ") + __VERSION__;
+#else
+  const std::string compiler = "unknown";
+#endif
+  return {{"hostname", host}, {"nproc", ::sysconf(_SC_NPROCESSORS_ONLN)}, {"date", date}, {"compiler", compiler}};
 }
 
+/// Writes `j` to `path` and reads it back, so a run that exits 0 left parseable JSON. Throws std::runtime_error.
 inline void write_json(const std::string& path, const nlohmann::json& j) {
-  std::ofstream(path) << j.dump(2) << "\n";
+  {
+    std::ofstream out(path);
+    out << j.dump(2) << "\n";
+    if (!out.flush()) throw std::runtime_error("cannot write " + path + " (check the --json path)");
+  }
+  std::ifstream in(path);
+  if (nlohmann::json::parse(in, nullptr, false).is_discarded())
+    throw std::runtime_error(path + " was written but does not parse back as JSON");
+}
+
+/// A headline line, `key value`, for scripts that grep the output.
+inline void print_key(const char* key, double value) {
+  std::printf("%s %.3f\n", key, value);
 }
 
 }  // namespace reprise::bench

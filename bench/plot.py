@@ -4,8 +4,9 @@
 usage: /usr/bin/python3 bench/plot.py FILE.json [FILE.json ...] [-o OUTDIR]
 
 Understands the JSON of reprise-bench-checkpoint ("kind": "checkpoint"), reprise-bench-dirty ("dirty"),
-reprise-bench-d2h ("d2h") and reprise-bench-overhead ("overhead"); other kinds are skipped with a message. Needs Debian's python3-matplotlib (run it with
-/usr/bin/python3: another python3 may come first on PATH).
+reprise-bench-d2h ("d2h") and reprise-bench-overhead ("overhead"); other kinds are skipped with a message, and
+a file that is not JSON, or lacks a field its plot needs, is reported and skipped (exit status 1). Needs
+Debian's python3-matplotlib: run it with /usr/bin/python3 (another python3 may come first on PATH).
 """
 import argparse
 import json
@@ -19,16 +20,20 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def plot_checkpoint(data, stem, outdir):
-    runs = data["runs"]
+    runs = sorted(data["runs"], key=lambda r: r["dirty_percent"])
     ratios = [r["dirty_percent"] for r in runs]
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    a.plot(ratios, [1e3 * r["visible_seconds"] for r in runs], "o-", label="app-visible checkpoint")
-    a.plot(ratios, [1e3 * r["digest_seconds"] for r in runs], "s--", label="digest part")
-    a.axhline(1e3 * data["baseline_seconds"], color="red", ls=":", label="blocking full copy")
+    a.plot(ratios, [1e3 * r["visible_seconds"] for r in runs], "o-", label="app-visible checkpoint()")
+    if all("digest_seconds" in r for r in runs):
+        a.plot(ratios, [1e3 * r["digest_seconds"] for r in runs], "s--", label="of which digest")
+    if all("pack_seconds" in r for r in runs):
+        a.plot(ratios, [1e3 * r["pack_seconds"] for r in runs], "^--", label="of which pack")
+    a.axhline(1e3 * data["baseline_seconds"], color="red", ls=":", label="blocking full copy (baseline)")
     a.set_xlabel("dirty ratio (%)")
     a.set_ylabel("ms")
-    a.set_title(f"app-visible time, {data['bytes'] >> 20} MiB host region")
-    a.legend()
+    extra = f", full_every {data['full_every']}" if "full_every" in data else ""
+    a.set_title(f"app-visible time, {data['bytes'] / 2**20:g} MiB host region{extra}", fontsize=10)
+    a.legend(fontsize=8)
     b.plot(ratios, [r["bytes_stored"] / 2**20 for r in runs], "o-")
     b.set_xlabel("dirty ratio (%)")
     b.set_ylabel("MiB stored")
@@ -38,11 +43,20 @@ def plot_checkpoint(data, stem, outdir):
 
 def plot_dirty(data, stem, outdir):
     res = data["results"]
-    names = list(res)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.bar(names, [res[n]["gbps"] for n in names], color=["C0", "C3", "C1", "C2"][: len(names)])
-    ax.set_ylabel("GB/s (buffer bytes per second)")
-    ax.set_title(f"dirty tracking vs memcpy, {data['bytes'] >> 20} MiB; digest/memcpy = {data['digest_over_memcpy']:.2f}")
+    # The compared pair first (JSON objects come back with their keys sorted), then the references.
+    first = [n for n in ("xxh3_1thread", "memcpy_1thread") if n in res]
+    names = first + sorted(n for n in res if n not in first)
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    others = iter(["C0", "C1", "C2", "C4", "C5", "C6", "C7"])
+    colors = ["C3" if n.startswith("memcpy") else next(others, "C7") for n in names]
+    bars = ax.bar(names, [res[n]["gbps"] for n in names], color=colors)
+    ax.bar_label(bars, fmt="%.1f")
+    ax.set_ylabel("GB/s (bytes digested / bytes copied per s)")
+    ratio = data.get("digest_over_memcpy")
+    title = f"chunk digest vs memcpy, {data['bytes'] / 2**20:g} MiB"
+    if ratio is not None:
+        title += f"; digest/memcpy time = {ratio:.2f}"
+    ax.set_title(title, fontsize=10)
     ax.tick_params(axis="x", labelrotation=15)
     return save(fig, outdir, stem + "-dirty.png")
 
@@ -102,17 +116,22 @@ def main():
     plotters = {"checkpoint": plot_checkpoint, "dirty": plot_dirty, "d2h": plot_d2h, "overhead": plot_overhead}
     status = 0
     for f in args.files:
-        with open(f) as fh:
-            data = json.load(fh)
-        kind = data.get("kind")
+        try:
+            with open(f) as fh:
+                data = json.load(fh)
+        except (OSError, ValueError) as e:
+            print(f"{f}: cannot read JSON ({e}), skipped", file=sys.stderr)
+            status = 1
+            continue
+        kind = data.get("kind") if isinstance(data, dict) else None
         if kind not in plotters:
             print(f"{f}: kind {kind!r} has no plot, skipped")
             continue
         stem = os.path.splitext(os.path.basename(f))[0]
         try:
             print("wrote", plotters[kind](data, stem, args.outdir))
-        except (KeyError, TypeError) as e:
-            print(f"{f}: not a well-formed {kind} result ({e})", file=sys.stderr)
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            print(f"{f}: not a well-formed {kind} result ({e!r}), skipped", file=sys.stderr)
             status = 1
     return status
 

@@ -22,6 +22,13 @@ void HostBytes::resize_within(std::size_t bytes) {
   size_ = bytes;
 }
 
+namespace {
+// Reuse only when the waste is bounded, so one huge buffer does not serve every tiny version.
+bool reusable(const HostBytes& b, std::size_t bytes) {
+  return b.capacity() >= bytes && b.capacity() <= 2 * bytes + (1u << 20);
+}
+}  // namespace
+
 HostBytes BufferPool::take(std::size_t bytes) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -29,8 +36,7 @@ HostBytes BufferPool::take(std::size_t bytes) {
     for (std::size_t i = 0; i < free_.size(); ++i)
       if (free_[i].capacity() >= bytes && (best == free_.size() || free_[i].capacity() < free_[best].capacity()))
         best = i;
-    // Reuse only when the waste is bounded, so one huge buffer does not serve every tiny version.
-    if (best != free_.size() && free_[best].capacity() <= 2 * bytes + (1u << 20)) {
+    if (best != free_.size() && reusable(free_[best], bytes)) {
       HostBytes out = std::move(free_[best]);
       free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
       out.resize_within(bytes);
@@ -45,6 +51,19 @@ void BufferPool::give(HostBytes&& buffer) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (free_.size() >= max_buffers_) free_.erase(free_.begin());
   free_.push_back(std::move(buffer));
+}
+
+void BufferPool::prepare(std::size_t bytes) {
+  if (bytes == 0) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& b : free_)
+      if (reusable(b, bytes)) return;
+  }
+  // A quarter of headroom, so that slightly larger versions reuse it too.
+  HostBytes fresh = allocate_ ? allocate_(bytes + bytes / 4) : HostBytes(bytes + bytes / 4);
+  for (std::size_t off = 0; off < fresh.size(); off += 4096) fresh.data()[off] = std::byte{0};
+  give(std::move(fresh));
 }
 
 std::size_t BufferPool::held_bytes() const {

@@ -42,6 +42,10 @@ class BufferPool {
       : max_buffers_(max_buffers), allocate_(std::move(allocate)) {}
   HostBytes take(std::size_t bytes);
   void give(HostBytes&& buffer);
+  /// Makes sure a buffer that take(bytes) would reuse is waiting, already written once (first touch: a page fault
+  /// per 4 KiB), so that the next version of about this size is packed into warm memory. Called off the
+  /// application's path, after a version is stored.
+  void prepare(std::size_t bytes);
   std::size_t held_bytes() const;
 
  private:

@@ -56,6 +56,7 @@ struct HostPart {
 struct Job {
   core::Manifest manifest;
   std::uint64_t payload_bytes = 0;
+  bool host_only = false;  // no device region: the payload came from the pageable pool at checkpoint time
   // The version buffer. Host-only versions get it at checkpoint time (host chunks are packed straight into it);
   // versions with device data get it on the background thread, so allocating (and pinning) it is never on the
   // application's path, except when staging rounds drain synchronously.
@@ -256,12 +257,17 @@ struct Runtime::Impl {
         force_full = true;
         chain_broken = true;
       }
+      const bool host_only = job.host_only;
+      const std::size_t size = job.payload_bytes;
       {
         std::lock_guard<std::mutex> lock(mutex);
         busy = false;
         if (job.staging && free_staging.size() < cfg.max_inflight) free_staging.push_back(std::move(job.staging));
       }
       cv.notify_all();
+      // The next version of about this size gets memory that was already touched, not page faults inside
+      // checkpoint(). Done after the version is durable, so wait() does not wait for it.
+      if (host_only) payload_pool->prepare(size);
     }
   }
 
@@ -446,6 +452,7 @@ void Runtime::checkpoint(std::uint64_t version) {
     }
   }
   job.payload_bytes = payload_bytes;
+  job.host_only = !has_device;
   if (!has_device)
     job.payload = d.take_payload(payload_bytes, false);
   else if (host_dirty)

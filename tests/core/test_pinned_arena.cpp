@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/bytes.hpp"
 #include "core/pinned_arena.hpp"
 
 namespace reprise::core {
@@ -48,6 +49,32 @@ TEST(PinnedArena, OutlivesTheHandleWhileBuffersExist) {
   }
   std::memset(kept->data(), 1, 100);  // still valid memory
   kept.reset();
+}
+
+}  // namespace
+}  // namespace reprise::core
+
+namespace reprise::core {
+namespace {
+
+TEST(BufferPool, PreparedBufferIsReusedAndBounded) {
+  BufferPool pool(2);
+  pool.prepare(1000);
+  EXPECT_GE(pool.held_bytes(), 1000u);
+  const std::byte* warm = nullptr;
+  {
+    HostBytes b = pool.take(1000);
+    warm = b.data();
+    EXPECT_EQ(b.size(), 1000u);
+    EXPECT_EQ(pool.held_bytes(), 0u);
+    pool.give(std::move(b));
+  }
+  pool.prepare(900);  // the returned buffer already fits: nothing new
+  EXPECT_EQ(pool.take(900).data(), warm);
+  pool.prepare(10u << 20);
+  pool.prepare(1u << 10);  // a 10 MiB buffer is too big to serve 1 KiB: a small one is added
+  pool.prepare(30u << 20);  // bounded: the oldest goes
+  EXPECT_LE(pool.held_bytes(), (30u << 20) + (30u << 20) / 4 + (10u << 20) + (10u << 20) / 4);
 }
 
 }  // namespace
