@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -67,6 +68,16 @@ inline void write_json(const std::string& path, const nlohmann::json& j) {
 }
 
 /// A headline line, `key value`, for scripts that grep the output.
+/// main() of a benchmark: runs `run`, turning an exception into a message and exit code 1.
+inline int guarded_main(const char* name, int (*run)(int, char**), int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    return 1;
+  }
+}
+
 inline void print_key(const char* key, double value) {
   std::printf("%s %.3f\n", key, value);
 }

@@ -115,11 +115,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "reprise-bench-dirty: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return reprise::bench::guarded_main("reprise-bench-dirty", run, argc, argv); }
