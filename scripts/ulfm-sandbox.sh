@@ -16,14 +16,25 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 R=${REPRISE_SANDBOX:-/var/tmp/reprise-ulfm-trixie}
 STAMP="$R/.reprise-sandbox-v1"
 PACKAGES="openmpi-bin libopenmpi-dev g++ cmake make pkg-config libgtest-dev libhwloc-dev libxxhash-dev
-  nlohmann-json3-dev libcli11-dev ca-certificates"
+  nlohmann-json3-dev libcli11-dev libtrilinos-kokkos-dev ca-certificates"
 
 log() { echo "[ulfm-sandbox] $*" >&2; }
 need_root() { [ "$(id -u)" -eq 0 ] || { log "needs root (debootstrap, chroot, mounts)"; exit 2; }; }
 
 create() {
   need_root
-  if [ -f "$STAMP" ]; then log "present: $R"; return 0; fi
+  if [ -f "$STAMP" ]; then
+    # A sandbox made by an older version of this script may lack packages added since: install them.
+    if [ "$(cat "$R/.reprise-packages" 2>/dev/null)" != "$(echo $PACKAGES)" ]; then
+      log "installing packages added to the sandbox since it was created"
+      in_namespace "$R" bash -c "apt-get -o DPkg::Lock::Timeout=600 update -q > /dev/null &&
+        DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends \
+          $(echo $PACKAGES) > /tmp/apt.log 2>&1 || { tail -20 /tmp/apt.log; exit 1; }; apt-get clean"
+      echo $PACKAGES > "$R/.reprise-packages"
+    fi
+    log "present: $R"
+    return 0
+  fi
   local t0; t0=$(date +%s)
   if ! command -v debootstrap > /dev/null; then
     log "installing debootstrap on the host"
@@ -44,6 +55,7 @@ create() {
   in_namespace "$tmp" bash -c "apt-get -o DPkg::Lock::Timeout=600 update -q > /dev/null &&
     DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends \
       $(echo $PACKAGES) > /tmp/apt.log 2>&1 || { tail -20 /tmp/apt.log; exit 1; }; apt-get clean"
+  echo $PACKAGES > "$tmp/.reprise-packages"
   touch "$tmp/.reprise-sandbox-v1"
   mv "$tmp" "$R"
   rm -f "$tmp.log"

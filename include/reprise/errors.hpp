@@ -2,6 +2,7 @@
 // and what to do about it.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -53,6 +54,26 @@ class StoreError : public Error {
 
 /// A CUDA (or NCCL) call failed; the message names the call, the file and the line.
 class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A process failed and this rank's group rolls back (distributed runtime). The runtime has already repaired its
+/// communicators and placed the data of `version()` where restore() finds them: catch it around the time loop,
+/// call restore(), take the communicator again (MpiRuntime::comm()) and continue from the restored step.
+class Rollback : public Error {
+ public:
+  Rollback(std::uint64_t version, const std::string& what) : Error(what), version_(version) {}
+  std::uint64_t version() const noexcept { return version_; }
+
+ private:
+  std::uint64_t version_;
+};
+
+/// Failures the runtime cannot recover from (e.g. a rank and its buddy lost together with no persistent level,
+/// or no version every rank can restore). The message names the lost ranks; files already written stay intact.
+/// The application should report it and exit non-zero.
+class UnrecoverableFailure : public Error {
  public:
   using Error::Error;
 };

@@ -25,6 +25,10 @@
 
 namespace reprise {
 
+namespace detail {
+class Coordination;
+}
+
 /// One per process. Its methods are called from one application thread; the runtime's own threads (digest
 /// workers, the background drain) never call back into the application.
 class Runtime {
@@ -83,6 +87,11 @@ class Runtime {
   const Config& config() const;
   std::vector<CheckpointMetrics> metrics() const;
   std::string metrics_json() const;
+
+ protected:
+  /// For the distributed runtime (MpiRuntime in <reprise/mpi.hpp>): `coordination` supplies the store and the
+  /// group hooks.
+  Runtime(Config config, std::unique_ptr<detail::Coordination> coordination);
 
  private:
   struct Impl;

@@ -67,7 +67,8 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
 
 bool kill_due(const std::vector<KillOrder>& orders, int rank, std::uint64_t step, KillPoint point) {
   for (const auto& k : orders)
-    if (k.rank == rank && k.step == step && k.point == point) return true;
+    if (k.rank == rank && k.point == point && (k.step == step || (point == KillPoint::Recovery && k.step <= step)))
+      return true;
   return false;
 }
 

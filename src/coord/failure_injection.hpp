@@ -20,7 +20,8 @@ struct KillOrder {
 /// Parses REPRISE_KILL. Throws ConfigError naming the bad entry and the accepted form.
 std::vector<KillOrder> parse_kill_spec(const std::string& spec);
 
-/// True when `rank` must die at (`step`, `point`).
+/// True when `rank` must die at (`step`, `point`). A `recovery` order fires in the first recovery at or after its
+/// step (recoveries happen at whatever step a failure occurs).
 bool kill_due(const std::vector<KillOrder>& orders, int rank, std::uint64_t step, KillPoint point);
 
 }  // namespace reprise::coord

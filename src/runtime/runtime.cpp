@@ -31,6 +31,7 @@
 #include "gpu/backend.hpp"
 #include "kernels/chunk_kernels.hpp"
 #include "reprise/reprise.hpp"
+#include "coord/coordination.hpp"
 
 namespace reprise {
 namespace {
@@ -82,6 +83,8 @@ struct Runtime::Impl {
   };
 
   Config cfg;
+  // Declared first: the store and the threads below use it, so it is destroyed last.
+  std::unique_ptr<detail::Coordination> coord;
   core::WorkPool pool;
   // Declared before everything that holds device or pinned memory, so it is destroyed after them.
   std::unique_ptr<gpu::Backend> backend;
@@ -111,8 +114,12 @@ struct Runtime::Impl {
   std::vector<CheckpointMetrics> done;
   std::thread worker;
 
-  explicit Impl(Config c) : cfg(std::move(c)), pool((cfg.validate(), cfg.digest_threads)) {
-    store = cfg.dir.empty() ? core::make_memory_store() : core::make_directory_store(cfg.dir, cfg.rank);
+  Impl(Config c, std::unique_ptr<detail::Coordination> co)
+      : cfg(std::move(c)), coord(std::move(co)), pool((cfg.validate(), cfg.digest_threads)) {
+    if (coord)
+      store = coord->make_store(cfg);
+    else
+      store = cfg.dir.empty() ? core::make_memory_store() : core::make_directory_store(cfg.dir, cfg.rank);
     for (std::uint64_t v : store->list()) {
       try {
         const core::Manifest m = store->load_manifest(v);
@@ -329,7 +336,13 @@ struct Runtime::Impl {
 
 // ------------------------------------------------------------------------------------------------------------
 
-Runtime::Runtime(Config config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+Runtime::Runtime(Config config) : impl_(std::make_unique<Impl>(std::move(config), nullptr)) {}
+
+Runtime::Runtime(Config config, std::unique_ptr<detail::Coordination> coordination)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(coordination))) {
+  Impl* d = impl_.get();
+  if (d->coord) d->coord->attach([d] { d->wait_queue(0); });
+}
 
 Runtime::~Runtime() {
   try {
@@ -394,6 +407,7 @@ void Runtime::checkpoint(std::uint64_t version) {
                      ": versions must increase");
   d.wait_queue(d.cfg.max_inflight > 0 ? d.cfg.max_inflight - 1 : 0);
   d.run_fences();
+  if (d.coord) d.coord->before_capture(version);
 
   bool full;
   {
@@ -570,10 +584,11 @@ void Runtime::wait() {
   }
   if (!impl_->cfg.metrics_file.empty()) std::ofstream(impl_->cfg.metrics_file) << metrics_json() << "\n";
   if (error) std::rethrow_exception(error);
+  if (impl_->coord) impl_->coord->after_wait();
 }
 
 bool Runtime::restarted() const {
-  return impl_->restarted;
+  return impl_->coord ? impl_->coord->restarted() : impl_->restarted;
 }
 
 std::uint64_t Runtime::restore(std::uint64_t version) {
@@ -608,6 +623,12 @@ std::uint64_t Runtime::restore(std::uint64_t version) {
 
 std::uint64_t Runtime::restore() {
   impl_->wait_queue(0);
+  if (impl_->coord) {
+    // Distributed: every rank restores the version the ranks agreed on (never a newer local one).
+    if (const auto target = impl_->coord->restore_target()) return restore(*target);
+    throw RestoreError("nothing to restore: no version is held by every rank (this run was not restarted and no "
+                       "failure was recovered)");
+  }
   const std::vector<std::uint64_t> all = impl_->store->list();
   if (all.empty())
     throw RestoreError("nothing to restore: " + impl_->store->describe() + " holds no checkpoint" +

@@ -1,0 +1,282 @@
+// reprise-stencil: a Kokkos 2D heat equation (5-point Jacobi, double) on a 2D process grid, halo exchange through
+// the runtime's communicator, the field and the step protected by Reprise. Ranks killed with REPRISE_KILL are
+// replaced, the job rolls back to the last version every rank holds and goes on; the final checksum is the same
+// as without failures, and does not depend on the rank count.
+//
+//   scripts/mpirun.sh -n 8 -- reprise-stencil --nx 512 --ny 512 --steps 200 --checkpoint-every 20
+//   REPRISE_RANKS_PER_NODE=2 REPRISE_KILL=3:90 scripts/mpirun.sh -n 8 -- reprise-stencil ...
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <Kokkos_Core.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "reprise/kokkos.hpp"
+#include "reprise/mpi.hpp"
+
+namespace {
+
+using Field = Kokkos::View<double**, Kokkos::LayoutRight>;
+using Line = Kokkos::View<double*>;
+
+struct Options {
+  int nx = 256, ny = 256;
+  std::uint64_t steps = 100, checkpoint_every = 10, progress_every = 0;
+  std::string json;
+};
+
+// The block of the global grid this rank owns (rows x0.., columns y0..), and its neighbours.
+struct Block {
+  int px = 1, py = 1, cx = 0, cy = 0;
+  int x0 = 0, y0 = 0, lnx = 0, lny = 0;
+  int north = MPI_PROC_NULL, south = MPI_PROC_NULL, west = MPI_PROC_NULL, east = MPI_PROC_NULL;
+};
+
+void split(int n, int parts, int index, int& start, int& count) {
+  const int base = n / parts, extra = n % parts;
+  count = base + (index < extra ? 1 : 0);
+  start = index * base + std::min(index, extra);
+}
+
+Block make_block(const Options& o, int rank, int size) {
+  Block b;
+  int dims[2] = {0, 0};
+  MPI_Dims_create(size, 2, dims);
+  b.px = dims[0];
+  b.py = dims[1];
+  b.cx = rank / b.py;
+  b.cy = rank % b.py;
+  split(o.nx, b.px, b.cx, b.x0, b.lnx);
+  split(o.ny, b.py, b.cy, b.y0, b.lny);
+  auto at = [&](int cx, int cy) { return cx * b.py + cy; };
+  if (b.cx > 0) b.north = at(b.cx - 1, b.cy);
+  if (b.cx + 1 < b.px) b.south = at(b.cx + 1, b.cy);
+  if (b.cy > 0) b.west = at(b.cx, b.cy - 1);
+  if (b.cy + 1 < b.py) b.east = at(b.cx, b.cy + 1);
+  return b;
+}
+
+// Kernels are free functions (nvcc rejects KOKKOS_LAMBDA in some enclosing scopes).
+void jacobi(const Field& in, const Field& out, int lnx, int lny) {
+  Kokkos::parallel_for(
+      "jacobi", Kokkos::MDRangePolicy<Kokkos::Rank<2>>({1, 1}, {lnx + 1, lny + 1}),
+      KOKKOS_LAMBDA(int i, int j) { out(i, j) = 0.25 * (in(i - 1, j) + in(i + 1, j) + in(i, j - 1) + in(i, j + 1)); });
+}
+
+// The hot spot: global cells [nx/2-2, nx/2+2) x [ny/2-2, ny/2+2) held at 100.
+void source(const Field& u, const Block& b, const Options& o) {
+  const int gx0 = std::max(o.nx / 2 - 2, b.x0), gx1 = std::min(o.nx / 2 + 2, b.x0 + b.lnx);
+  const int gy0 = std::max(o.ny / 2 - 2, b.y0), gy1 = std::min(o.ny / 2 + 2, b.y0 + b.lny);
+  if (gx0 >= gx1 || gy0 >= gy1) return;
+  const int ox = 1 - b.x0, oy = 1 - b.y0;
+  Kokkos::parallel_for(
+      "source", Kokkos::MDRangePolicy<Kokkos::Rank<2>>({gx0 + ox, gy0 + oy}, {gx1 + ox, gy1 + oy}),
+      KOKKOS_LAMBDA(int i, int j) { u(i, j) = 100.0; });
+}
+
+void copy_column(const Field& u, const Line& line, int j, bool to_line) {
+  const int n = static_cast<int>(line.extent(0));
+  if (to_line)
+    Kokkos::parallel_for("pack", n, KOKKOS_LAMBDA(int i) { line(i) = u(i + 1, j); });
+  else
+    Kokkos::parallel_for("unpack", n, KOKKOS_LAMBDA(int i) { u(i + 1, j) = line(i); });
+}
+
+void copy_row(const Field& u, const Line& line, int i, bool to_line) {
+  const int n = static_cast<int>(line.extent(0));
+  if (to_line)
+    Kokkos::parallel_for("pack", n, KOKKOS_LAMBDA(int j) { line(j) = u(i, j + 1); });
+  else
+    Kokkos::parallel_for("unpack", n, KOKKOS_LAMBDA(int j) { u(i, j + 1) = line(j); });
+}
+
+// Halo exchange: pack into device lines, stage through host mirrors (no Debian MPI is CUDA-aware), sendrecv.
+struct Halo {
+  Line send, recv;
+  Line::HostMirror hsend, hrecv;
+  explicit Halo(int n) : send("send", n), recv("recv", n) {
+    hsend = Kokkos::create_mirror_view(send);
+    hrecv = Kokkos::create_mirror_view(recv);
+  }
+  void exchange(reprise::MpiRuntime& rt, int to, int from, int tag) {
+    Kokkos::deep_copy(hsend, send);
+    const int n = static_cast<int>(send.extent(0));
+    rt.check(MPI_Sendrecv(hsend.data(), n, MPI_DOUBLE, to, tag, hrecv.data(), n, MPI_DOUBLE, from, tag, rt.comm(),
+                          MPI_STATUS_IGNORE));
+    Kokkos::deep_copy(recv, hrecv);
+  }
+};
+
+void halo_exchange(reprise::MpiRuntime& rt, const Field& u, const Block& b, Halo& rows, Halo& cols) {
+  // North/south: send my first row north, receive my bottom ghost from the south; then the other way.
+  copy_row(u, rows.send, 1, true);
+  rows.exchange(rt, b.north, b.south, 1);
+  if (b.south != MPI_PROC_NULL) copy_row(u, rows.recv, b.lnx + 1, false);
+  copy_row(u, rows.send, b.lnx, true);
+  rows.exchange(rt, b.south, b.north, 2);
+  if (b.north != MPI_PROC_NULL) copy_row(u, rows.recv, 0, false);
+  copy_column(u, cols.send, 1, true);
+  cols.exchange(rt, b.west, b.east, 3);
+  if (b.east != MPI_PROC_NULL) copy_column(u, cols.recv, b.lny + 1, false);
+  copy_column(u, cols.send, b.lny, true);
+  cols.exchange(rt, b.east, b.west, 4);
+  if (b.west != MPI_PROC_NULL) copy_column(u, cols.recv, 0, false);
+}
+
+// XXH3-64 of the global field in row-major order, gathered on rank 0 (the same for every rank count).
+std::uint64_t global_checksum(reprise::MpiRuntime& rt, const Field& u, const Block& b, const Options& o) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), u);
+  std::vector<double> mine(static_cast<std::size_t>(b.lnx) * static_cast<std::size_t>(b.lny));
+  for (int i = 0; i < b.lnx; ++i)
+    for (int j = 0; j < b.lny; ++j) mine[static_cast<std::size_t>(i) * b.lny + j] = h(i + 1, j + 1);
+  const int size = rt.size();
+  std::vector<int> counts(static_cast<std::size_t>(size)), displs(static_cast<std::size_t>(size));
+  const int count = static_cast<int>(mine.size());
+  rt.check(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, rt.comm()));
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    displs[static_cast<std::size_t>(r)] = total;
+    total += counts[static_cast<std::size_t>(r)];
+  }
+  std::vector<double> all(rt.rank() == 0 ? static_cast<std::size_t>(total) : 0);
+  rt.check(MPI_Gatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE, 0,
+                       rt.comm()));
+  std::uint64_t sum = 0;
+  if (rt.rank() == 0) {
+    std::vector<double> global(static_cast<std::size_t>(o.nx) * static_cast<std::size_t>(o.ny));
+    for (int r = 0; r < size; ++r) {
+      const Block rb = make_block(o, r, size);
+      const double* src = all.data() + displs[static_cast<std::size_t>(r)];
+      for (int i = 0; i < rb.lnx; ++i)
+        for (int j = 0; j < rb.lny; ++j)
+          global[static_cast<std::size_t>(rb.x0 + i) * o.ny + (rb.y0 + j)] = src[static_cast<std::size_t>(i) * rb.lny + j];
+    }
+    sum = XXH3_64bits(global.data(), global.size() * sizeof(double));
+  }
+  return sum;
+}
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int run(const Options& o) {
+  reprise::MpiRuntime rt(MPI_COMM_WORLD);
+  const int rank = rt.rank(), size = rt.size();
+  if (o.nx < 4 * size || o.ny < 4 * size) {
+    if (rank == 0) std::fprintf(stderr, "reprise-stencil: --nx and --ny must be at least 4 x the rank count\n");
+    return 2;
+  }
+  const Block b = make_block(o, rank, size);
+  Field u("u", b.lnx + 2, b.lny + 2), next("next", b.lnx + 2, b.lny + 2);
+  std::uint64_t step = 0;
+  rt.protect(u);
+  rt.protect("step", &step);
+  if (rt.restarted()) {
+    rt.restore();
+    if (rank == 0) std::printf("restarted from step %" PRIu64 "\n", step);
+  }
+  Halo rows(b.lny), cols(b.lnx);
+  std::vector<double> step_seconds(o.steps, 0.0);
+  std::vector<double> checkpoint_seconds;
+  std::vector<std::uint64_t> rollback_to;
+  std::uint64_t checksum = 0;
+  for (;;) {
+    try {
+      while (step < o.steps) {
+        const double t0 = now();
+        rt.step(step);
+        halo_exchange(rt, u, b, rows, cols);
+        jacobi(u, next, b.lnx, b.lny);
+        Kokkos::fence();
+        Kokkos::deep_copy(u, next);  // ghosts too: they are refreshed by the next exchange
+        source(u, b, o);
+        Kokkos::fence();
+        ++step;  // protected: a checkpoint holds the number of steps done
+        if (step % o.checkpoint_every == 0) {
+          const double c0 = now();
+          rt.checkpoint(step);
+          checkpoint_seconds.push_back(now() - c0);
+        }
+        step_seconds[step - 1] = now() - t0;
+        if (rank == 0 && o.progress_every && step % o.progress_every == 0)
+          std::printf("step %" PRIu64 "/%" PRIu64 "\n", step, o.steps), std::fflush(stdout);
+      }
+      rt.wait();
+      checksum = global_checksum(rt, u, b, o);
+      break;
+    } catch (const reprise::Rollback& rb) {
+      rt.restore();
+      rollback_to.push_back(rb.version());
+      if (rank == 0) std::printf("rolled back to step %" PRIu64 "\n", step), std::fflush(stdout);
+    }
+  }
+  if (rank == 0) {
+    double total = 0;
+    for (double s : step_seconds) total += s;
+    std::printf("ranks %d grid %dx%d steps %" PRIu64 " checkpoints %zu rollbacks %zu\n", size, o.nx, o.ny, o.steps,
+                checkpoint_seconds.size(), rollback_to.size());
+    std::printf("checksum 0x%016" PRIx64 "\n", checksum);
+    if (!o.json.empty()) {
+      std::ofstream out(o.json);
+      out << "{\"ranks\":" << size << ",\"nx\":" << o.nx << ",\"ny\":" << o.ny << ",\"steps\":" << o.steps
+          << ",\"checkpoint_every\":" << o.checkpoint_every << ",\"checksum\":\"" << std::hex << checksum << std::dec
+          << "\",\"step_seconds\":[";
+      for (std::size_t i = 0; i < step_seconds.size(); ++i) out << (i ? "," : "") << step_seconds[i];
+      out << "],\"checkpoint_seconds\":[";
+      for (std::size_t i = 0; i < checkpoint_seconds.size(); ++i) out << (i ? "," : "") << checkpoint_seconds[i];
+      out << "],\"rollback_versions\":[";
+      for (std::size_t i = 0; i < rollback_to.size(); ++i) out << (i ? "," : "") << rollback_to[i];
+      out << "],\"recoveries\":" << rt.recovery_json() << ",\"checkpoint_metrics\":" << rt.metrics_json() << "}\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"reprise-stencil: Kokkos heat equation on a 2D process grid, protected by Reprise"};
+  app.add_option("--nx", o.nx, "global rows")->check(CLI::PositiveNumber);
+  app.add_option("--ny", o.ny, "global columns")->check(CLI::PositiveNumber);
+  app.add_option("--steps", o.steps, "time steps");
+  app.add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints")->check(CLI::PositiveNumber);
+  app.add_option("--progress-every", o.progress_every, "print a progress line every N steps (0: none)");
+  app.add_option("--json", o.json, "write steps, timings and recoveries as JSON (rank 0)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  Kokkos::initialize(argc, argv);
+  int rc = 0;
+  try {
+    rc = run(o);
+  } catch (const reprise::UnrecoverableFailure& e) {
+    std::fprintf(stderr, "reprise-stencil: %s\n", e.what());
+    rc = 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "reprise-stencil: error: %s\n", e.what());
+    rc = 1;
+  }
+  Kokkos::finalize();
+  if (rc == 3) {
+    std::fflush(nullptr);
+    _exit(rc);  // the job's communicators are broken: MPI_Finalize would wait for the lost ranks
+  }
+  MPI_Finalize();
+  return rc;
+}

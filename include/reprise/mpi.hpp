@@ -1,0 +1,77 @@
+// The distributed runtime: Reprise over MPI, with buddy copies of every checkpoint, coordinated group commits and
+// online recovery from process failures (ULFM).
+//
+//   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+//   {
+//     reprise::MpiRuntime rt(MPI_COMM_WORLD);         // collective; a replacement process joins the job here
+//     rt.protect(u); rt.protect("step", &step);
+//     if (rt.restarted()) rt.restore();               // replacement or relaunch: data and step come back
+//     for (;;) {
+//       try {
+//         while (step < n) {
+//           rt.step(step);                            // failure injection (REPRISE_KILL), pending-failure check
+//           rt.check(MPI_Sendrecv(..., rt.comm(), ...)); // every MPI call on rt.comm() goes through check()
+//           compute(u);
+//           ++step;                                   // the protected step counts the steps done
+//           if (step % k == 0) rt.checkpoint(step);   // version = step
+//         }
+//         rt.wait();                                  // collective: the last version is committed
+//         break;
+//       } catch (const reprise::Rollback&) {
+//         rt.restore();                               // back to the version the job agreed on; loop again
+//       }
+//     }
+//   }
+//   MPI_Finalize();
+//
+// Never use MPI_COMM_WORLD for application messages: a replacement process is not in it. rt.comm() has the
+// original rank numbering and is replaced after every recovery (take it again after a Rollback).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "reprise/reprise.hpp"
+
+namespace reprise {
+
+namespace detail {
+class MpiCoordination;
+}
+
+class MpiRuntime : public Runtime {
+ public:
+  /// Collective over `comm` (normally MPI_COMM_WORLD; MPI must be initialised with MPI_THREAD_MULTIPLE). Reads
+  /// the layout (REPRISE_RANKS_PER_NODE, REPRISE_GROUPS, REPRISE_BUDDIES) and REPRISE_KILL. In a replacement
+  /// process spawned by a recovery it joins the repaired job and fetches its checkpoints from its buddy.
+  /// Throws ConfigError (bad layout, no buddy on another node, MPI without thread support).
+  explicit MpiRuntime(MPI_Comm comm, Config config = Config::from_env());
+  ~MpiRuntime();
+
+  /// The application's communicator (original rank numbering, errors returned, not fatal).
+  MPI_Comm comm() const;
+  int rank() const;
+  int size() const;
+  int group() const;
+  int buddy() const;
+
+  /// Pass the result of every MPI call made on comm(). MPI_SUCCESS: nothing. A process failure (or a revoked
+  /// communicator): the runtime repairs the job and throws Rollback. Another error: throws Error.
+  void check(int mpi_result);
+  /// Call once at the start of every step: failure injection (REPRISE_KILL) and a check for failures the
+  /// runtime's own threads detected. May throw Rollback.
+  void step(std::uint64_t step);
+
+  /// Recoveries this process took part in, as JSON (failed ranks, version, seconds per phase, bytes).
+  std::string recovery_json() const;
+
+ private:
+  struct Parts;
+  explicit MpiRuntime(Parts parts);
+  detail::MpiCoordination* coord_;  // owned by the Runtime
+};
+
+}  // namespace reprise

@@ -1,0 +1,81 @@
+// The owner side of the buddy level: a VersionStore that keeps every version in a local store (host memory, or
+// files with a persistent level) and ships it to the buddy rank through a Shipper (MPI in production, an
+// in-process one in tests). Releases of versions the last committed version still needs are deferred until a
+// newer commit, so a rollback always finds the committed chain both here and at the buddy.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/version_store.hpp"
+
+namespace reprise::coord {
+
+/// Moves versions to the buddy. Called from the runtime's background thread.
+class Shipper {
+ public:
+  virtual ~Shipper() = default;
+  /// Sends a stored version; true once the buddy acknowledged it, false when the link is down (a failure is
+  /// pending and recovery will sort out what the buddy holds).
+  virtual bool ship(const core::Manifest& manifest, const core::HostBytes& payload, std::uint64_t checksum) = 0;
+  /// Tells the buddy to drop a version.
+  virtual void release(std::uint64_t version) = 0;
+};
+
+/// One version as the protocol sees it: enough to know whether a chain is complete.
+struct VersionRecord {
+  std::uint64_t version = 0;
+  std::uint64_t base = 0;  ///< previous version of its chain (itself for a full version)
+  bool full = false;
+  bool operator==(const VersionRecord& o) const { return version == o.version && base == o.base && full == o.full; }
+};
+
+/// Records of every version in `store` (from the manifests; unreadable ones are left out).
+std::vector<VersionRecord> records_of(const core::VersionStore& store);
+/// The versions of `records` whose whole chain (back to a full version) is present, ascending.
+std::vector<std::uint64_t> complete_versions(const std::vector<VersionRecord>& records);
+/// The versions of the chain that ends at `version` (full first). Throws RestoreError when a link is missing.
+std::vector<std::uint64_t> chain_of(const std::vector<VersionRecord>& records, std::uint64_t version);
+
+class BuddyStore : public core::VersionStore {
+ public:
+  BuddyStore(std::unique_ptr<core::VersionStore> local, std::shared_ptr<Shipper> shipper);
+
+  std::string describe() const override;
+  std::string locate(std::uint64_t version) const override;
+  void put(const core::Manifest& manifest, std::shared_ptr<const core::HostBytes> payload,
+           std::uint64_t payload_checksum) override;
+  std::vector<std::uint64_t> list() const override;
+  core::Manifest load_manifest(std::uint64_t version) const override;
+  core::StoredVersion load(std::uint64_t version) const override;
+  void release(std::uint64_t version) override;
+
+  /// Newest version whose whole chain the buddy acknowledged (what this rank brings to a group commit).
+  std::optional<std::uint64_t> newest_acked_chain() const;
+  /// `version` is committed by the group: deferred releases older than its chain happen now.
+  void set_committed(std::uint64_t version);
+  std::optional<std::uint64_t> committed() const;
+  /// After a recovery: the buddy holds exactly the chain of `version` (re-shipped or kept); newer versions are
+  /// gone everywhere.
+  void reset_after_recovery(std::uint64_t version);
+  core::VersionStore& local() { return *local_; }
+
+ private:
+  bool needed_by_commit(std::uint64_t version) const;  // caller holds mutex_
+  void release_now(std::uint64_t version);
+
+  std::unique_ptr<core::VersionStore> local_;
+  std::shared_ptr<Shipper> shipper_;
+  mutable std::mutex mutex_;
+  std::vector<VersionRecord> acked_;
+  std::optional<std::uint64_t> committed_;
+  std::uint64_t committed_base_ = 0;
+  std::set<std::uint64_t> deferred_;
+};
+
+}  // namespace reprise::coord

@@ -1,0 +1,923 @@
+// MpiRuntime: the Runtime with a buddy level, group commits and ULFM recovery.
+//
+// Communicators (all duplicated from the job's, errors returned):
+//   world  control: layout, recovery collectives, final barrier (main thread only)
+//   app    handed to the application
+//   group  the members of this rank's group: commit agreement at every checkpoint (main thread only)
+//   data   owner -> buddy: version heads, payload pieces, releases (sent by the background thread, received by
+//          the progress thread)
+//   ack    buddy -> owner acknowledgements (sent by the progress thread, received by the background thread)
+// Progress: a progress thread at every rank polls `data` (MPI_Iprobe, 0.5 ms sleep when idle) and stores what its
+// wards ship, so a version reaches the buddy while the application computes without calling the runtime.
+//
+// Failure handling: whoever sees a process failure first (the application through check(), the background
+// thread while shipping, the progress thread while receiving) marks the link down and revokes every
+// communicator, so every rank's next MPI call fails too. The main thread then recovers (recover()): stop the
+// progress thread, let the background thread finish its queue (shipping fails fast), shrink, find the failed
+// ranks, plan the rollback from what the survivors hold, spawn replacements, merge, restore the rank numbering,
+// send each replacement its chain (from its buddy, or from its files) and re-ship the chains its wards had
+// stored there, then throw Rollback. Coordinated fallback: every rank rolls back to the planned version.
+#include "reprise/mpi.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+
+#include "coord/buddy_store.hpp"
+#include "coord/failure_injection.hpp"
+#include "coord/mpi_layout.hpp"
+#include "coord/recovery_plan.hpp"
+#include "core/format.hpp"
+#include "coord/coordination.hpp"
+
+#if defined(MPIX_ERR_PROC_FAILED) && defined(MPIX_ERR_REVOKED)
+#define REPRISE_HAVE_ULFM 1
+#else
+#define REPRISE_HAVE_ULFM 0
+#endif
+
+extern char** environ;
+
+namespace reprise::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+[[maybe_unused]] double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+enum Tag : int {
+  kPutHead = 11,
+  kPutPiece = 12,
+  kRelease = 13,
+  kAck = 14,
+  kMoveCount = 21,
+  kMoveHead = 22,
+  kMovePiece = 23,
+  kMoveList = 24,
+};
+constexpr std::size_t kPieceBytes = std::size_t{64} << 20;
+
+std::string mpi_error(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  return std::string(text, static_cast<std::size_t>(len));
+}
+
+bool is_failure(int rc) {
+  if (rc == MPI_SUCCESS) return false;
+#if REPRISE_HAVE_ULFM
+  int cls = rc;
+  MPI_Error_class(rc, &cls);
+  return cls == MPIX_ERR_PROC_FAILED || cls == MPIX_ERR_REVOKED
+#ifdef MPIX_ERR_PROC_FAILED_PENDING
+         || cls == MPIX_ERR_PROC_FAILED_PENDING
+#endif
+      ;
+#else
+  return false;
+#endif
+}
+
+// Thrown inside the runtime when an MPI call reports a process failure; turned into a recovery by the main
+// thread, or into "link down" by the background threads.
+struct PeerFailure {
+  int rc;
+};
+
+void ok(int rc) {
+  if (rc == MPI_SUCCESS) return;
+  if (is_failure(rc)) throw PeerFailure{rc};
+  throw Error("MPI error in the Reprise runtime: " + mpi_error(rc));
+}
+
+MPI_Comm dup_comm(MPI_Comm c) {
+  MPI_Comm d = MPI_COMM_NULL;
+  ok(MPI_Comm_dup(c, &d));
+  MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
+  return d;
+}
+
+void revoke(MPI_Comm c) {
+#if REPRISE_HAVE_ULFM
+  if (c != MPI_COMM_NULL) MPIX_Comm_revoke(c);
+#else
+  (void)c;
+#endif
+}
+
+// One version on the wire: head (header + manifest, format.hpp) then the payload in pieces.
+void send_version(MPI_Comm comm, int dest, int head_tag, int piece_tag, const core::Manifest& m,
+                  const core::HostBytes& payload, std::uint64_t checksum, const std::function<void()>& mid = {}) {
+  const std::vector<std::byte> head = core::encode_head(m, checksum);
+  ok(MPI_Send(head.data(), static_cast<int>(head.size()), MPI_BYTE, dest, head_tag, comm));
+  for (std::size_t off = 0; off < payload.size(); off += kPieceBytes) {
+    const std::size_t n = std::min(kPieceBytes, payload.size() - off);
+    ok(MPI_Send(payload.data() + off, static_cast<int>(n), MPI_BYTE, dest, piece_tag, comm));
+    if (mid) mid();
+  }
+}
+
+struct Received {
+  core::Manifest manifest;
+  std::shared_ptr<core::HostBytes> payload;
+  std::uint64_t checksum = 0;
+};
+
+Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const std::string& where) {
+  MPI_Status st;
+  ok(MPI_Probe(src, head_tag, comm, &st));
+  int count = 0;
+  MPI_Get_count(&st, MPI_BYTE, &count);
+  std::vector<std::byte> head(static_cast<std::size_t>(count));
+  ok(MPI_Recv(head.data(), count, MPI_BYTE, src, head_tag, comm, MPI_STATUS_IGNORE));
+  const core::Header h = core::decode_header(head.data(), head.size(), where);
+  Received r;
+  r.manifest = core::decode_head_manifest(h, head.data() + core::kHeaderBytes, where);
+  r.checksum = h.payload_checksum;
+  r.payload = std::make_shared<core::HostBytes>(h.payload_bytes);
+  for (std::size_t off = 0; off < h.payload_bytes; off += kPieceBytes) {
+    const std::size_t n = std::min<std::size_t>(kPieceBytes, h.payload_bytes - off);
+    ok(MPI_Recv(r.payload->data() + off, static_cast<int>(n), MPI_BYTE, src, piece_tag, comm, MPI_STATUS_IGNORE));
+  }
+  return r;
+}
+
+[[maybe_unused]] std::string executable() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) throw Error("cannot read /proc/self/exe to spawn a replacement process");
+  return std::string(path, static_cast<std::size_t>(n));
+}
+
+[[maybe_unused]] std::vector<std::string> own_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  std::string a;
+  while (std::getline(in, a, '\0')) args.push_back(a);
+  return args;
+}
+
+// Records flattened for MPI: (owner, version, base, full, where) per entry; where 0 = own store, 1 = at buddy.
+void append_records(std::vector<std::uint64_t>& out, int owner, const std::vector<coord::VersionRecord>& rs,
+                    int where) {
+  for (const auto& r : rs) {
+    out.push_back(static_cast<std::uint64_t>(owner));
+    out.push_back(r.version);
+    out.push_back(r.base);
+    out.push_back(r.full ? 1 : 0);
+    out.push_back(static_cast<std::uint64_t>(where));
+  }
+}
+
+std::vector<std::uint64_t> allgather_u64(MPI_Comm comm, const std::vector<std::uint64_t>& mine) {
+  int n = 0;
+  MPI_Comm_size(comm, &n);
+  int count = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(n)), displs(static_cast<std::size_t>(n));
+  ok(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm));
+  int total = 0;
+  for (int i = 0; i < n; ++i) {
+    displs[static_cast<std::size_t>(i)] = total;
+    total += counts[static_cast<std::size_t>(i)];
+  }
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(total));
+  ok(MPI_Allgatherv(mine.data(), count, MPI_UINT64_T, all.data(), counts.data(), displs.data(), MPI_UINT64_T, comm));
+  return all;
+}
+
+struct RecoveryRecord {
+  std::vector<int> failed;
+  std::uint64_t version = 0;
+  bool replacement = false;
+  double repair_seconds = 0, transfer_seconds = 0, total_seconds = 0;
+  int attempts = 1;
+  std::uint64_t bytes_sent = 0, bytes_received = 0;
+};
+
+}  // namespace
+
+class MpiCoordination : public Coordination {
+ public:
+  MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_MULTIPLE)
+      throw ConfigError("reprise::MpiRuntime needs MPI initialised with MPI_THREAD_MULTIPLE (call MPI_Init_thread "
+                        "and check `provided`): its progress and background threads call MPI");
+    kills_ = coord::parse_kill_spec(std::getenv("REPRISE_KILL") ? std::getenv("REPRISE_KILL") : "");
+    MPI_Comm parent = MPI_COMM_NULL;
+    MPI_Comm_get_parent(&parent);
+    if (parent != MPI_COMM_NULL) {
+      join_as_replacement(parent, cfg);
+    } else {
+      adopt(dup_comm(user));
+      cfg.rank = rank_;
+      cfg_ = cfg;
+      local_ = cfg.dir.empty() ? core::make_memory_store() : core::make_directory_store(cfg.dir, rank_);
+      agree_on_restart();
+    }
+    cfg = cfg_;
+  }
+
+  ~MpiCoordination() override {
+    if (!down_) MPI_Barrier(world_);  // every owner's last version has reached its buddy
+    stop_progress();
+    // Free every communicator, including those revoked by earlier recoveries: Open MPI's MPI_Finalize
+    // disconnects each communicator that still spans several jobs (the spawned replacements), and doing so with
+    // processes it never reached crashes inside its TCP transport.
+    for (MPI_Comm* c : {&app_, &group_, &data_, &ack_, &world_}) retired_.push_back(*c);
+    for (MPI_Comm& c : retired_)
+      if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+  }
+
+  // ---- Coordination hooks ----------------------------------------------------------------------------------
+  std::unique_ptr<core::VersionStore> make_store(const Config&) override {
+    shipper_ = std::make_shared<Link>(*this);
+    auto store = std::make_unique<coord::BuddyStore>(std::move(local_), shipper_);
+    store_ = store.get();
+    if (target_) store_->reset_after_recovery(*target_);
+    start_progress();
+    return store;
+  }
+
+  void attach(std::function<void()> quiesce) override { quiesce_ = std::move(quiesce); }
+
+  void before_capture(std::uint64_t version) override {
+    current_step_ = std::max(current_step_, version);
+    if (down_) recover("a failure was detected by the runtime's background threads");
+    if (should_die(version, coord::KillPoint::Checkpoint)) die("checkpoint", version);
+    if (should_die(version, coord::KillPoint::Commit)) die("commit", version);
+    commit_agreement();
+  }
+
+  void after_wait() override {
+    if (down_) recover("a failure was detected by the runtime's background threads");
+    commit_agreement();
+  }
+
+  std::optional<std::uint64_t> restore_target() const override { return target_; }
+  bool restarted() const override { return restarted_; }
+
+  // ---- MpiRuntime API --------------------------------------------------------------------------------------
+  MPI_Comm app() const { return app_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const coord::Layout& layout() const { return layout_; }
+
+  void check(int rc) {
+    if (rc == MPI_SUCCESS) return;
+    if (is_failure(rc)) recover("an MPI call of the application reported: " + mpi_error(rc));
+    throw Error("MPI error on the application's communicator: " + mpi_error(rc));
+  }
+
+  void step(std::uint64_t s) {
+    current_step_ = s;
+    if (should_die(s, coord::KillPoint::Compute)) die("compute", s);
+    if (down_) recover("a failure was detected by the runtime's background threads");
+  }
+
+  std::string recovery_json() const {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& r : recoveries_)
+      j.push_back({{"failed", r.failed},
+                   {"version", r.version},
+                   {"replacement", r.replacement},
+                   {"attempts", r.attempts},
+                   {"repair_seconds", r.repair_seconds},
+                   {"transfer_seconds", r.transfer_seconds},
+                   {"total_seconds", r.total_seconds},
+                   {"bytes_sent", r.bytes_sent},
+                   {"bytes_received", r.bytes_received}});
+    return j.dump();
+  }
+
+ private:
+  // The owner side of the buddy link (background thread).
+  class Link : public coord::Shipper {
+   public:
+    explicit Link(MpiCoordination& c) : c_(c) {}
+    bool ship(const core::Manifest& m, const core::HostBytes& payload, std::uint64_t checksum) override {
+      if (c_.down_) return false;
+      const bool die_mid = c_.should_die(m.version, coord::KillPoint::Drain);
+      try {
+        const int buddy = c_.layout_.buddy_of[static_cast<std::size_t>(c_.rank_)];
+        // drain: die once part of the version reached the buddy (or right after the head when it is empty).
+        send_version(c_.data_, buddy, kPutHead, kPutPiece, m, payload, checksum,
+                     die_mid ? std::function<void()>([&] { c_.die("drain", m.version); }) : nullptr);
+        if (die_mid) c_.die("drain", m.version);
+        std::uint64_t acked = 0;
+        ok(MPI_Recv(&acked, 1, MPI_UINT64_T, buddy, kAck, c_.ack_, MPI_STATUS_IGNORE));
+        return acked == m.version;
+      } catch (const PeerFailure&) {
+        c_.link_down();
+        return false;
+      }
+    }
+    void release(std::uint64_t version) override {
+      if (c_.down_) return;
+      try {
+        const int buddy = c_.layout_.buddy_of[static_cast<std::size_t>(c_.rank_)];
+        ok(MPI_Send(&version, 1, MPI_UINT64_T, buddy, kRelease, c_.data_));
+      } catch (const PeerFailure&) {
+        c_.link_down();
+      }
+    }
+
+   private:
+    MpiCoordination& c_;
+  };
+
+  bool should_die(std::uint64_t step, coord::KillPoint point) const {
+    if (replacement_ && step <= kill_floor_) return false;  // that order already killed this rank's predecessor
+    return coord::kill_due(kills_, rank_, step, point);
+  }
+
+  [[noreturn]] void die(const char* point, std::uint64_t step) {
+    std::fprintf(stderr, "reprise: rank %d: REPRISE_KILL: SIGKILL at step %llu (%s)\n", rank_,
+                 static_cast<unsigned long long>(step), point);
+    std::fflush(stderr);
+    raise(SIGKILL);
+    _exit(137);
+  }
+
+  void link_down() {
+    if (down_.exchange(true)) return;
+    for (MPI_Comm c : {app_, group_, data_, ack_, world_}) revoke(c);
+  }
+
+  void adopt(MPI_Comm world) {
+    for (MPI_Comm c : {app_, group_, data_, ack_, world_})
+      if (c != MPI_COMM_NULL) retired_.push_back(c);  // revoked; freed at the end
+    world_ = world;
+    MPI_Comm_rank(world_, &rank_);
+    MPI_Comm_size(world_, &size_);
+    layout_ = coord::discover_layout(world_, coord::TopologyConfig::from_env());
+    app_ = dup_comm(world_);
+    data_ = dup_comm(world_);
+    ack_ = dup_comm(world_);
+    ok(MPI_Comm_split(world_, layout_.group_of[static_cast<std::size_t>(rank_)], rank_, &group_));
+    MPI_Comm_set_errhandler(group_, MPI_ERRORS_RETURN);
+  }
+
+  void start_progress() {
+    stop_ = false;
+    progress_ = std::thread([this] { progress_loop(); });
+  }
+
+  void stop_progress() {
+    stop_ = true;
+    if (progress_.joinable()) progress_.join();
+  }
+
+  core::VersionStore& ward_store(int ward) {
+    std::lock_guard<std::mutex> lock(wards_mutex_);
+    auto& s = wards_[ward];
+    if (!s) s = core::make_memory_store();
+    return *s;
+  }
+
+  void progress_loop() {
+    try {
+      while (!stop_) {
+        int flag = 0;
+        MPI_Status st;
+        ok(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, data_, &flag, &st));
+        if (!flag) {
+          std::this_thread::sleep_for(std::chrono::microseconds(500));
+          continue;
+        }
+        const int src = st.MPI_SOURCE;
+        if (st.MPI_TAG == kRelease) {
+          std::uint64_t v = 0;
+          ok(MPI_Recv(&v, 1, MPI_UINT64_T, src, kRelease, data_, MPI_STATUS_IGNORE));
+          ward_store(src).release(v);
+        } else if (st.MPI_TAG == kPutHead) {
+          Received r = recv_version(data_, src, kPutHead, kPutPiece,
+                                    "version shipped by rank " + std::to_string(src));
+          const std::uint64_t v = r.manifest.version;
+          ward_store(src).put(r.manifest, std::move(r.payload), r.checksum);
+          ok(MPI_Send(&v, 1, MPI_UINT64_T, src, kAck, ack_));
+        } else {
+          // A piece without its head cannot happen on a FIFO channel; drop it loudly.
+          std::fprintf(stderr, "reprise: rank %d: unexpected message tag %d from rank %d\n", rank_, st.MPI_TAG, src);
+          char sink;
+          MPI_Recv(&sink, 0, MPI_BYTE, src, st.MPI_TAG, data_, MPI_STATUS_IGNORE);
+        }
+      }
+    } catch (const PeerFailure&) {
+      link_down();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "reprise: rank %d: buddy progress thread stopped: %s\n", rank_, e.what());
+      link_down();
+    }
+  }
+
+  void commit_agreement() {
+    std::int64_t v = -1;
+    if (const auto a = store_->newest_acked_chain()) v = static_cast<std::int64_t>(*a);
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, group_);
+    if (is_failure(rc) || down_) recover("the group's commit agreement failed: " + mpi_error(rc));
+    ok(rc);
+    if (v >= 0) store_->set_committed(static_cast<std::uint64_t>(v));
+  }
+
+  // What this survivor contributes to a recovery plan: its own records, and those it holds for its wards.
+  std::vector<std::uint64_t> my_records(const std::vector<int>& failed_ranks) {
+    std::vector<std::uint64_t> out;
+    core::VersionStore& own = store_ ? store_->local() : *local_;
+    append_records(out, rank_, coord::records_of(own), 0);
+    {
+      std::lock_guard<std::mutex> lock(wards_mutex_);
+      for (auto& [ward, s] : wards_) append_records(out, ward, coord::records_of(*s), 1);
+    }
+    // The files of failed ranks (a persistent level on a shared file system), read by the lowest survivor.
+    if (!cfg_.dir.empty() && lowest_survivor_)
+      for (int f : failed_ranks) append_records(out, f, coord::records_of(*core::make_directory_store(cfg_.dir, f)), 0);
+    return out;
+  }
+
+  static std::vector<coord::RankHoldings> holdings_from(const std::vector<std::uint64_t>& all, int n) {
+    std::vector<coord::RankHoldings> h(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i + 5 <= all.size(); i += 5) {
+      const int owner = static_cast<int>(all[i]);
+      if (owner < 0 || owner >= n) continue;
+      coord::VersionRecord r{all[i + 1], all[i + 2], all[i + 3] != 0};
+      auto& list = all[i + 4] ? h[static_cast<std::size_t>(owner)].at_buddy : h[static_cast<std::size_t>(owner)].own;
+      if (std::find(list.begin(), list.end(), r) == list.end()) list.push_back(r);
+    }
+    return h;
+  }
+
+  // A relaunched job (files in REPRISE_DIR): every rank restores the newest version all ranks hold.
+  void agree_on_restart() {
+    const std::vector<std::uint64_t> mine = [&] {
+      std::vector<std::uint64_t> out;
+      append_records(out, rank_, coord::records_of(*local_), 0);
+      return out;
+    }();
+    const auto all = allgather_u64(world_, mine);
+    auto holdings = holdings_from(all, size_);
+    bool any = false, every = true;
+    for (const auto& h : holdings) {
+      const bool has = !coord::complete_versions(h.own).empty();
+      any |= has;
+      every &= has;
+    }
+    if (!any) return;
+    if (!every) {
+      std::vector<int> missing;
+      for (int r = 0; r < size_; ++r)
+        if (coord::complete_versions(holdings[static_cast<std::size_t>(r)].own).empty()) missing.push_back(r);
+      throw RestoreError("relaunch from " + cfg_.dir + ": rank" + (missing.size() > 1 ? "s " : " ") +
+                         coord::list_ranks(missing) +
+                         " hold no complete checkpoint while others do (wrong rank count or a different "
+                         "REPRISE_DIR?). Nothing was changed; run with the rank count that wrote the files, or "
+                         "remove the directory to start afresh.");
+    }
+    try {
+      const coord::RecoveryPlan plan = coord::plan_recovery(layout_, {}, holdings, true);
+      target_ = plan.version;
+      restarted_ = true;
+    } catch (const UnrecoverableFailure& e) {
+      throw RestoreError(std::string("relaunch from ") + cfg_.dir + ": " + e.what());
+    }
+  }
+
+  // ---- recovery ----------------------------------------------------------------------------------------------
+  [[noreturn]] void recover(const std::string& why) {
+#if !REPRISE_HAVE_ULFM
+    link_down();
+    throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": " + why +
+                               "; this MPI has no ULFM, so the job cannot be repaired. Run through "
+                               "scripts/mpirun.sh, which uses an MPI whose ULFM works.");
+#else
+    const auto t0 = Clock::now();
+    link_down();
+    stop_progress();
+    if (quiesce_) quiesce_();
+    // Each attempt shrinks the communicator of the previous one; a failure during an attempt (a survivor or a
+    // replacement dies) makes every survivor agree to start a new attempt with the union of the failures.
+    // Replacements of an abandoned attempt see their merge fail and exit.
+    MPI_Comm base = world_;
+    for (int attempt = 1;; ++attempt) {
+      MPI_Comm shrunk = MPI_COMM_NULL;
+      if (MPIX_Comm_shrink(base, &shrunk) != MPI_SUCCESS)
+        throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": MPIX_Comm_shrink failed during recovery");
+      MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN);
+      retired_.push_back(shrunk);
+      const std::vector<int> failed = failed_ranks(shrunk);
+      std::fprintf(stderr, "reprise: rank %d: %s; failed rank%s %s; recovering (attempt %d)\n", rank_, why.c_str(),
+                   failed.size() > 1 ? "s" : "", coord::list_ranks(failed).c_str(), attempt);
+      if (should_die(current_step_, coord::KillPoint::Recovery)) die("recovery", current_step_);
+      coord::RecoveryPlan plan;
+      std::exception_ptr plan_error;
+      std::uint64_t max_step = current_step_;
+      MPI_Comm inter = MPI_COMM_NULL, merged = MPI_COMM_NULL, world = MPI_COMM_NULL;
+      int flag = 1;
+      try {
+        ok(MPI_Allreduce(MPI_IN_PLACE, &max_step, 1, MPI_UINT64_T, MPI_MAX, shrunk));
+        const auto all = allgather_u64(shrunk, my_records(failed));
+        try {
+          plan = coord::plan_recovery(layout_, failed, holdings_from(all, size_), !cfg_.dir.empty());
+        } catch (const UnrecoverableFailure&) {
+          plan_error = std::current_exception();
+        }
+      } catch (const PeerFailure&) {
+        flag = 0;
+      }
+      if (!agreed(shrunk, flag)) {
+        base = shrunk;
+        continue;
+      }
+      if (plan_error) std::rethrow_exception(plan_error);  // every survivor decided on the same data
+      // Spawn the replacements with this program's command line; they run join_as_replacement().
+      const std::vector<std::string> args = own_command_line();
+      std::vector<char*> argv;
+      for (std::size_t i = 1; i < args.size(); ++i) argv.push_back(const_cast<char*>(args[i].c_str()));
+      argv.push_back(nullptr);
+      std::vector<int> errcodes(failed.size());
+      int rc = MPI_Comm_spawn(executable().c_str(), argv.data(), static_cast<int>(failed.size()), MPI_INFO_NULL, 0,
+                              shrunk, &inter, errcodes.data());
+      if (!agreed(shrunk, rc == MPI_SUCCESS)) {
+        if (rc == MPI_SUCCESS) revoke(inter);
+        base = shrunk;
+        continue;
+      }
+      MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+      flag = 1;
+      try {
+        ok(MPI_Intercomm_merge(inter, 0, &merged));
+        MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
+        std::vector<std::uint64_t> packet = make_packet(plan, max_step);
+        broadcast_packet(merged, packet);
+        ok(MPI_Comm_split(merged, 0, rank_, &world));
+      } catch (const PeerFailure&) {
+        flag = 0;
+      }
+      // First among the survivors, then with the replacements (join_as_replacement), who learn either way: a
+      // revoked `merged` makes their agreement fail and they leave.
+      bool merged_ok = agreed(shrunk, flag);
+      if (merged_ok) merged_ok = agreed(merged, true);
+      if (!merged_ok) {
+        for (MPI_Comm c : {inter, merged, world}) revoke(c);
+        base = shrunk;
+        continue;
+      }
+      MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
+      MPI_Comm_free(&merged);
+      MPI_Comm_free(&inter);
+      const double repaired = since(t0);
+      adopt(world);  // the old communicators were revoked; they are freed at the end
+      down_ = false;
+      RecoveryRecord rec;
+      rec.failed = failed;
+      rec.version = plan.version;
+      rec.repair_seconds = repaired;
+      rec.attempts = attempt;
+      const auto t1 = Clock::now();
+      try {
+        move_data(plan, rec);
+      } catch (const PeerFailure&) {
+        recover("a process failed while checkpoints were moved to the replacements");  // a new recovery
+      }
+      rec.transfer_seconds = since(t1);
+      finish_recovery(plan.version);
+      rec.total_seconds = since(t0);
+      recoveries_.push_back(rec);
+      if (rank_ == 0)
+        std::fprintf(stderr,
+                     "reprise: recovered from the failure of rank%s %s in %.3f s (repair %.3f s, data %.3f s, "
+                     "%d attempt%s); every rank rolls back to version %llu\n",
+                     failed.size() > 1 ? "s" : "", coord::list_ranks(failed).c_str(), rec.total_seconds,
+                     rec.repair_seconds, rec.transfer_seconds, attempt, attempt > 1 ? "s" : "",
+                     static_cast<unsigned long long>(plan.version));
+      throw Rollback(plan.version, "rank " + std::to_string(rank_) + " rolls back to version " +
+                                       std::to_string(plan.version) + " after the failure of rank" +
+                                       (failed.size() > 1 ? "s " : " ") + coord::list_ranks(failed));
+    }
+#endif
+  }
+
+#if REPRISE_HAVE_ULFM
+  // Uniform decision over `comm`: true when every live member passed true and nobody failed meanwhile.
+  static bool agreed(MPI_Comm comm, bool mine) {
+    int flag = mine ? 1 : 0;
+    const int rc = MPIX_Comm_agree(comm, &flag);
+    return rc == MPI_SUCCESS && flag == 1;
+  }
+#endif
+
+  // Ranks of the current world that are not in `shrunk` (ascending).
+  std::vector<int> failed_ranks(MPI_Comm shrunk) {
+    MPI_Group gw, gs;
+    MPI_Comm_group(world_, &gw);
+    MPI_Comm_group(shrunk, &gs);
+    int ns = 0;
+    MPI_Group_size(gs, &ns);
+    std::vector<int> in(static_cast<std::size_t>(ns)), out(static_cast<std::size_t>(ns));
+    for (int i = 0; i < ns; ++i) in[static_cast<std::size_t>(i)] = i;
+    MPI_Group_translate_ranks(gs, ns, in.data(), gw, out.data());
+    std::set<int> alive(out.begin(), out.end());
+    std::vector<int> failed;
+    for (int r = 0; r < size_; ++r)
+      if (!alive.count(r)) failed.push_back(r);
+    lowest_survivor_ = !out.empty() && *std::min_element(out.begin(), out.end()) == rank_;
+    MPI_Group_free(&gw);
+    MPI_Group_free(&gs);
+    return failed;
+  }
+
+  void finish_recovery(std::uint64_t version) {
+    target_ = version;
+    if (store_) {
+      store_->reset_after_recovery(version);
+      start_progress();
+    }
+  }
+
+  // Broadcast from the merged communicator's rank 0 to the replacements: version, max step, failed ranks, their
+  // data source, and the REPRISE_* environment (spawned processes may not inherit it).
+  std::vector<std::uint64_t> make_packet(const coord::RecoveryPlan& plan, std::uint64_t max_step) {
+    std::vector<std::uint64_t> p{plan.version, max_step, plan.failed.size()};
+    for (int f : plan.failed) {
+      p.push_back(static_cast<std::uint64_t>(f));
+      p.push_back(plan.source[static_cast<std::size_t>(f)] == coord::DataSource::Buddy ? 1 : 0);
+    }
+    std::string env;
+    for (char** e = environ; *e; ++e)
+      if (std::strncmp(*e, "REPRISE_", 8) == 0) env += std::string(*e) + '\n';
+    p.push_back(env.size());
+    for (char ch : env) p.push_back(static_cast<unsigned char>(ch));
+    return p;
+  }
+
+  static void broadcast_packet(MPI_Comm merged, std::vector<std::uint64_t>& p) {
+    std::uint64_t n = p.size();
+    ok(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, merged));
+    p.resize(n);
+    ok(MPI_Bcast(p.data(), static_cast<int>(n), MPI_UINT64_T, 0, merged));
+  }
+
+  struct Packet {
+    coord::RecoveryPlan plan;
+    std::uint64_t max_step = 0;
+    std::vector<std::string> env;
+  };
+
+  static Packet parse_packet(const std::vector<std::uint64_t>& p, int size) {
+    Packet k;
+    std::size_t i = 0;
+    k.plan.version = p.at(i++);
+    k.max_step = p.at(i++);
+    const std::size_t nf = p.at(i++);
+    k.plan.source.assign(static_cast<std::size_t>(size), coord::DataSource::Own);
+    for (std::size_t j = 0; j < nf; ++j) {
+      const int f = static_cast<int>(p.at(i++));
+      k.plan.failed.push_back(f);
+      if (p.at(i++)) k.plan.source.at(static_cast<std::size_t>(f)) = coord::DataSource::Buddy;
+    }
+    const std::size_t envn = p.at(i++);
+    std::string env;
+    for (std::size_t j = 0; j < envn; ++j) env += static_cast<char>(p.at(i++));
+    std::istringstream in(env);
+    for (std::string line; std::getline(in, line);) k.env.push_back(line);
+    return k;
+  }
+
+  void join_as_replacement(MPI_Comm parent, Config& cfg) {
+#if !REPRISE_HAVE_ULFM
+    (void)parent;
+    (void)cfg;
+    throw UnrecoverableFailure("a replacement process was started, but this MPI has no ULFM");
+#else
+    const auto t0 = Clock::now();
+    replacement_ = true;
+    MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
+    MPI_Comm merged = MPI_COMM_NULL, world = MPI_COMM_NULL;
+    int mrank = 0, msize = 0, nremote = 0;
+    Packet k;
+    bool fine = true;
+    try {
+      ok(MPI_Intercomm_merge(parent, 1, &merged));
+      MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
+      MPI_Comm_rank(merged, &mrank);
+      MPI_Comm_size(merged, &msize);
+      MPI_Comm_remote_size(parent, &nremote);
+      std::vector<std::uint64_t> p;
+      broadcast_packet(merged, p);
+      k = parse_packet(p, msize);
+      const int key = k.plan.failed.at(static_cast<std::size_t>(mrank - nremote));
+      ok(MPI_Comm_split(merged, 0, key, &world));
+    } catch (const PeerFailure&) {
+      fine = false;
+    }
+    if (merged == MPI_COMM_NULL || !agreed(merged, fine)) {
+      // The survivors abandoned this recovery attempt (another process failed); a later attempt spawns anew.
+      // SIGKILL, not exit: ULFM detects a killed process, and the survivors may be waiting for this one.
+      std::fprintf(stderr, "reprise: a replacement process of an abandoned recovery attempt leaves\n");
+      std::fflush(stderr);
+      raise(SIGKILL);
+    }
+    for (const std::string& e : k.env) {
+      const auto eq = e.find('=');
+      if (eq != std::string::npos) setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
+    }
+    kills_ = coord::parse_kill_spec(std::getenv("REPRISE_KILL") ? std::getenv("REPRISE_KILL") : "");
+    kill_floor_ = k.max_step;
+    MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
+    MPI_Comm_free(&merged);
+    adopt(world);
+    cfg = Config::from_env(cfg);
+    cfg.rank = rank_;
+    cfg_ = cfg;
+    local_ = cfg.dir.empty() ? core::make_memory_store() : core::make_directory_store(cfg.dir, rank_);
+    RecoveryRecord rec;
+    rec.failed = k.plan.failed;
+    rec.version = k.plan.version;
+    rec.replacement = true;
+    rec.repair_seconds = since(t0);
+    const auto t1 = Clock::now();
+    target_ = k.plan.version;
+    restarted_ = true;
+    try {
+      move_data(k.plan, rec);
+    } catch (const PeerFailure&) {
+      try {
+        recover("a process failed while checkpoints were moved to the replacements");
+      } catch (const Rollback&) {
+        // target_ now names the version of the new recovery; the application restores it at start.
+      }
+    }
+    rec.transfer_seconds = since(t1);
+    rec.total_seconds = since(t0);
+    recoveries_.push_back(rec);
+#endif
+  }
+
+  // After the repair: (1) each replacement gets its chain for the planned version from its buddy (unless it reads
+  // its own files); (2) every rank makes sure its buddy holds that chain: the buddy says what it holds, the owner
+  // sends what is missing (everything when the buddy is a replacement). One pair at a time, in rank order, so the
+  // rendezvous sends cannot form a cycle.
+  void move_data(const coord::RecoveryPlan& plan, RecoveryRecord& rec) {
+    core::VersionStore& own = store_ ? store_->local() : *local_;
+    auto send_versions = [&](int dest, core::VersionStore& from, const std::vector<std::uint64_t>& versions) {
+      const std::uint64_t n = versions.size();
+      ok(MPI_Send(&n, 1, MPI_UINT64_T, dest, kMoveCount, world_));
+      for (std::uint64_t v : versions) {
+        const core::StoredVersion sv = from.load(v);
+        send_version(world_, dest, kMoveHead, kMovePiece, sv.manifest, *sv.payload,
+                     core::payload_checksum(sv.payload->data(), sv.payload->size(), cfg_.digest_threads));
+        rec.bytes_sent += sv.payload->size();
+      }
+    };
+    auto recv_versions = [&](int src, core::VersionStore& into) {
+      std::uint64_t n = 0;
+      ok(MPI_Recv(&n, 1, MPI_UINT64_T, src, kMoveCount, world_, MPI_STATUS_IGNORE));
+      for (std::uint64_t i = 0; i < n; ++i) {
+        Received r = recv_version(world_, src, kMoveHead, kMovePiece, "version sent by rank " + std::to_string(src));
+        rec.bytes_received += r.payload->size();
+        into.put(r.manifest, std::move(r.payload), r.checksum);
+      }
+    };
+    for (int f : plan.failed) {
+      if (plan.source[static_cast<std::size_t>(f)] != coord::DataSource::Buddy) continue;
+      const int b = layout_.buddy_of[static_cast<std::size_t>(f)];
+      if (rank_ == b) {
+        core::VersionStore& held = ward_store(f);
+        send_versions(f, held, coord::chain_of(coord::records_of(held), plan.version));
+      }
+      if (rank_ == f) recv_versions(b, own);
+    }
+    for (int w = 0; w < size_; ++w) {
+      const int b = layout_.buddy_of[static_cast<std::size_t>(w)];
+      if (rank_ == b) {
+        const std::vector<std::uint64_t> held = ward_store(w).list();
+        const std::uint64_t n = held.size();
+        ok(MPI_Send(&n, 1, MPI_UINT64_T, w, kMoveList, world_));
+        ok(MPI_Send(held.data(), static_cast<int>(n), MPI_UINT64_T, w, kMoveList, world_));
+        recv_versions(w, ward_store(w));
+      }
+      if (rank_ == w) {
+        std::uint64_t n = 0;
+        ok(MPI_Recv(&n, 1, MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
+        std::vector<std::uint64_t> held(n);
+        ok(MPI_Recv(held.data(), static_cast<int>(n), MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
+        std::vector<std::uint64_t> missing;
+        for (std::uint64_t v : coord::chain_of(coord::records_of(own), plan.version))
+          if (std::find(held.begin(), held.end(), v) == held.end()) missing.push_back(v);
+        send_versions(b, own, missing);
+      }
+    }
+    trim_wards(plan.version);
+  }
+
+  void trim_wards(std::uint64_t version) {
+    std::lock_guard<std::mutex> lock(wards_mutex_);
+    for (auto& [ward, s] : wards_) {
+      const auto records = coord::records_of(*s);
+      std::vector<std::uint64_t> keep;
+      try {
+        keep = coord::chain_of(records, version);
+      } catch (const RestoreError&) {
+      }
+      for (const auto& r : records)
+        if (std::find(keep.begin(), keep.end(), r.version) == keep.end()) s->release(r.version);
+    }
+  }
+
+  Config cfg_;
+  coord::Layout layout_;
+  int rank_ = 0, size_ = 0;
+  MPI_Comm world_ = MPI_COMM_NULL, app_ = MPI_COMM_NULL, group_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL,
+           ack_ = MPI_COMM_NULL;
+  std::vector<coord::KillOrder> kills_;
+  bool replacement_ = false;
+  bool lowest_survivor_ = false;
+  std::uint64_t kill_floor_ = 0;
+  std::uint64_t current_step_ = 0;
+  std::atomic<bool> down_{false};
+  std::atomic<bool> stop_{false};
+  std::thread progress_;
+  std::unique_ptr<core::VersionStore> local_;  // until make_store() wraps it
+  coord::BuddyStore* store_ = nullptr;         // owned by the Runtime
+  std::shared_ptr<Link> shipper_;
+  std::mutex wards_mutex_;
+  std::map<int, std::unique_ptr<core::VersionStore>> wards_;
+  std::function<void()> quiesce_;
+  std::optional<std::uint64_t> target_;
+  bool restarted_ = false;
+  std::vector<RecoveryRecord> recoveries_;
+  std::vector<MPI_Comm> retired_;  // communicators of earlier epochs
+};
+
+}  // namespace reprise::detail
+
+namespace reprise {
+
+struct MpiRuntime::Parts {
+  Config config;
+  std::unique_ptr<detail::Coordination> owned;
+  detail::MpiCoordination* coord = nullptr;
+};
+
+MpiRuntime::MpiRuntime(MPI_Comm comm, Config config) : MpiRuntime([&] {
+  Parts p;
+  auto c = std::make_unique<detail::MpiCoordination>(comm, config);
+  p.coord = c.get();
+  p.owned = std::move(c);
+  p.config = config;
+  return p;
+}()) {}
+
+MpiRuntime::MpiRuntime(Parts parts) : Runtime(std::move(parts.config), std::move(parts.owned)), coord_(parts.coord) {}
+
+MpiRuntime::~MpiRuntime() = default;
+
+MPI_Comm MpiRuntime::comm() const {
+  return coord_->app();
+}
+int MpiRuntime::rank() const {
+  return coord_->rank();
+}
+int MpiRuntime::size() const {
+  return coord_->size();
+}
+int MpiRuntime::group() const {
+  return coord_->layout().group_of[static_cast<std::size_t>(coord_->rank())];
+}
+int MpiRuntime::buddy() const {
+  return coord_->layout().buddy_of[static_cast<std::size_t>(coord_->rank())];
+}
+void MpiRuntime::check(int mpi_result) {
+  coord_->check(mpi_result);
+}
+void MpiRuntime::step(std::uint64_t s) {
+  coord_->step(s);
+}
+std::string MpiRuntime::recovery_json() const {
+  return coord_->recovery_json();
+}
+
+}  // namespace reprise

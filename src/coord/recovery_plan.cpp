@@ -1,0 +1,91 @@
+#include "coord/recovery_plan.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <set>
+
+#include "reprise/errors.hpp"
+
+namespace reprise::coord {
+
+std::string list_ranks(const std::vector<int>& ranks) {
+  std::string s;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (i) s += i + 1 == ranks.size() ? " and " : ", ";
+    s += std::to_string(ranks[i]);
+  }
+  return s;
+}
+
+RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed_in,
+                           const std::vector<RankHoldings>& holdings, bool persistent_level) {
+  const int n = layout.size();
+  if (static_cast<int>(holdings.size()) != n)
+    throw Error("recovery plan: " + std::to_string(holdings.size()) + " holdings for " + std::to_string(n) + " ranks");
+  RecoveryPlan plan;
+  plan.failed = failed_in;
+  std::sort(plan.failed.begin(), plan.failed.end());
+  const std::set<int> failed(plan.failed.begin(), plan.failed.end());
+
+  std::vector<std::set<std::uint64_t>> restorable(static_cast<std::size_t>(n));
+  std::vector<std::set<std::uint64_t>> from_buddy(static_cast<std::size_t>(n));
+  std::vector<std::string> lost;
+  std::vector<int> lost_ranks;
+  for (int r = 0; r < n; ++r) {
+    const auto& h = holdings[static_cast<std::size_t>(r)];
+    for (auto v : complete_versions(h.own)) restorable[static_cast<std::size_t>(r)].insert(v);
+    if (failed.count(r))
+      for (auto v : complete_versions(h.at_buddy)) {
+        restorable[static_cast<std::size_t>(r)].insert(v);
+        from_buddy[static_cast<std::size_t>(r)].insert(v);
+      }
+    if (!restorable[static_cast<std::size_t>(r)].empty()) continue;
+    lost_ranks.push_back(r);
+    const int b = layout.buddy_of[static_cast<std::size_t>(r)];
+    if (failed.count(r) && failed.count(b))
+      lost.push_back("rank " + std::to_string(r) + " and its buddy rank " + std::to_string(b) +
+                     " were lost together" +
+                     (persistent_level ? " and rank " + std::to_string(r) + " has no intact file either"
+                                       : " and no persistent level is configured (set REPRISE_DIR to keep "
+                                         "committed versions in files)"));
+    else if (failed.count(r))
+      lost.push_back("rank " + std::to_string(r) + " failed before any of its checkpoints reached its buddy rank " +
+                     std::to_string(b));
+    else
+      lost.push_back("rank " + std::to_string(r) + " holds no complete checkpoint");
+  }
+  if (!lost.empty()) {
+    std::string what = "unrecoverable failure of rank" + std::string(plan.failed.size() > 1 ? "s " : " ") +
+                       list_ranks(plan.failed) + ": the data of rank" + (lost_ranks.size() > 1 ? "s " : " ") +
+                       list_ranks(lost_ranks) + " are lost (";
+    for (std::size_t i = 0; i < lost.size(); ++i) what += (i ? "; " : "") + lost[i];
+    what += "). Files already written were left intact; rerun the job (from REPRISE_DIR if one was set).";
+    throw UnrecoverableFailure(what);
+  }
+
+  std::set<std::uint64_t> common = restorable[0];
+  for (int r = 1; r < n; ++r) {
+    std::set<std::uint64_t> next;
+    std::set_intersection(common.begin(), common.end(), restorable[static_cast<std::size_t>(r)].begin(),
+                          restorable[static_cast<std::size_t>(r)].end(), std::inserter(next, next.begin()));
+    common = std::move(next);
+  }
+  if (common.empty()) {
+    std::string what = "unrecoverable failure of rank" + std::string(plan.failed.size() > 1 ? "s " : " ") +
+                       list_ranks(plan.failed) + ": no version is restorable on every rank (";
+    for (int r = 0; r < n; ++r) {
+      const auto& s = restorable[static_cast<std::size_t>(r)];
+      what += (r ? "; rank " : "rank ") + std::to_string(r) + ": " + std::to_string(*s.begin()) + ".." +
+              std::to_string(*s.rbegin());
+    }
+    throw UnrecoverableFailure(what + "). Files already written were left intact.");
+  }
+  plan.version = *common.rbegin();
+  plan.source.assign(static_cast<std::size_t>(n), DataSource::Own);
+  for (int r : plan.failed)
+    if (from_buddy[static_cast<std::size_t>(r)].count(plan.version)) plan.source[static_cast<std::size_t>(r)] = DataSource::Buddy;
+  for (int r = 0; r < n; ++r) plan.rolled_back.push_back(r);
+  return plan;
+}
+
+}  // namespace reprise::coord

@@ -1,0 +1,40 @@
+// Which version a job rolls back to after failures, and where each failed rank's data come from. Pure logic over
+// what the survivors report, so every rule is unit-tested without MPI.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "coord/buddy_store.hpp"
+#include "coord/topology.hpp"
+
+namespace reprise::coord {
+
+/// What the survivors know about one rank's versions.
+struct RankHoldings {
+  /// The rank's own store: a survivor's memory (or files), a failed rank's files when a persistent level exists.
+  std::vector<VersionRecord> own;
+  /// What its buddy holds for it in host memory (empty when the buddy failed too).
+  std::vector<VersionRecord> at_buddy;
+};
+
+enum class DataSource { Own, Buddy };
+
+struct RecoveryPlan {
+  std::uint64_t version = 0;        ///< every rank restores this version
+  std::vector<int> failed;          ///< ascending
+  std::vector<DataSource> source;   ///< per rank: where its chain for `version` is read
+  std::vector<int> rolled_back;     ///< ranks that roll back (coordinated fallback: every rank)
+};
+
+/// `holdings[r]` for every rank r of `layout`. Throws UnrecoverableFailure naming the ranks whose data are lost
+/// (a rank and its buddy lost together without a persistent level, a failure before any checkpoint reached the
+/// buddy) or saying that no version is restorable on every rank.
+RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
+                           const std::vector<RankHoldings>& holdings, bool persistent_level);
+
+/// Human-readable list "1, 3 and 5".
+std::string list_ranks(const std::vector<int>& ranks);
+
+}  // namespace reprise::coord
