@@ -606,7 +606,7 @@ class MpiCoordination : public Coordination {
       finish_recovery(plan.version);
       rec.total_seconds = since(t0);
       recoveries_.push_back(rec);
-      if (rank_ == 0)
+      if (lowest_survivor_)
         std::fprintf(stderr,
                      "reprise: recovered from the failure of rank%s %s in %.3f s (repair %.3f s, data %.3f s, "
                      "%d attempt%s); every rank rolls back to version %llu\n",

@@ -74,6 +74,10 @@ TEST(FailureInjection, ParsesEntriesAndPoints) {
   EXPECT_TRUE(kill_due(k, 5, 100, KillPoint::Drain));
   EXPECT_FALSE(kill_due(k, 5, 100, KillPoint::Compute));
   EXPECT_FALSE(kill_due(k, 3, 41, KillPoint::Compute));
+  // A recovery order fires in the first recovery at or after its step, whatever step the failure hit.
+  EXPECT_FALSE(kill_due(k, 0, 6, KillPoint::Recovery));
+  EXPECT_TRUE(kill_due(k, 0, 7, KillPoint::Recovery));
+  EXPECT_TRUE(kill_due(k, 0, 25, KillPoint::Recovery));
   EXPECT_TRUE(parse_kill_spec("").empty());
 }
 

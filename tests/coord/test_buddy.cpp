@@ -1,0 +1,209 @@
+// The buddy level without MPI: BuddyStore over an in-process shipper, chain bookkeeping, and the recovery plan.
+// The same code runs over MPI in reprise-stencil's ULFM tests.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "coord/buddy_store.hpp"
+#include "coord/recovery_plan.hpp"
+#include "core/format.hpp"
+#include "reprise/errors.hpp"
+#include "support/test_support.hpp"
+
+namespace reprise::coord {
+namespace {
+
+struct Sample {
+  core::Manifest manifest;
+  std::shared_ptr<core::HostBytes> payload;
+  std::uint64_t sum = 0;
+};
+
+// A version of one 16 KiB region: full (base = itself) or differential on `base`.
+Sample make_version(std::uint64_t v, std::uint64_t base) {
+  Sample s;
+  const std::size_t bytes = 16384;
+  s.manifest.version = v;
+  s.manifest.base_version = base;
+  s.manifest.kind = base == v ? core::VersionKind::Full : core::VersionKind::Differential;
+  core::RegionRecord r;
+  r.name = "data";
+  r.bytes = bytes;
+  r.chunk_bytes = 4096;
+  r.digests.assign(4, v);
+  for (std::uint32_t i = 0; i < 4; ++i) r.chunks.push_back(i);
+  s.manifest.regions.push_back(r);
+  s.manifest.layout_payload();
+  s.payload = std::make_shared<core::HostBytes>(bytes);
+  test::fill_random(s.payload->data(), bytes, v);
+  s.sum = core::payload_checksum(s.payload->data(), bytes);
+  return s;
+}
+
+// The buddy's host memory, reached in-process. `up = false` plays a failed link.
+class InProcessShipper : public Shipper {
+ public:
+  std::unique_ptr<core::VersionStore> buddy = core::make_memory_store();
+  bool up = true;
+  int shipped = 0, released = 0;
+  bool ship(const core::Manifest& m, const core::HostBytes& payload, std::uint64_t sum) override {
+    if (!up) return false;
+    auto copy = std::make_shared<core::HostBytes>(payload.size());
+    std::memcpy(copy->data(), payload.data(), payload.size());
+    buddy->put(m, copy, sum);
+    ++shipped;
+    return true;
+  }
+  void release(std::uint64_t v) override {
+    buddy->release(v);
+    ++released;
+  }
+};
+
+void put(BuddyStore& s, std::uint64_t v, std::uint64_t base) {
+  Sample x = make_version(v, base);
+  s.put(x.manifest, x.payload, x.sum);
+}
+
+TEST(BuddyStore, EveryVersionReachesTheBuddyWithTheSameBytes) {
+  auto ship = std::make_shared<InProcessShipper>();
+  BuddyStore store(core::make_memory_store(), ship);
+  put(store, 10, 10);
+  put(store, 20, 10);
+  EXPECT_EQ(ship->buddy->list(), (std::vector<std::uint64_t>{10, 20}));
+  const auto here = store.load(20), there = ship->buddy->load(20);
+  ASSERT_EQ(here.payload->size(), there.payload->size());
+  EXPECT_EQ(std::memcmp(here.payload->data(), there.payload->data(), here.payload->size()), 0);
+  EXPECT_EQ(store.newest_acked_chain(), 20u);
+}
+
+TEST(BuddyStore, VersionsNotAcknowledgedStayLocalAndDoNotCount) {
+  auto ship = std::make_shared<InProcessShipper>();
+  BuddyStore store(core::make_memory_store(), ship);
+  put(store, 10, 10);
+  ship->up = false;
+  put(store, 20, 10);
+  EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{10, 20}));
+  EXPECT_EQ(ship->buddy->list(), (std::vector<std::uint64_t>{10}));
+  EXPECT_EQ(store.newest_acked_chain(), 10u);
+  // A differential whose base never reached the buddy is not a complete chain there.
+  ship->up = true;
+  put(store, 30, 20);
+  EXPECT_EQ(store.newest_acked_chain(), 10u);
+}
+
+TEST(BuddyStore, ReleasesTheCommittedChainNeedsWaitForANewerCommit) {
+  auto ship = std::make_shared<InProcessShipper>();
+  BuddyStore store(core::make_memory_store(), ship);
+  put(store, 10, 10);
+  put(store, 20, 10);
+  store.set_committed(20);
+  put(store, 30, 30);
+  store.release(10);  // the runtime drops an old chain: 20 still needs it
+  store.release(20);
+  EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{10, 20, 30}));
+  EXPECT_EQ(ship->buddy->list(), (std::vector<std::uint64_t>{10, 20, 30}));
+  store.set_committed(30);
+  EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{30}));
+  EXPECT_EQ(ship->buddy->list(), (std::vector<std::uint64_t>{30}));
+  store.set_committed(20);  // an older commit completing late changes nothing
+  EXPECT_EQ(store.committed(), 30u);
+}
+
+TEST(BuddyStore, RecoveryLeavesTheChainOfTheAgreedVersion) {
+  auto ship = std::make_shared<InProcessShipper>();
+  BuddyStore store(core::make_memory_store(), ship);
+  put(store, 10, 10);
+  put(store, 20, 10);
+  put(store, 30, 20);
+  store.release(5);
+  store.reset_after_recovery(20);
+  EXPECT_EQ(store.committed(), 20u);
+  EXPECT_EQ(store.newest_acked_chain(), 20u);
+}
+
+TEST(Chains, CompleteVersionsAndChainOf) {
+  const std::vector<VersionRecord> r{{10, 10, true}, {20, 10, false}, {40, 30, false}, {50, 50, true}};
+  EXPECT_EQ(complete_versions(r), (std::vector<std::uint64_t>{10, 20, 50}));
+  EXPECT_EQ(chain_of(r, 20), (std::vector<std::uint64_t>{10, 20}));
+  EXPECT_THROW(chain_of(r, 40), RestoreError);
+}
+
+// 8 ranks, 2 per node: buddies 0->2, 1->3, ..., 6->0, 7->1.
+Layout eight() {
+  return make_layout(emulated_node_keys(8, 2), {});
+}
+
+std::vector<RankHoldings> holdings_all(const std::vector<VersionRecord>& records) {
+  std::vector<RankHoldings> h(8);
+  for (auto& x : h) x.own = x.at_buddy = records;
+  return h;
+}
+
+std::string unrecoverable(const std::vector<int>& failed, const std::vector<RankHoldings>& h, bool files) {
+  try {
+    plan_recovery(eight(), failed, h, files);
+  } catch (const UnrecoverableFailure& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RecoveryPlan, FailedRankComesFromItsBuddyAtTheNewestCommonVersion) {
+  auto h = holdings_all({{10, 10, true}, {20, 10, false}});
+  h[3].own = {};  // rank 3 failed: nothing of its own
+  h[5].own = {{10, 10, true}};  // a survivor that never stored 20
+  const RecoveryPlan p = plan_recovery(eight(), {3}, h, false);
+  EXPECT_EQ(p.version, 10u);
+  EXPECT_EQ(p.failed, (std::vector<int>{3}));
+  EXPECT_EQ(p.source[3], DataSource::Buddy);
+  EXPECT_EQ(p.source[5], DataSource::Own);
+  EXPECT_EQ(p.rolled_back.size(), 8u);
+}
+
+TEST(RecoveryPlan, OwnerAndBuddyLostWithoutFilesIsUnrecoverableAndNamesThem) {
+  auto h = holdings_all({{10, 10, true}});
+  h[0].own = {};
+  h[0].at_buddy = {};  // rank 0's buddy, rank 2, failed too
+  h[2].own = {};
+  const std::string e = unrecoverable({0, 2}, h, false);
+  EXPECT_NE(e.find("ranks 0 and 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("rank 0 and its buddy rank 2 were lost together"), std::string::npos) << e;
+  EXPECT_NE(e.find("REPRISE_DIR"), std::string::npos) << e;
+}
+
+TEST(RecoveryPlan, OwnerAndBuddyLostWithFilesComesFromTheFiles) {
+  auto h = holdings_all({{10, 10, true}, {20, 10, false}});
+  h[0].at_buddy = {};      // buddy 2 failed
+  h[0].own = {{10, 10, true}, {20, 10, false}};  // rank 0's files, read by a survivor
+  h[2].own = {};
+  const RecoveryPlan p = plan_recovery(eight(), {0, 2}, h, true);
+  EXPECT_EQ(p.version, 20u);
+  EXPECT_EQ(p.source[0], DataSource::Own);
+  EXPECT_EQ(p.source[2], DataSource::Buddy);
+}
+
+TEST(RecoveryPlan, IncompleteChainsAreNotRestorable) {
+  auto h = holdings_all({{10, 10, true}, {20, 10, false}, {30, 20, false}});
+  h[4].own = {};
+  h[4].at_buddy = {{10, 10, true}, {30, 20, false}};  // 20 never reached rank 4's buddy
+  EXPECT_EQ(plan_recovery(eight(), {4}, h, false).version, 10u);
+}
+
+TEST(RecoveryPlan, NoCommonVersionIsUnrecoverable) {
+  auto h = holdings_all({{10, 10, true}});
+  h[1].own = {{20, 20, true}};
+  const std::string e = unrecoverable({6}, h, false);
+  EXPECT_NE(e.find("no version is restorable on every rank"), std::string::npos) << e;
+}
+
+TEST(RecoveryPlan, FailureBeforeAnyCheckpointReachedTheBuddy) {
+  auto h = holdings_all({{10, 10, true}});
+  h[5].own = {};
+  h[5].at_buddy = {};
+  const std::string e = unrecoverable({5}, h, false);
+  EXPECT_NE(e.find("rank 5 failed before any of its checkpoints reached its buddy rank 7"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace reprise::coord

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# expect.sh [--rc N] [--match REGEX]... [--absent REGEX]... -- COMMAND ARGS...
+# Runs COMMAND, prints its output, and fails unless its exit status matches N (default 0; a glob such as '[1-9]*'
+# is allowed), every --match REGEX occurs
+# in the output and no --absent REGEX does. ctest's PASS_REGULAR_EXPRESSION alone would ignore the exit status.
+set -u
+rc_expected=0
+matches=()
+absents=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+  case "$1" in
+    --rc) rc_expected=$2; shift 2 ;;
+    --match) matches+=("$2"); shift 2 ;;
+    --absent) absents+=("$2"); shift 2 ;;
+    *) echo "expect.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+shift
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+"$@" > "$out" 2>&1
+rc=$?
+cat -v "$out"
+status=0
+# shellcheck disable=SC2053
+if [[ "$rc" != $rc_expected ]]; then echo "expect.sh: exit status $rc, expected $rc_expected"; status=1; fi
+for m in "${matches[@]+"${matches[@]}"}"; do
+  grep -aEq -- "$m" "$out" || { echo "expect.sh: missing in the output: $m"; status=1; }
+done
+for m in "${absents[@]+"${absents[@]}"}"; do
+  if grep -aEq -- "$m" "$out"; then echo "expect.sh: unexpected in the output: $m"; status=1; fi
+done
+[ $status -eq 0 ] && echo "expect.sh: ok"
+exit $status
