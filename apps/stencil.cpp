@@ -111,8 +111,13 @@ struct Halo {
   void exchange(reprise::MpiRuntime& rt, int to, int from, int tag) {
     Kokkos::deep_copy(hsend, send);
     const int n = static_cast<int>(send.extent(0));
-    rt.check(MPI_Sendrecv(hsend.data(), n, MPI_DOUBLE, to, tag, hrecv.data(), n, MPI_DOUBLE, from, tag, rt.comm(),
-                          MPI_STATUS_IGNORE));
+    // Irecv + Isend + two waits rather than MPI_Sendrecv: Open MPI 5.0.7's MPI_Sendrecv can crash when its peer
+    // has just failed (seen with ULFM here); the separate requests report MPI_ERR_PROC_FAILED instead.
+    MPI_Request rr = MPI_REQUEST_NULL, sr = MPI_REQUEST_NULL;
+    rt.check(MPI_Irecv(hrecv.data(), n, MPI_DOUBLE, from, tag, rt.comm(), &rr));
+    rt.check(MPI_Isend(hsend.data(), n, MPI_DOUBLE, to, tag, rt.comm(), &sr));
+    rt.check(MPI_Wait(&sr, MPI_STATUS_IGNORE));
+    rt.check(MPI_Wait(&rr, MPI_STATUS_IGNORE));
     Kokkos::deep_copy(recv, hrecv);
   }
 };
@@ -190,6 +195,15 @@ int run(const Options& o) {
   std::vector<double> step_seconds(o.steps, 0.0);
   std::vector<double> checkpoint_seconds;
   std::vector<std::uint64_t> rollback_to;
+  // Every step executed, in order (re-executed ones too): seconds since start, step, duration, event.
+  struct Event {
+    double at;
+    std::uint64_t step;
+    double seconds;
+    const char* what;
+  };
+  std::vector<Event> timeline;
+  const double start = now();
   std::uint64_t checksum = 0;
   for (;;) {
     try {
@@ -203,12 +217,15 @@ int run(const Options& o) {
         source(u, b, o);
         Kokkos::fence();
         ++step;  // protected: a checkpoint holds the number of steps done
+        const char* what = "";
         if (step % o.checkpoint_every == 0) {
           const double c0 = now();
           rt.checkpoint(step);
           checkpoint_seconds.push_back(now() - c0);
+          what = "checkpoint";
         }
         step_seconds[step - 1] = now() - t0;
+        timeline.push_back({t0 - start, step, now() - t0, what});
         if (rank == 0 && o.progress_every && step % o.progress_every == 0)
           std::printf("step %" PRIu64 "/%" PRIu64 "\n", step, o.steps), std::fflush(stdout);
       }
@@ -216,7 +233,9 @@ int run(const Options& o) {
       checksum = global_checksum(rt, u, b, o);
       break;
     } catch (const reprise::Rollback& rb) {
+      const double r0 = now();
       rt.restore();
+      timeline.push_back({r0 - start, rb.version(), now() - r0, "rollback"});
       rollback_to.push_back(rb.version());
       if (rank == 0) std::printf("rolled back to step %" PRIu64 "\n", step), std::fflush(stdout);
     }
@@ -237,7 +256,12 @@ int run(const Options& o) {
       for (std::size_t i = 0; i < checkpoint_seconds.size(); ++i) out << (i ? "," : "") << checkpoint_seconds[i];
       out << "],\"rollback_versions\":[";
       for (std::size_t i = 0; i < rollback_to.size(); ++i) out << (i ? "," : "") << rollback_to[i];
-      out << "],\"recoveries\":" << rt.recovery_json() << ",\"checkpoint_metrics\":" << rt.metrics_json() << "}\n";
+      out << "],\"timeline\":[";
+      for (std::size_t i = 0; i < timeline.size(); ++i)
+        out << (i ? "," : "") << "{\"at\":" << timeline[i].at << ",\"step\":" << timeline[i].step
+            << ",\"seconds\":" << timeline[i].seconds << ",\"event\":\"" << timeline[i].what << "\"}";
+      out << "],\"wall_seconds\":" << now() - start;
+      out << ",\"recoveries\":" << rt.recovery_json() << ",\"checkpoint_metrics\":" << rt.metrics_json() << "}\n";
     }
   }
   return 0;

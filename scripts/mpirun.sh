@@ -30,7 +30,7 @@ for v in $(compgen -e | grep '^REPRISE_' || true); do passthrough+=(-x "$v"); do
 log() { echo "[mpirun.sh] $*" >&2; }
 
 # build_and_find BUILD_DIR CONFIGURE_PREFIX... : prints the path of $program built in BUILD_DIR.
-configure_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_ENABLE_MPI=ON -DREPRISE_BUILD_BENCH=OFF)
+configure_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_ENABLE_MPI=ON -DREPRISE_BUILD_BENCH=ON)
 
 host_probe() {
   local b="$here/build-host-mpi" cache="$here/build-host-mpi/.ulfm-probe"
@@ -82,7 +82,7 @@ case "$mpi" in
       b=/src/build-ulfm
       if [[ "$program" != /* ]]; then
         cmake -S /src -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_ENABLE_MPI=ON \
-          -DREPRISE_BUILD_BENCH=OFF -DREPRISE_ENABLE_CUDA=OFF -DREPRISE_IN_SANDBOX=ON > "$b.configure.log" 2>&1 || { cat "$b.configure.log"; exit 1; }
+          -DREPRISE_BUILD_BENCH=ON -DREPRISE_ENABLE_CUDA=OFF -DREPRISE_IN_SANDBOX=ON > "$b.configure.log" 2>&1 || { cat "$b.configure.log"; exit 1; }
         cmake --build "$b" -j "$(nproc)" --target "$program" > "$b.build-$program.log" 2>&1 \
           || { tail -30 "$b.build-$program.log"; echo "[mpirun.sh] building $program in the sandbox failed" >&2; exit 1; }
         program=$(find "$b" -type f -perm -u+x -name "$program" | head -n 1)

@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "reprise/reprise.hpp"
@@ -64,6 +65,11 @@ class MpiRuntime : public Runtime {
   /// Call once at the start of every step: failure injection (REPRISE_KILL) and a check for failures the
   /// runtime's own threads detected. May throw Rollback.
   void step(std::uint64_t step);
+
+  /// Newest version whose whole chain this rank's buddy acknowledged (it holds it in host memory), and the
+  /// newest version this rank's group committed. Both only read state: they make no progress themselves.
+  std::optional<std::uint64_t> acknowledged() const;
+  std::optional<std::uint64_t> committed() const;
 
   /// Recoveries this process took part in, as JSON (failed ranks, version, seconds per phase, bytes).
   std::string recovery_json() const;

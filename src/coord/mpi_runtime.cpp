@@ -213,6 +213,7 @@ struct RecoveryRecord {
   bool replacement = false;
   double repair_seconds = 0, transfer_seconds = 0, total_seconds = 0;
   int attempts = 1;
+  std::vector<int> rolled_back;
   std::uint64_t bytes_sent = 0, bytes_received = 0;
 };
 
@@ -282,6 +283,8 @@ class MpiCoordination : public Coordination {
 
   // ---- MpiRuntime API --------------------------------------------------------------------------------------
   MPI_Comm app() const { return app_; }
+  std::optional<std::uint64_t> acknowledged() const { return store_ ? store_->newest_acked_chain() : std::nullopt; }
+  std::optional<std::uint64_t> committed() const { return store_ ? store_->committed() : std::nullopt; }
   int rank() const { return rank_; }
   int size() const { return size_; }
   const coord::Layout& layout() const { return layout_; }
@@ -305,6 +308,7 @@ class MpiCoordination : public Coordination {
                    {"version", r.version},
                    {"replacement", r.replacement},
                    {"attempts", r.attempts},
+                   {"rolled_back", r.rolled_back},
                    {"repair_seconds", r.repair_seconds},
                    {"transfer_seconds", r.transfer_seconds},
                    {"total_seconds", r.total_seconds},
@@ -596,6 +600,7 @@ class MpiCoordination : public Coordination {
       rec.version = plan.version;
       rec.repair_seconds = repaired;
       rec.attempts = attempt;
+      rec.rolled_back = plan.rolled_back;
       const auto t1 = Clock::now();
       try {
         move_data(plan, rec);
@@ -757,6 +762,7 @@ class MpiCoordination : public Coordination {
     rec.failed = k.plan.failed;
     rec.version = k.plan.version;
     rec.replacement = true;
+    for (int r = 0; r < size_; ++r) rec.rolled_back.push_back(r);  // coordinated fallback: every rank
     rec.repair_seconds = since(t0);
     const auto t1 = Clock::now();
     target_ = k.plan.version;
@@ -915,6 +921,12 @@ void MpiRuntime::check(int mpi_result) {
 }
 void MpiRuntime::step(std::uint64_t s) {
   coord_->step(s);
+}
+std::optional<std::uint64_t> MpiRuntime::acknowledged() const {
+  return coord_->acknowledged();
+}
+std::optional<std::uint64_t> MpiRuntime::committed() const {
+  return coord_->committed();
 }
 std::string MpiRuntime::recovery_json() const {
   return coord_->recovery_json();
