@@ -229,14 +229,19 @@ int run(const Options& o) {
         if (rank == 0 && o.progress_every && step % o.progress_every == 0)
           std::printf("step %" PRIu64 "/%" PRIu64 "\n", step, o.steps), std::fflush(stdout);
       }
-      rt.wait();
       checksum = global_checksum(rt, u, b, o);
+      rt.finish();  // every rank got here without a failure (else all roll back together)
       break;
     } catch (const reprise::Rollback& rb) {
       const double r0 = now();
-      rt.restore();
-      timeline.push_back({r0 - start, rb.version(), now() - r0, "rollback"});
-      rollback_to.push_back(rb.version());
+      if (rb.from_start()) {  // no checkpoint was committed before the failure: the initial state
+        Kokkos::deep_copy(u, 0.0);
+        step = 0;
+      } else {
+        rt.restore();
+      }
+      timeline.push_back({r0 - start, step, now() - r0, "rollback"});
+      rollback_to.push_back(step);
       if (rank == 0) std::printf("rolled back to step %" PRIu64 "\n", step), std::fflush(stdout);
     }
   }

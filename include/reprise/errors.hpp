@@ -61,13 +61,21 @@ class DeviceError : public Error {
 /// A process failed and this rank's group rolls back (distributed runtime). The runtime has already repaired its
 /// communicators and placed the data of `version()` where restore() finds them: catch it around the time loop,
 /// call restore(), take the communicator again (MpiRuntime::comm()) and continue from the restored step.
+///
+/// `from_start()`: the failure came before any version was committed (no checkpoint had reached a buddy yet), so
+/// there is nothing to restore and every rank starts the run over: initialise the protected data as at the first
+/// start instead of calling restore() (replacement processes simply start from the beginning). The runtime has
+/// dropped every stored version; the next checkpoint is a full one and may reuse earlier version numbers.
 class Rollback : public Error {
  public:
-  Rollback(std::uint64_t version, const std::string& what) : Error(what), version_(version) {}
+  Rollback(std::uint64_t version, const std::string& what, bool from_start = false)
+      : Error(what), version_(version), from_start_(from_start) {}
   std::uint64_t version() const noexcept { return version_; }
+  bool from_start() const noexcept { return from_start_; }
 
  private:
   std::uint64_t version_;
+  bool from_start_;
 };
 
 /// Failures the runtime cannot recover from (e.g. a rank and its buddy lost together with no persistent level,

@@ -15,10 +15,12 @@
 //           ++step;                                   // the protected step counts the steps done
 //           if (step % k == 0) rt.checkpoint(step);   // version = step
 //         }
-//         rt.wait();                                  // collective: the last version is committed
+//         result = reduce(u, rt.comm());               // the final collectives, through check() too
+//         rt.finish();                                // every rank got here: last version committed, no failure
 //         break;
-//       } catch (const reprise::Rollback&) {
-//         rt.restore();                               // back to the version the job agreed on; loop again
+//       } catch (const reprise::Rollback& r) {
+//         if (r.from_start()) init(u, step);          // failed before any commit: start over from the beginning
+//         else rt.restore();                          // back to the version the job agreed on; loop again
 //       }
 //     }
 //   }
@@ -62,6 +64,11 @@ class MpiRuntime : public Runtime {
   /// Pass the result of every MPI call made on comm(). MPI_SUCCESS: nothing. A process failure (or a revoked
   /// communicator): the runtime repairs the job and throws Rollback. Another error: throws Error.
   void check(int mpi_result);
+  /// The last call of the application's try block, after its final collectives (gathering or reducing the
+  /// result): waits for the last version to commit (wait()), then all surviving ranks agree that none of them saw
+  /// a failure. Uniform: either every rank returns, or every rank takes part in a recovery and throws Rollback.
+  /// Without it a rank whose group is done could leave while another still has to roll back.
+  void finish();
   /// Call once at the start of every step: failure injection (REPRISE_KILL) and a check for failures the
   /// runtime's own threads detected. May throw Rollback.
   void step(std::uint64_t step);

@@ -169,4 +169,15 @@ void BuddyStore::reset_after_recovery(std::uint64_t version) {
   for (std::uint64_t v : now) release_now(v);
 }
 
+void BuddyStore::drop_everything() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    acked_.clear();
+    committed_.reset();
+    committed_base_ = 0;
+    deferred_.clear();
+  }
+  for (std::uint64_t v : local_->list()) local_->release(v);
+}
+
 }  // namespace reprise::coord

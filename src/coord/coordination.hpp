@@ -31,6 +31,9 @@ class Coordination {
   virtual std::optional<std::uint64_t> restore_target() const = 0;
   /// Whether this process starts from stored data (a replacement, or a relaunch with files).
   virtual bool restarted() const = 0;
+  /// True once after a recovery that started the run over (Rollback::from_start): the runtime forgets its
+  /// timeline (every stored version was dropped) and makes its next checkpoint a full one.
+  virtual bool take_start_over() { return false; }
 };
 
 }  // namespace reprise::detail

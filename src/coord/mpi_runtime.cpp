@@ -36,6 +36,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -211,6 +212,7 @@ struct RecoveryRecord {
   std::vector<int> failed;
   std::uint64_t version = 0;
   bool replacement = false;
+  bool from_start = false;  // nothing was committed: every rank started over
   double repair_seconds = 0, transfer_seconds = 0, total_seconds = 0;
   int attempts = 1;
   std::vector<int> rolled_back;
@@ -280,6 +282,7 @@ class MpiCoordination : public Coordination {
 
   std::optional<std::uint64_t> restore_target() const override { return target_; }
   bool restarted() const override { return restarted_; }
+  bool take_start_over() override { return std::exchange(start_over_, false); }
 
   // ---- MpiRuntime API --------------------------------------------------------------------------------------
   MPI_Comm app() const { return app_; }
@@ -288,6 +291,22 @@ class MpiCoordination : public Coordination {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const coord::Layout& layout() const { return layout_; }
+
+  // The end of the job, uniform over every survivor: all return, or all recover and throw Rollback. A group's
+  // commit only involves the group, so without this a rank whose group is done could leave while another group
+  // is still to detect a failure and roll back, and the recovery would wait for it forever.
+  void finish() {
+    if (down_) recover("a failure was detected by the runtime's background threads");
+#if REPRISE_HAVE_ULFM
+    int flag = 1;
+    const int rc = MPIX_Comm_agree(world_, &flag);  // uniform: the same rc and flag at every survivor
+    if (rc != MPI_SUCCESS || flag != 1) recover("the job's final agreement failed: " + mpi_error(rc));
+#else
+    const int rc = MPI_Barrier(world_);
+    if (is_failure(rc)) recover("the job's final barrier failed: " + mpi_error(rc));
+    ok(rc);
+#endif
+  }
 
   void check(int rc) {
     if (rc == MPI_SUCCESS) return;
@@ -307,6 +326,7 @@ class MpiCoordination : public Coordination {
       j.push_back({{"failed", r.failed},
                    {"version", r.version},
                    {"replacement", r.replacement},
+                   {"from_start", r.from_start},
                    {"attempts", r.attempts},
                    {"rolled_back", r.rolled_back},
                    {"repair_seconds", r.repair_seconds},
@@ -601,6 +621,23 @@ class MpiCoordination : public Coordination {
       rec.repair_seconds = repaired;
       rec.attempts = attempt;
       rec.rolled_back = plan.rolled_back;
+      if (plan.from_start) {
+        rec.from_start = true;
+        start_over();
+        rec.total_seconds = since(t0);
+        recoveries_.push_back(rec);
+        if (lowest_survivor_)
+          std::fprintf(stderr,
+                       "reprise: recovered from the failure of rank%s %s in %.3f s (%d attempt%s); nothing was "
+                       "committed before it, so every rank starts over from the beginning\n",
+                       failed.size() > 1 ? "s" : "", coord::list_ranks(failed).c_str(), rec.total_seconds, attempt,
+                       attempt > 1 ? "s" : "");
+        throw Rollback(0,
+                       "rank " + std::to_string(rank_) + " starts over after the failure of rank" +
+                           (failed.size() > 1 ? "s " : " ") + coord::list_ranks(failed) +
+                           " (no version was committed before it)",
+                       true);
+      }
       const auto t1 = Clock::now();
       try {
         move_data(plan, rec);
@@ -654,6 +691,24 @@ class MpiCoordination : public Coordination {
     return failed;
   }
 
+  // Recovery to the initial state: every stored version of this rank and of its wards is dropped (none was
+  // committed), and the Runtime forgets its timeline at its next checkpoint (take_start_over).
+  void start_over() {
+    target_.reset();
+    restarted_ = false;
+    start_over_ = true;
+    {
+      std::lock_guard<std::mutex> lock(wards_mutex_);
+      wards_.clear();
+    }
+    if (store_) {
+      store_->drop_everything();
+      start_progress();
+    } else if (local_) {
+      for (std::uint64_t v : local_->list()) local_->release(v);
+    }
+  }
+
   void finish_recovery(std::uint64_t version) {
     target_ = version;
     if (store_) {
@@ -665,7 +720,7 @@ class MpiCoordination : public Coordination {
   // Broadcast from the merged communicator's rank 0 to the replacements: version, max step, failed ranks, their
   // data source, and the REPRISE_* environment (spawned processes may not inherit it).
   std::vector<std::uint64_t> make_packet(const coord::RecoveryPlan& plan, std::uint64_t max_step) {
-    std::vector<std::uint64_t> p{plan.version, max_step, plan.failed.size()};
+    std::vector<std::uint64_t> p{plan.version, max_step, plan.from_start ? 1u : 0u, plan.failed.size()};
     for (int f : plan.failed) {
       p.push_back(static_cast<std::uint64_t>(f));
       p.push_back(plan.source[static_cast<std::size_t>(f)] == coord::DataSource::Buddy ? 1 : 0);
@@ -696,6 +751,7 @@ class MpiCoordination : public Coordination {
     std::size_t i = 0;
     k.plan.version = p.at(i++);
     k.max_step = p.at(i++);
+    k.plan.from_start = p.at(i++) != 0;
     const std::size_t nf = p.at(i++);
     k.plan.source.assign(static_cast<std::size_t>(size), coord::DataSource::Own);
     for (std::size_t j = 0; j < nf; ++j) {
@@ -764,6 +820,12 @@ class MpiCoordination : public Coordination {
     rec.replacement = true;
     for (int r = 0; r < size_; ++r) rec.rolled_back.push_back(r);  // coordinated fallback: every rank
     rec.repair_seconds = since(t0);
+    if (k.plan.from_start) {  // nothing committed: this process starts from the beginning like the others
+      rec.from_start = true;
+      rec.total_seconds = since(t0);
+      recoveries_.push_back(rec);
+      return;
+    }
     const auto t1 = Clock::now();
     target_ = k.plan.version;
     restarted_ = true;
@@ -874,6 +936,7 @@ class MpiCoordination : public Coordination {
   std::function<void()> quiesce_;
   std::optional<std::uint64_t> target_;
   bool restarted_ = false;
+  bool start_over_ = false;
   std::vector<RecoveryRecord> recoveries_;
   std::vector<MPI_Comm> retired_;  // communicators of earlier epochs
 };
@@ -916,6 +979,11 @@ int MpiRuntime::group() const {
 int MpiRuntime::buddy() const {
   return coord_->layout().buddy_of[static_cast<std::size_t>(coord_->rank())];
 }
+void MpiRuntime::finish() {
+  wait();
+  coord_->finish();
+}
+
 void MpiRuntime::check(int mpi_result) {
   coord_->check(mpi_result);
 }

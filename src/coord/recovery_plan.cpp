@@ -31,6 +31,7 @@ RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed_
   std::vector<std::set<std::uint64_t>> from_buddy(static_cast<std::size_t>(n));
   std::vector<std::string> lost;
   std::vector<int> lost_ranks;
+  std::vector<int> never_committed;  // failed ranks whose surviving buddy holds no complete version of theirs
   for (int r = 0; r < n; ++r) {
     const auto& h = holdings[static_cast<std::size_t>(r)];
     for (auto v : complete_versions(h.own)) restorable[static_cast<std::size_t>(r)].insert(v);
@@ -49,10 +50,18 @@ RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed_
                                        : " and no persistent level is configured (set REPRISE_DIR to keep "
                                          "committed versions in files)"));
     else if (failed.count(r))
-      lost.push_back("rank " + std::to_string(r) + " failed before any of its checkpoints reached its buddy rank " +
-                     std::to_string(b));
+      never_committed.push_back(r);
     else
       lost.push_back("rank " + std::to_string(r) + " holds no complete checkpoint");
+  }
+  // A failed rank whose buddy survived yet holds no complete version never had a version acknowledged, so its
+  // group never committed one: no version is common to every rank, and the consistent state every rank can
+  // reach is the initial one. Nothing committed is lost by starting over.
+  if (!never_committed.empty()) {
+    plan.from_start = true;
+    plan.source.assign(static_cast<std::size_t>(n), DataSource::Own);
+    for (int r = 0; r < n; ++r) plan.rolled_back.push_back(r);
+    return plan;
   }
   if (!lost.empty()) {
     std::string what = "unrecoverable failure of rank" + std::string(plan.failed.size() > 1 ? "s " : " ") +

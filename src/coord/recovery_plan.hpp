@@ -26,11 +26,15 @@ struct RecoveryPlan {
   std::vector<int> failed;          ///< ascending
   std::vector<DataSource> source;   ///< per rank: where its chain for `version` is read
   std::vector<int> rolled_back;     ///< ranks that roll back (coordinated fallback: every rank)
+  /// Nothing was committed yet (a failed rank's buddy survived and holds nothing of it): every rank starts the
+  /// run over from its initial state; `version` and `source` mean nothing then.
+  bool from_start = false;
 };
 
-/// `holdings[r]` for every rank r of `layout`. Throws UnrecoverableFailure naming the ranks whose data are lost
-/// (a rank and its buddy lost together without a persistent level, a failure before any checkpoint reached the
-/// buddy) or saying that no version is restorable on every rank.
+/// `holdings[r]` for every rank r of `layout`. When a failed rank never got a version to its surviving buddy, no
+/// version can have been committed by its group and the plan is `from_start`. Throws UnrecoverableFailure naming
+/// the ranks whose data are lost (a rank and its buddy lost together without a persistent level, a survivor with
+/// no complete version while others have one) or saying that no version is restorable on every rank.
 RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
                            const std::vector<RankHoldings>& holdings, bool persistent_level);
 

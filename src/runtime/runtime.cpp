@@ -402,6 +402,16 @@ void Runtime::add_fence(const std::string& key, std::function<void()> fence) {
 void Runtime::checkpoint(std::uint64_t version) {
   Impl& d = *impl_;
   const auto t0 = Clock::now();
+  if (d.coord && d.coord->take_start_over()) {
+    d.wait_queue(0);
+    std::lock_guard<std::mutex> lock(d.mutex);
+    d.last_version.reset();
+    d.chain_index = 0;
+    d.known.clear();
+    d.force_full = true;
+    d.chain_broken = false;
+    d.error = nullptr;
+  }
   if (d.last_version && version <= *d.last_version)
     throw UsageError("checkpoint(" + std::to_string(version) + ") after version " + std::to_string(*d.last_version) +
                      ": versions must increase");

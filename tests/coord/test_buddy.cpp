@@ -197,12 +197,37 @@ TEST(RecoveryPlan, NoCommonVersionIsUnrecoverable) {
   EXPECT_NE(e.find("no version is restorable on every rank"), std::string::npos) << e;
 }
 
-TEST(RecoveryPlan, FailureBeforeAnyCheckpointReachedTheBuddy) {
+TEST(RecoveryPlan, FailureBeforeAnyCheckpointReachedTheBuddyStartsOver) {
+  // Rank 5's buddy (7) survived and holds nothing of it: rank 5's group never committed, so every rank starts
+  // over from its initial state, even though the other ranks hold version 10 locally.
   auto h = holdings_all({{10, 10, true}});
   h[5].own = {};
   h[5].at_buddy = {};
-  const std::string e = unrecoverable({5}, h, false);
-  EXPECT_NE(e.find("rank 5 failed before any of its checkpoints reached its buddy rank 7"), std::string::npos) << e;
+  const RecoveryPlan p = plan_recovery(eight(), {5}, h, false);
+  EXPECT_TRUE(p.from_start);
+  EXPECT_EQ(p.rolled_back.size(), 8u);
+  // An incomplete chain at the buddy counts as nothing.
+  h[5].at_buddy = {{20, 10, false}};
+  EXPECT_TRUE(plan_recovery(eight(), {5}, h, false).from_start);
+  // With a version at the buddy, the normal plan.
+  h[5].at_buddy = {{10, 10, true}};
+  const RecoveryPlan q = plan_recovery(eight(), {5}, h, false);
+  EXPECT_FALSE(q.from_start);
+  EXPECT_EQ(q.version, 10u);
+  EXPECT_EQ(q.source[5], DataSource::Buddy);
+}
+
+TEST(RecoveryPlan, OwnerAndBuddyLostTogetherStartsOverOnlyWhenAnotherFailedRankNeverCommitted) {
+  // 0 and its buddy 2 are lost with their data; 5 never committed. Starting over loses nothing committed, so the
+  // plan starts over rather than failing the job.
+  auto h = holdings_all({{10, 10, true}});
+  for (int r : {0, 2, 5}) h[static_cast<std::size_t>(r)].own = {};
+  h[0].at_buddy = {};  // its buddy 2 failed
+  h[5].at_buddy = {};
+  EXPECT_TRUE(plan_recovery(eight(), {0, 2, 5}, h, false).from_start);
+  h[5].at_buddy = {{10, 10, true}};
+  const std::string e = unrecoverable({0, 2, 5}, h, false);
+  EXPECT_NE(e.find("rank 0 and its buddy rank 2 were lost together"), std::string::npos) << e;
 }
 
 }  // namespace
