@@ -7,7 +7,7 @@ PACKAGES=(
   cmake g++ make pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
   libtrilinos-kokkos-dev
-  libhwloc-dev libhwloc-plugins
+  libhwloc-dev libhwloc-plugins libopenblas-dev liblapacke-dev
   libxxhash-dev nlohmann-json3-dev libcli11-dev
   libopenmpi-dev openmpi-bin
   python3-matplotlib
