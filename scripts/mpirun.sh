@@ -87,7 +87,24 @@ case "$mpi" in
           || { tail -30 "$b.build-$program.log"; echo "[mpirun.sh] building $program in the sandbox failed" >&2; exit 1; }
         program=$(find "$b" -type f -perm -u+x -name "$program" | head -n 1)
       fi
-      exec mpirun "${mpirun_args[@]}" "$program" "$@"
+      # Watchdog: Open MPI 5.0.7'"'"'s prterun sometimes deadlocks (a mutex in an event callback) after ranks
+      # exit abnormally, and waits forever although every rank is gone. When it has had no child process for
+      # 15 s, kill it and exit 125: the ranks'"'"' exit status is then unknown (their output is complete).
+      mpirun "${mpirun_args[@]}" "$program" "$@" &
+      pid=$!
+      trap "kill -9 $pid 2> /dev/null" EXIT
+      idle=0
+      while kill -0 "$pid" 2> /dev/null; do
+        sleep 1
+        if [ -n "$(cat /proc/"$pid"/task/*/children 2> /dev/null | tr -d " \n")" ]; then idle=0; else idle=$((idle + 1)); fi
+        if [ "$idle" -ge 15 ] && kill -0 "$pid" 2> /dev/null; then
+          echo "[mpirun.sh] every rank has exited but mpirun still runs after 15 s (Open MPI 5.0.7 prterun hang); killed it, the ranks'"'"' exit status is unknown" >&2
+          kill -9 "$pid" 2> /dev/null; wait "$pid" || true
+          exit 125
+        fi
+      done
+      set +e
+      wait "$pid"
     ' bash "${FLAGS[@]}" "${passthrough[@]}" -n "$n" -- "$program" "$@"
     ;;
   *) log "REPRISE_MPI=$mpi: use host or sandbox"; exit 2 ;;
