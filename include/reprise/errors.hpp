@@ -78,6 +78,14 @@ class Rollback : public Error {
   bool from_start_;
 };
 
+/// The hierarchical protocol met a state it must not go on from: a message out of sequence that never filled
+/// its gap, an intra-group channel not empty at a group checkpoint, a re-executed send that differs from the
+/// first execution (the application is not send-deterministic). The message says which processes and channel.
+class ProtocolError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Failures the runtime cannot recover from (e.g. a rank and its buddy lost together with no persistent level,
 /// or no version every rank can restore). The message names the lost ranks; files already written stay intact.
 /// The application should report it and exit non-zero.

@@ -1,0 +1,192 @@
+#include "logging/message_log.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "reprise/errors.hpp"
+
+namespace reprise::logging {
+
+namespace {
+
+gpu::Buffer host_memory(std::size_t bytes) {
+  void* p = std::malloc(std::max<std::size_t>(bytes, 1));
+  if (!p) throw Error("message log: out of host memory allocating a segment of " + std::to_string(bytes) + " bytes");
+  return gpu::Buffer(p, bytes, [](void* q) { std::free(q); });
+}
+
+constexpr char kMagic[8] = {'R', 'P', 'L', 'O', 'G', '0', '0', '1'};
+
+struct WireEntry {  // fixed-size record before each payload, little-endian host order
+  std::int64_t dest;
+  std::uint64_t seq;
+  std::uint64_t phase;
+  std::int64_t tag;
+  std::uint64_t bytes;
+};
+
+template <class T>
+void put(std::vector<std::byte>& out, const T& v) {
+  const auto* p = reinterpret_cast<const std::byte*>(&v);
+  out.insert(out.end(), p, p + sizeof(T));
+}
+
+}  // namespace
+
+std::size_t Snapshot::payload_bytes() const {
+  std::size_t n = 0;
+  for (const Entry& e : entries) n += e.bytes;
+  return n;
+}
+
+MessageLog::MessageLog(Options options, Allocate allocate)
+    : options_(options), allocate_(allocate ? std::move(allocate) : Allocate(host_memory)) {
+  if (options_.segment_bytes == 0) throw ConfigError("message log: segment_bytes must be positive");
+}
+
+std::shared_ptr<Segment> MessageLog::room_for(std::size_t bytes) {
+  if (current_ && current_->memory.size() - current_->used >= bytes) return current_;
+  auto seg = std::make_shared<Segment>();
+  seg->memory = allocate_(std::max(bytes, options_.segment_bytes));
+  seg->held = held_;
+  *held_ += seg->memory.size();
+  // A payload bigger than a segment gets its own; the current segment stays open for the small ones.
+  if (bytes <= options_.segment_bytes) current_ = seg;
+  return seg;
+}
+
+std::byte* MessageLog::append(int dest, std::uint64_t seq, std::uint64_t phase, std::int32_t tag,
+                              std::size_t bytes) {
+  auto& list = live_[dest];
+  if (!list.empty() && seq <= list.back().seq)
+    throw UsageError("message log: entry to " + std::to_string(dest) + " with seq " + std::to_string(seq) +
+                     " after seq " + std::to_string(list.back().seq) + " (seqs per destination must increase)");
+  const std::size_t aligned = (bytes + 15) & ~std::size_t{15};  // keep payloads 16-byte aligned
+  std::shared_ptr<Segment> seg = room_for(aligned);
+  Entry e{dest, seq, phase, tag, bytes, seg, seg->used};
+  seg->used += aligned;
+  list.push_back(std::move(e));
+  return list.back().data();
+}
+
+void MessageLog::append_copy(int dest, std::uint64_t seq, std::uint64_t phase, std::int32_t tag, const void* payload,
+                             std::size_t bytes) {
+  std::byte* to = append(dest, seq, phase, tag, bytes);
+  if (bytes) std::memcpy(to, payload, bytes);
+}
+
+Snapshot MessageLog::snapshot() {
+  Snapshot s;
+  for (const auto& [dest, list] : live_) s.entries.insert(s.entries.end(), list.begin(), list.end());
+  current_.reset();  // sealed: later appends go to a fresh segment
+  return s;
+}
+
+void MessageLog::restore(const Snapshot& snapshot) {
+  live_.clear();
+  current_.reset();
+  for (const Entry& e : snapshot.entries) live_[e.dest].push_back(e);
+  for (auto& [dest, list] : live_)
+    std::sort(list.begin(), list.end(), [](const Entry& a, const Entry& b) { return a.seq < b.seq; });
+}
+
+std::size_t MessageLog::release_through(int dest, std::uint64_t delivered) {
+  auto it = live_.find(dest);
+  if (it == live_.end()) return 0;
+  auto& list = it->second;
+  const auto end = std::find_if(list.begin(), list.end(), [&](const Entry& e) { return e.seq > delivered; });
+  const std::size_t n = static_cast<std::size_t>(end - list.begin());
+  list.erase(list.begin(), end);
+  if (list.empty()) live_.erase(it);
+  return n;
+}
+
+std::vector<const Entry*> MessageLog::range(int dest, std::uint64_t lo, std::uint64_t hi) const {
+  std::vector<const Entry*> out;
+  auto it = live_.find(dest);
+  if (it == live_.end()) return out;
+  for (const Entry& e : it->second)
+    if (e.seq > lo && e.seq <= hi) out.push_back(&e);
+  return out;
+}
+
+const Entry* MessageLog::find(int dest, std::uint64_t seq) const {
+  auto it = live_.find(dest);
+  if (it == live_.end()) return nullptr;
+  auto e = std::lower_bound(it->second.begin(), it->second.end(), seq,
+                            [](const Entry& x, std::uint64_t s) { return x.seq < s; });
+  return e != it->second.end() && e->seq == seq ? &*e : nullptr;
+}
+
+std::size_t MessageLog::live_entries() const {
+  std::size_t n = 0;
+  for (const auto& [dest, list] : live_) n += list.size();
+  return n;
+}
+
+std::size_t MessageLog::live_payload_bytes() const {
+  std::size_t n = 0;
+  for (const auto& [dest, list] : live_)
+    for (const Entry& e : list) n += e.bytes;
+  return n;
+}
+
+std::vector<std::byte> MessageLog::serialize(const Snapshot& snapshot) {
+  std::vector<std::byte> out;
+  out.reserve(32 + snapshot.entries.size() * sizeof(WireEntry) + snapshot.payload_bytes());
+  out.insert(out.end(), reinterpret_cast<const std::byte*>(kMagic), reinterpret_cast<const std::byte*>(kMagic) + 8);
+  put(out, static_cast<std::uint64_t>(snapshot.entries.size()));
+  for (const Entry& e : snapshot.entries) {
+    put(out, WireEntry{e.dest, e.seq, e.phase, e.tag, e.bytes});
+    out.insert(out.end(), e.data(), e.data() + e.bytes);
+  }
+  put(out, static_cast<std::uint64_t>(XXH3_64bits(out.data(), out.size())));
+  return out;
+}
+
+Snapshot MessageLog::deserialize(const std::byte* data, std::size_t size) {
+  struct {
+    const std::byte* p;
+    std::size_t n;
+    const std::byte* data() const { return p; }
+    std::size_t size() const { return n; }
+  } in{data, size};
+  auto corrupt = [](const std::string& what) {
+    return CorruptCheckpointError("message log snapshot", what + "; the version holding it cannot be restored");
+  };
+  if (in.size() < 8 + 8 + 8) throw corrupt("truncated (" + std::to_string(in.size()) + " bytes)");
+  if (std::memcmp(in.data(), kMagic, 8) != 0) throw corrupt("not a message log snapshot (bad magic)");
+  std::uint64_t sum = 0;
+  std::memcpy(&sum, in.data() + in.size() - 8, 8);
+  if (XXH3_64bits(in.data(), in.size() - 8) != sum) throw corrupt("checksum mismatch");
+  std::size_t at = 8;
+  const std::size_t end = in.size() - 8;
+  std::uint64_t count = 0;
+  std::memcpy(&count, in.data() + at, 8);
+  at += 8;
+  Snapshot s;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    WireEntry w{};
+    if (end - at < sizeof w) throw corrupt("truncated in entry " + std::to_string(i));
+    std::memcpy(&w, in.data() + at, sizeof w);
+    at += sizeof w;
+    if (w.bytes > end - at) throw corrupt("truncated in the payload of entry " + std::to_string(i));
+    const std::size_t aligned = (w.bytes + 15) & ~std::size_t{15};
+    std::shared_ptr<Segment> seg = room_for(aligned);
+    Entry e{static_cast<int>(w.dest), w.seq, w.phase, static_cast<std::int32_t>(w.tag), w.bytes, seg, seg->used};
+    seg->used += aligned;
+    if (w.bytes) std::memcpy(e.data(), in.data() + at, w.bytes);
+    at += w.bytes;
+    s.entries.push_back(std::move(e));
+  }
+  if (at != end) throw corrupt(std::to_string(end - at) + " trailing bytes");
+  current_.reset();
+  return s;
+}
+
+}  // namespace reprise::logging

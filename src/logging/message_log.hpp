@@ -1,0 +1,113 @@
+// The sender-based message log (PROTOCOL.md "Normal operation", "Garbage collection"): every inter-group
+// message a process sends is appended here, payload included, before the send completes, so that it can be
+// replayed to a receiver that rolls back. Knows nothing of MPI or of the protocol's rules; the protocol core
+// decides what to append, when to snapshot and what to release.
+//
+// Memory: payloads live in segments (default 1 MiB) allocated through `Allocate` — pinned memory
+// (gpu::Backend::alloc_pinned, i.e. cudaHostAlloc when CUDA exists) so device payloads are copied D2H straight
+// into the log on a stream. A payload larger than a segment gets a segment of its own.
+//
+// Copy-on-write snapshots: snapshot() returns the live entries as references to their segments (no payload is
+// copied) and seals the current segment, so appends after it go to a fresh segment and never touch bytes a
+// snapshot can see. A segment is freed when neither the live log nor any retained snapshot references it.
+//
+// Thread safety: none; the owner serialises calls (the protocol core holds it under its lock).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "gpu/backend.hpp"
+
+namespace reprise::logging {
+
+/// One segment of log memory. Shared by the live log and snapshots.
+struct Segment {
+  gpu::Buffer memory;
+  std::size_t used = 0;
+  std::shared_ptr<std::size_t> held;  // the log's count of bytes in live segments
+  ~Segment() {
+    if (held) *held -= memory.size();
+  }
+};
+
+/// A logged message: where it went, its sequence number on that channel, the sender's phase when it was sent,
+/// the application's tag, and the payload.
+struct Entry {
+  int dest = -1;
+  std::uint64_t seq = 0;
+  std::uint64_t phase = 0;
+  std::int32_t tag = 0;
+  std::size_t bytes = 0;
+  std::shared_ptr<Segment> segment;
+  std::size_t offset = 0;
+
+  std::byte* data() const { return static_cast<std::byte*>(segment->memory.data()) + offset; }
+};
+
+/// The live entries at the time of a snapshot (segment references, not copies), in (dest, seq) order.
+struct Snapshot {
+  std::vector<Entry> entries;
+  std::size_t payload_bytes() const;
+};
+
+struct LogOptions {
+  std::size_t segment_bytes = std::size_t{1} << 20;
+  std::size_t bound_bytes = 0;  ///< 0: unbounded; otherwise over_bound() reports when held_bytes() reaches it
+};
+
+class MessageLog {
+ public:
+  using Allocate = std::function<gpu::Buffer(std::size_t)>;
+  using Options = LogOptions;
+
+  /// `allocate` defaults to plain host memory (tests, host-only builds).
+  explicit MessageLog(Options options = {}, Allocate allocate = nullptr);
+
+  /// Records entry (dest, seq) and returns where its `bytes` of payload go; the caller copies them there (a
+  /// memcpy, or a D2H copy on a stream that must complete before the send does). Seqs per dest must increase.
+  std::byte* append(int dest, std::uint64_t seq, std::uint64_t phase, std::int32_t tag, std::size_t bytes);
+  /// append() + memcpy from host memory.
+  void append_copy(int dest, std::uint64_t seq, std::uint64_t phase, std::int32_t tag, const void* payload,
+                   std::size_t bytes);
+
+  /// Copy-on-write snapshot of the live log; seals the current segment.
+  Snapshot snapshot();
+  /// The live log becomes the snapshot's entries (a rolled-back process restores its log with its version).
+  void restore(const Snapshot& snapshot);
+
+  /// Garbage collection: entries to `dest` with seq <= `delivered` leave the live log (the receiver's group
+  /// committed a version that delivered them). Returns how many left.
+  std::size_t release_through(int dest, std::uint64_t delivered);
+
+  /// Live entries to `dest` with lo < seq <= hi, in seq order (what a rolled-back receiver is owed).
+  std::vector<const Entry*> range(int dest, std::uint64_t lo, std::uint64_t hi) const;
+  const Entry* find(int dest, std::uint64_t seq) const;
+
+  std::size_t live_entries() const;
+  std::size_t live_payload_bytes() const;
+  /// Bytes of every segment still allocated: the live log's and those only retained snapshots reference.
+  std::size_t held_bytes() const { return *held_; }
+  bool over_bound() const { return options_.bound_bytes != 0 && held_bytes() >= options_.bound_bytes; }
+  const Options& options() const { return options_; }
+
+  /// A snapshot as bytes (part of the version shipped to the buddy): header, entries, payloads, XXH3 checksum.
+  static std::vector<std::byte> serialize(const Snapshot& snapshot);
+  /// The inverse, into this log's memory. Throws FormatError on truncated or corrupt input.
+  Snapshot deserialize(const std::byte* data, std::size_t size);
+
+ private:
+  std::shared_ptr<Segment> room_for(std::size_t bytes);
+
+  Options options_;
+  Allocate allocate_;
+  std::shared_ptr<std::size_t> held_ = std::make_shared<std::size_t>(0);
+  std::shared_ptr<Segment> current_;
+  std::map<int, std::vector<Entry>> live_;  // per dest, seq ascending (released from the front)
+};
+
+}  // namespace reprise::logging

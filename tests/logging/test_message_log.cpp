@@ -1,0 +1,139 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "logging/message_log.hpp"
+#include "reprise/errors.hpp"
+
+namespace reprise::logging {
+namespace {
+
+std::vector<std::byte> payload(std::size_t n, int seed) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 31 + static_cast<std::size_t>(seed)) & 0xff);
+  return v;
+}
+
+bool holds(const Entry& e, const std::vector<std::byte>& p) {
+  return e.bytes == p.size() && std::memcmp(e.data(), p.data(), p.size()) == 0;
+}
+
+TEST(MessageLog, AppendsAndFindsEntriesPerDestination) {
+  MessageLog log({4096, 0});
+  for (std::uint64_t s = 1; s <= 5; ++s) log.append_copy(3, s, s / 2, 7, payload(100, int(s)).data(), 100);
+  log.append_copy(1, 1, 0, 7, payload(10, 9).data(), 10);
+  EXPECT_EQ(log.live_entries(), 6u);
+  EXPECT_EQ(log.live_payload_bytes(), 510u);
+  const auto r = log.range(3, 1, 4);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0]->seq, 2u);
+  EXPECT_EQ(r[2]->seq, 4u);
+  EXPECT_EQ(r[1]->phase, 1u);
+  EXPECT_TRUE(holds(*r[1], payload(100, 3)));
+  ASSERT_NE(log.find(1, 1), nullptr);
+  EXPECT_EQ(log.find(1, 2), nullptr);
+  EXPECT_THROW(log.append(3, 5, 0, 0, 8), UsageError);  // seqs per destination increase
+}
+
+TEST(MessageLog, SnapshotSharesSegmentsAndLaterAppendsGoElsewhere) {
+  MessageLog log({4096, 0});
+  log.append_copy(2, 1, 0, 0, payload(64, 1).data(), 64);
+  log.append_copy(2, 2, 0, 0, payload(64, 2).data(), 64);
+  const std::size_t before = log.held_bytes();
+  Snapshot snap = log.snapshot();
+  EXPECT_EQ(log.held_bytes(), before) << "a snapshot copies no payload";
+  ASSERT_EQ(snap.entries.size(), 2u);
+  EXPECT_EQ(snap.entries[0].segment, log.find(2, 1)->segment);
+  log.append_copy(2, 3, 1, 0, payload(64, 3).data(), 64);
+  EXPECT_NE(log.find(2, 3)->segment, snap.entries[0].segment) << "the snapshot's segment is sealed";
+  EXPECT_EQ(log.held_bytes(), before + 4096);
+  // Released from the live log, the entries stay readable through the snapshot.
+  EXPECT_EQ(log.release_through(2, 2), 2u);
+  EXPECT_TRUE(holds(snap.entries[1], payload(64, 2)));
+  EXPECT_EQ(log.held_bytes(), before + 4096) << "the snapshot still holds its segment";
+  // Restore: the live log is the snapshot again (seq 3 was appended after it).
+  log.restore(snap);
+  EXPECT_EQ(log.live_entries(), 2u);
+  EXPECT_EQ(log.find(2, 3), nullptr);
+  EXPECT_TRUE(holds(*log.find(2, 1), payload(64, 1)));
+}
+
+TEST(MessageLog, SegmentsAreFreedWhenNothingReferencesThem) {
+  MessageLog log({1024, 0});
+  {
+    Snapshot snap;
+    for (std::uint64_t s = 1; s <= 40; ++s) log.append_copy(0, s, 0, 0, payload(100, int(s)).data(), 100);
+    snap = log.snapshot();
+    EXPECT_GE(log.held_bytes(), 40u * 100);
+    log.release_through(0, 40);
+    EXPECT_EQ(log.live_entries(), 0u);
+    EXPECT_GE(log.held_bytes(), 40u * 100) << "the snapshot keeps them";
+  }
+  EXPECT_EQ(log.held_bytes(), 0u) << "snapshot dropped and entries released: every segment freed";
+}
+
+TEST(MessageLog, LargePayloadGetsItsOwnSegment) {
+  MessageLog log({1024, 0});
+  log.append_copy(1, 1, 0, 0, payload(16, 1).data(), 16);
+  const auto small_seg = log.find(1, 1)->segment;
+  const auto big = payload(5000, 4);
+  log.append_copy(1, 2, 0, 0, big.data(), big.size());
+  log.append_copy(1, 3, 0, 0, payload(16, 3).data(), 16);
+  EXPECT_NE(log.find(1, 2)->segment, small_seg);
+  EXPECT_EQ(log.find(1, 3)->segment, small_seg) << "small entries keep filling the open segment";
+  EXPECT_TRUE(holds(*log.find(1, 2), big));
+  EXPECT_EQ(log.held_bytes(), 1024u + 5008u);
+}
+
+TEST(MessageLog, BoundIsReported) {
+  MessageLog log({1024, 3000});
+  std::uint64_t s = 0;
+  while (!log.over_bound()) {
+    ++s;
+    log.append_copy(5, s, 0, 0, payload(500, int(s)).data(), 500);
+  }
+  EXPECT_EQ(log.held_bytes(), 3072u);
+  log.release_through(5, s);
+  EXPECT_FALSE(log.over_bound());
+}
+
+TEST(MessageLog, SnapshotRoundTripsThroughBytes) {
+  MessageLog log({256, 0});
+  for (std::uint64_t s = 1; s <= 9; ++s) log.append_copy(int(s % 3), s, s * 10, int(s), payload(s * 37, int(s)).data(), s * 37);
+  log.append_copy(4, 1, 0, 0, nullptr, 0);  // empty payloads are messages too
+  const auto bytes = MessageLog::serialize(log.snapshot());
+  MessageLog other({256, 0});
+  const Snapshot back = other.deserialize(bytes.data(), bytes.size());
+  ASSERT_EQ(back.entries.size(), 10u);
+  other.restore(back);
+  for (std::uint64_t s = 1; s <= 9; ++s) {
+    const Entry* e = other.find(int(s % 3), s);
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->phase, s * 10);
+    EXPECT_EQ(e->tag, int(s));
+    EXPECT_TRUE(holds(*e, payload(s * 37, int(s))));
+  }
+  EXPECT_EQ(other.find(4, 1)->bytes, 0u);
+}
+
+TEST(MessageLog, TruncatedOrCorruptSnapshotIsRejected) {
+  MessageLog log;
+  log.append_copy(1, 1, 0, 0, payload(300, 1).data(), 300);
+  auto bytes = MessageLog::serialize(log.snapshot());
+  MessageLog other;
+  for (std::size_t cut : {std::size_t{0}, std::size_t{10}, bytes.size() / 2, bytes.size() - 1})
+    EXPECT_THROW(other.deserialize(bytes.data(), cut), CorruptCheckpointError) << "cut at " << cut;
+  bytes[40] ^= std::byte{1};
+  try {
+    other.deserialize(bytes.data(), bytes.size());
+    FAIL() << "a flipped bit was accepted";
+  } catch (const CorruptCheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(other.held_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace reprise::logging
