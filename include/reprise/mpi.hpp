@@ -37,6 +37,7 @@
 #include <optional>
 #include <string>
 
+#include "reprise/comm.hpp"
 #include "reprise/reprise.hpp"
 
 namespace reprise {
@@ -60,6 +61,10 @@ class MpiRuntime : public Runtime {
   int size() const;
   int group() const;
   int buddy() const;
+
+  /// The application's messages under the hierarchical protocol (sender-based logging between groups, channel
+  /// counters in every checkpoint): see reprise/comm.hpp. Valid for the runtime's lifetime, across recoveries.
+  Comm& messages();
 
   /// Pass the result of every MPI call made on comm(). MPI_SUCCESS: nothing. A process failure (or a revoked
   /// communicator): the runtime repairs the job and throws Rollback. Another error: throws Error.

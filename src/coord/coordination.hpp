@@ -27,6 +27,8 @@ class Coordination {
   virtual void before_capture(std::uint64_t version) = 0;
   /// wait(), once every queued version is stored: agree on the commit of the newest one.
   virtual void after_wait() = 0;
+  /// restore(version) wrote the protected data back (including the runtime's own regions).
+  virtual void after_restore(std::uint64_t /*version*/) {}
   /// The version a restore() without argument must restore (agreed by all ranks), if any.
   virtual std::optional<std::uint64_t> restore_target() const = 0;
   /// Whether this process starts from stored data (a replacement, or a relaunch with files).

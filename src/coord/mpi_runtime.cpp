@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -45,6 +46,7 @@
 #endif
 
 #include "coord/buddy_store.hpp"
+#include "coord/comm_state.hpp"
 #include "coord/failure_injection.hpp"
 #include "coord/mpi_layout.hpp"
 #include "coord/recovery_plan.hpp"
@@ -221,7 +223,7 @@ struct RecoveryRecord {
 
 }  // namespace
 
-class MpiCoordination : public Coordination {
+class MpiCoordination : public Coordination, public CommHost {
  public:
   MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
     int provided = 0;
@@ -242,15 +244,18 @@ class MpiCoordination : public Coordination {
       agree_on_restart();
     }
     cfg = cfg_;
+    comm_state_ = std::make_unique<CommState>(*this, rank_, layout_.group_of);
   }
 
   ~MpiCoordination() override {
-    if (!down_) MPI_Barrier(world_);  // every owner's last version has reached its buddy
+    // Every owner's last version has reached its buddy. Not while an exception unwinds (a usage or protocol error
+    // on some ranks): the others are not coming, and the application is about to report it and abort the job.
+    if (!down_ && std::uncaught_exceptions() == 0) MPI_Barrier(world_);
     stop_progress();
     // Free every communicator, including those revoked by earlier recoveries: Open MPI's MPI_Finalize
     // disconnects each communicator that still spans several jobs (the spawned replacements), and doing so with
     // processes it never reached crashes inside its TCP transport.
-    for (MPI_Comm* c : {&app_, &group_, &data_, &ack_, &world_}) retired_.push_back(*c);
+    for (MPI_Comm* c : {&app_, &group_, &data_, &ack_, &msg_, &view_, &world_}) retired_.push_back(*c);
     for (MPI_Comm& c : retired_)
       if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
   }
@@ -273,6 +278,7 @@ class MpiCoordination : public Coordination {
     if (should_die(version, coord::KillPoint::Checkpoint)) die("checkpoint", version);
     if (should_die(version, coord::KillPoint::Commit)) die("commit", version);
     commit_agreement();
+    comm_state_->at_group_barrier(group_, version);
   }
 
   void after_wait() override {
@@ -280,12 +286,19 @@ class MpiCoordination : public Coordination {
     commit_agreement();
   }
 
+  void after_restore(std::uint64_t version) override { comm_state_->after_restore(version); }
   std::optional<std::uint64_t> restore_target() const override { return target_; }
   bool restarted() const override { return restarted_; }
   bool take_start_over() override { return std::exchange(start_over_, false); }
 
+  // ---- CommHost ---------------------------------------------------------------------------------------------
+  MPI_Comm message_comm() const override { return msg_; }
+  MPI_Comm view_comm() const override { return view_; }
+  void check_mpi(int rc) override { check(rc); }
+
   // ---- MpiRuntime API --------------------------------------------------------------------------------------
   MPI_Comm app() const { return app_; }
+  CommState& comm_state() { return *comm_state_; }
   std::optional<std::uint64_t> acknowledged() const { return store_ ? store_->newest_acked_chain() : std::nullopt; }
   std::optional<std::uint64_t> committed() const { return store_ ? store_->committed() : std::nullopt; }
   int rank() const { return rank_; }
@@ -388,11 +401,11 @@ class MpiCoordination : public Coordination {
 
   void link_down() {
     if (down_.exchange(true)) return;
-    for (MPI_Comm c : {app_, group_, data_, ack_, world_}) revoke(c);
+    for (MPI_Comm c : {app_, group_, data_, ack_, msg_, view_, world_}) revoke(c);
   }
 
   void adopt(MPI_Comm world) {
-    for (MPI_Comm c : {app_, group_, data_, ack_, world_})
+    for (MPI_Comm c : {app_, group_, data_, ack_, msg_, view_, world_})
       if (c != MPI_COMM_NULL) retired_.push_back(c);  // revoked; freed at the end
     world_ = world;
     MPI_Comm_rank(world_, &rank_);
@@ -401,6 +414,9 @@ class MpiCoordination : public Coordination {
     app_ = dup_comm(world_);
     data_ = dup_comm(world_);
     ack_ = dup_comm(world_);
+    msg_ = dup_comm(world_);
+    view_ = dup_comm(world_);
+    if (comm_state_) comm_state_->after_repair();
     ok(MPI_Comm_split(world_, layout_.group_of[static_cast<std::size_t>(rank_)], rank_, &group_));
     MPI_Comm_set_errhandler(group_, MPI_ERRORS_RETURN);
   }
@@ -464,7 +480,10 @@ class MpiCoordination : public Coordination {
     const int rc = MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, group_);
     if (is_failure(rc) || down_) recover("the group's commit agreement failed: " + mpi_error(rc));
     ok(rc);
-    if (v >= 0) store_->set_committed(static_cast<std::uint64_t>(v));
+    if (v >= 0) {
+      store_->set_committed(static_cast<std::uint64_t>(v));
+      comm_state_->committed(static_cast<std::uint64_t>(v));
+    }
   }
 
   // What this survivor contributes to a recovery plan: its own records, and those it holds for its wards.
@@ -694,6 +713,7 @@ class MpiCoordination : public Coordination {
   // Recovery to the initial state: every stored version of this rank and of its wards is dropped (none was
   // committed), and the Runtime forgets its timeline at its next checkpoint (take_start_over).
   void start_over() {
+    comm_state_->start_over();
     target_.reset();
     restarted_ = false;
     start_over_ = true;
@@ -919,7 +939,8 @@ class MpiCoordination : public Coordination {
   coord::Layout layout_;
   int rank_ = 0, size_ = 0;
   MPI_Comm world_ = MPI_COMM_NULL, app_ = MPI_COMM_NULL, group_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL,
-           ack_ = MPI_COMM_NULL;
+           ack_ = MPI_COMM_NULL, msg_ = MPI_COMM_NULL, view_ = MPI_COMM_NULL;
+  std::unique_ptr<CommState> comm_state_;  // reprise::Comm (after the layout is known)
   std::vector<coord::KillOrder> kills_;
   bool replacement_ = false;
   bool lowest_survivor_ = false;
@@ -960,7 +981,15 @@ MpiRuntime::MpiRuntime(MPI_Comm comm, Config config) : MpiRuntime([&] {
   return p;
 }()) {}
 
-MpiRuntime::MpiRuntime(Parts parts) : Runtime(std::move(parts.config), std::move(parts.owned)), coord_(parts.coord) {}
+MpiRuntime::MpiRuntime(Parts parts) : Runtime(std::move(parts.config), std::move(parts.owned)), coord_(parts.coord) {
+  // The channel counters of reprise::Comm are part of every version (restored with the application's data).
+  detail::CommState& c = coord_->comm_state();
+  protect("reprise.channels", c.region(), c.region_bytes(), MemorySpace::Host);
+}
+
+Comm& MpiRuntime::messages() {
+  return coord_->comm_state().comm();
+}
 
 MpiRuntime::~MpiRuntime() = default;
 

@@ -31,7 +31,10 @@ Process::Send Process::send(int dest, std::int32_t tag, const void* payload, std
   if (!inter(dest)) return r;
   // Re-executed sends already covered by the receiver's committed view are not logged again.
   if (seq > view(dest).delivered) {
-    log_.append_copy(dest, seq, phase_, tag, payload, bytes);
+    if (payload)
+      log_.append_copy(dest, seq, phase_, tag, payload, bytes);
+    else
+      r.log_slot = log_.append(dest, seq, phase_, tag, bytes);
     r.logged = true;
   }
   const auto limit = orphan_limit_.find(dest);

@@ -89,9 +89,12 @@ class Process {
     bool logged = false;  ///< appended to the log (inter-group and not yet covered by the receiver's view)
     bool orphan = false;  ///< a re-executed send the receiver already delivered: do NOT send it; send
                           ///< Notify(header.phase) to the coordinator instead (step 5)
+    std::byte* log_slot = nullptr;  ///< logged with payload == nullptr: where the caller copies the payload
   };
   /// The application sends `bytes` at `payload` (host memory) to `dest`: counts it, logs it when inter-group.
   /// The driver sends the message with the header unless `orphan`, queued behind pending replays (outbox()).
+  /// With `payload` == nullptr the entry is reserved and `log_slot` says where to copy the payload (so the copy
+  /// can overlap the transfer; it must be done before the send is reported complete).
   Send send(int dest, std::int32_t tag, const void* payload, std::size_t bytes);
 
   enum class Arrival { Deliver, Duplicate, Early };

@@ -628,6 +628,7 @@ std::uint64_t Runtime::restore(std::uint64_t version) {
     d.chain_broken = false;
     d.error = nullptr;  // the run is rolled back to a stored version; earlier failures are behind it
   }
+  if (d.coord) d.coord->after_restore(version);
   return version;
 }
 

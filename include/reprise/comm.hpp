@@ -1,0 +1,96 @@
+// reprise::Comm: the application's messages under the hierarchical protocol (../shared/PROTOCOL.md). Take it from
+// MpiRuntime::messages(). Every message carries its sender's (seq, phase, group) in a header sent in the same MPI
+// message (no copy of the payload: a two-block datatype over the header and the user's buffer; small payloads are
+// packed with the header). Messages to another group are also appended to the sender's log (pinned host memory),
+// overlapped with the transfer; messages inside a group are not logged. At each group checkpoint the group checks
+// that every intra-group channel is empty and takes the maximum phase; the channel counters are part of every
+// checkpoint version, and after a group commits, its members announce their delivered counts so senders release
+// the log entries no rollback can need.
+//
+// Buffers are host memory (device buffers: stage them through host memory; not yet logged from the device).
+// Receives name their source: MPI_ANY_SOURCE would make the delivery order depend on timing, which the protocol's
+// replay cannot reproduce, so it is refused with a UsageError. Collectives (barrier, bcast, allreduce) are built
+// on these point-to-point messages, so they follow the same rules. A process failure surfaces as the runtime's
+// Rollback exception from any call, as with MpiRuntime::check(). A UsageError or ProtocolError is a bug of the
+// program (a wildcard receive, a message left unreceived inside a group at a checkpoint): report it and stop the
+// whole job with MPI_Abort, since the other ranks may be waiting for this one.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace reprise {
+
+namespace detail {
+class CommState;
+struct PendingMessage;
+}  // namespace detail
+
+class Comm {
+ public:
+  /// A pending isend/irecv; complete it with wait(), waitall() or test(). Movable; destroying a pending request
+  /// cancels nothing (the message still completes), it only forgets it.
+  class Request {
+   public:
+    Request();
+    Request(Request&&) noexcept;
+    Request& operator=(Request&&) noexcept;
+    ~Request();
+    bool pending() const { return p_ != nullptr; }
+
+   private:
+    friend class detail::CommState;
+    explicit Request(std::unique_ptr<detail::PendingMessage> p);
+    std::unique_ptr<detail::PendingMessage> p_;
+  };
+
+  enum class Op { Sum, Min, Max };
+
+  int rank() const;
+  int size() const;
+  int group_of(int rank) const;
+
+  void send(const void* buf, std::size_t bytes, int dest, int tag);
+  /// Receives at most `bytes` from `src` (a rank, never MPI_ANY_SOURCE); returns the bytes received.
+  std::size_t recv(void* buf, std::size_t bytes, int src, int tag);
+  Request isend(const void* buf, std::size_t bytes, int dest, int tag);
+  Request irecv(void* buf, std::size_t bytes, int src, int tag);
+  /// Returns the bytes received (irecv) or sent.
+  std::size_t wait(Request& request);
+  void waitall(std::vector<Request>& requests);
+  bool test(Request& request);
+  void sendrecv(const void* send_buf, std::size_t send_bytes, int dest, int send_tag, void* recv_buf,
+                std::size_t recv_bytes, int src, int recv_tag);
+
+  void barrier();
+  void bcast(void* buf, std::size_t bytes, int root);
+  double allreduce(double value, Op op);
+  std::int64_t allreduce(std::int64_t value, Op op);
+
+  template <class T>
+  void send(const T* buf, std::size_t count, int dest, int tag) {
+    send(static_cast<const void*>(buf), count * sizeof(T), dest, tag);
+  }
+  template <class T>
+  void recv(T* buf, std::size_t count, int src, int tag) {
+    recv(static_cast<void*>(buf), count * sizeof(T), src, tag);
+  }
+
+  /// Counters since the start (JSON object): messages and bytes intra/inter group, log entries and bytes held
+  /// now and at most, entries released by committed views.
+  std::string stats_json() const;
+  std::size_t log_held_bytes() const;
+  std::size_t log_live_entries() const;
+
+ private:
+  friend class detail::CommState;
+  explicit Comm(detail::CommState& state) : s_(&state) {}
+  detail::CommState* s_;
+};
+
+}  // namespace reprise
