@@ -38,6 +38,21 @@ void put(std::vector<std::byte>& out, const T& v) {
 
 }  // namespace
 
+gpu::Buffer SegmentPool::take(std::size_t bytes) {
+  auto it = free_.lower_bound(bytes);
+  if (it == free_.end()) return {};
+  gpu::Buffer b = std::move(it->second);
+  free_.erase(it);
+  pooled_ -= b.size();
+  return b;
+}
+
+void SegmentPool::give(gpu::Buffer&& b) {
+  if (!b || pooled_ + b.size() > cap_) return;  // released by its deleter
+  pooled_ += b.size();
+  free_.emplace(b.size(), std::move(b));
+}
+
 std::size_t Snapshot::payload_bytes() const {
   std::size_t n = 0;
   for (const Entry& e : entries) n += e.bytes;
@@ -45,15 +60,24 @@ std::size_t Snapshot::payload_bytes() const {
 }
 
 MessageLog::MessageLog(Options options, Allocate allocate)
-    : options_(options), allocate_(allocate ? std::move(allocate) : Allocate(host_memory)) {
+    : options_(options),
+      allocate_(allocate ? std::move(allocate) : Allocate(host_memory)),
+      pool_(std::make_shared<SegmentPool>(options.pool_bytes)) {
   if (options_.segment_bytes == 0) throw ConfigError("message log: segment_bytes must be positive");
 }
 
 std::shared_ptr<Segment> MessageLog::room_for(std::size_t bytes) {
   if (current_ && current_->memory.size() - current_->used >= bytes) return current_;
   auto seg = std::make_shared<Segment>();
-  seg->memory = allocate_(std::max(bytes, options_.segment_bytes));
+  const std::size_t want = std::max(bytes, options_.segment_bytes);
+  seg->memory = pool_->take(want);
+  if (!seg->memory) {
+    seg->memory = allocate_(want);
+    // First touch now, not in the middle of an application's send (a page fault per 4 KiB on some VMs).
+    std::memset(seg->memory.data(), 0, want);
+  }
   seg->held = held_;
+  seg->pool = pool_;
   *held_ += seg->memory.size();
   // A payload bigger than a segment gets its own; the current segment stays open for the small ones.
   if (bytes <= options_.segment_bytes) current_ = seg;

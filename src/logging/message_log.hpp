@@ -25,13 +25,29 @@
 
 namespace reprise::logging {
 
+/// Freed segments kept for reuse (pinning memory is slow, and on VMs that return free memory to the host every
+/// first touch of a page faults): a segment is reused for any request it can hold, smallest first, up to a cap.
+class SegmentPool {
+ public:
+  explicit SegmentPool(std::size_t cap_bytes) : cap_(cap_bytes) {}
+  gpu::Buffer take(std::size_t bytes);  ///< empty when none fits
+  void give(gpu::Buffer&& b);
+  std::size_t pooled_bytes() const { return pooled_; }
+
+ private:
+  std::size_t cap_, pooled_ = 0;
+  std::multimap<std::size_t, gpu::Buffer> free_;
+};
+
 /// One segment of log memory. Shared by the live log and snapshots.
 struct Segment {
   gpu::Buffer memory;
   std::size_t used = 0;
   std::shared_ptr<std::size_t> held;  // the log's count of bytes in live segments
+  std::shared_ptr<SegmentPool> pool;  // where the memory goes back
   ~Segment() {
     if (held) *held -= memory.size();
+    if (pool) pool->give(std::move(memory));
   }
 };
 
@@ -58,6 +74,7 @@ struct Snapshot {
 struct LogOptions {
   std::size_t segment_bytes = std::size_t{1} << 20;
   std::size_t bound_bytes = 0;  ///< 0: unbounded; otherwise over_bound() reports when held_bytes() reaches it
+  std::size_t pool_bytes = std::size_t{64} << 20;  ///< freed segments kept for reuse, at most
 };
 
 class MessageLog {
@@ -92,6 +109,7 @@ class MessageLog {
   std::size_t live_payload_bytes() const;
   /// Bytes of every segment still allocated: the live log's and those only retained snapshots reference.
   std::size_t held_bytes() const { return *held_; }
+  std::size_t pooled_bytes() const { return pool_->pooled_bytes(); }
   bool over_bound() const { return options_.bound_bytes != 0 && held_bytes() >= options_.bound_bytes; }
   const Options& options() const { return options_; }
 
@@ -106,6 +124,7 @@ class MessageLog {
   Options options_;
   Allocate allocate_;
   std::shared_ptr<std::size_t> held_ = std::make_shared<std::size_t>(0);
+  std::shared_ptr<SegmentPool> pool_;
   std::shared_ptr<Segment> current_;
   std::map<int, std::vector<Entry>> live_;  // per dest, seq ascending (released from the front)
 };

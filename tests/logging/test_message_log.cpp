@@ -74,6 +74,25 @@ TEST(MessageLog, SegmentsAreFreedWhenNothingReferencesThem) {
   EXPECT_EQ(log.held_bytes(), 0u) << "snapshot dropped and entries released: every segment freed";
 }
 
+TEST(MessageLog, FreedSegmentsAreReused) {
+  MessageLog log({1024, 0, 4096});
+  log.append_copy(0, 1, 0, 0, payload(800, 1).data(), 800);
+  const void* first = log.find(0, 1)->data();
+  log.snapshot();  // seals the segment
+  log.release_through(0, 1);
+  EXPECT_EQ(log.held_bytes(), 0u);
+  EXPECT_EQ(log.pooled_bytes(), 1024u) << "the freed segment waits in the pool";
+  log.append_copy(0, 2, 0, 0, payload(800, 2).data(), 800);
+  EXPECT_EQ(log.find(0, 2)->data(), first) << "and is reused";
+  EXPECT_EQ(log.pooled_bytes(), 0u);
+  EXPECT_TRUE(holds(*log.find(0, 2), payload(800, 2)));
+  MessageLog capped({1024, 0, 0});
+  capped.append_copy(0, 1, 0, 0, payload(8, 1).data(), 8);
+  capped.snapshot();
+  capped.release_through(0, 1);
+  EXPECT_EQ(capped.pooled_bytes(), 0u) << "a pool of 0 bytes keeps nothing";
+}
+
 TEST(MessageLog, LargePayloadGetsItsOwnSegment) {
   MessageLog log({1024, 0});
   log.append_copy(1, 1, 0, 0, payload(16, 1).data(), 16);
