@@ -99,6 +99,32 @@ def plot_overhead(data, stem, outdir):
     return save(fig, outdir, stem + "-overhead.png")
 
 
+def plot_logging(data, stem, outdir):
+    rows = data["sizes"]
+    sizes = [r["bytes"] for r in rows]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for key, label, style in [("raw_intra", "raw MPI, same group", "o-"), ("comm_intra", "Comm, same group", "s--"),
+                              ("raw_inter", "raw MPI, other group", "o-"),
+                              ("comm_inter", "Comm, other group (logged)", "s--")]:
+        ax.plot(sizes, [1e6 * r[key + "_seconds"] for r in rows], style, label=label)
+    ax.plot(sizes, [1e6 * r["memcpy_seconds"] for r in rows], ":", color="gray", label="memcpy")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message bytes")
+    ax.set_ylabel("one-way time (us)")
+    ax.legend(fontsize=8)
+    ax2.plot(sizes, [r["raw_intra_seconds"] / r["comm_intra_seconds"] for r in rows], "o-", label="same group")
+    ax2.plot(sizes, [r["raw_inter_seconds"] / r["comm_inter_seconds"] for r in rows], "s-", label="other group (logged)")
+    ax2.axhline(0.95, color="red", ls=":", label="goal (same group): 0.95")
+    ax2.set_xscale("log", base=2)
+    ax2.set_ylim(0, 1.2)
+    ax2.set_xlabel("message bytes")
+    ax2.set_ylabel("Comm bandwidth / raw MPI bandwidth")
+    ax2.legend(fontsize=8)
+    fig.suptitle(f"reprise::Comm ping-pong vs raw MPI, {data['ranks']} ranks", fontsize=10)
+    return save(fig, outdir, stem + "-logging.png")
+
+
 def save(fig, outdir, name):
     fig.tight_layout()
     path = os.path.join(outdir, name)
@@ -113,7 +139,8 @@ def main():
     p.add_argument("-o", "--outdir", default=".")
     args = p.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
-    plotters = {"checkpoint": plot_checkpoint, "dirty": plot_dirty, "d2h": plot_d2h, "overhead": plot_overhead}
+    plotters = {"checkpoint": plot_checkpoint, "dirty": plot_dirty, "d2h": plot_d2h, "overhead": plot_overhead,
+                "logging": plot_logging}
     status = 0
     for f in args.files:
         try:

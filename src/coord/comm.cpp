@@ -1,4 +1,5 @@
 // reprise::Comm over MPI: see include/reprise/comm.hpp and comm_state.hpp.
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <sstream>
@@ -14,12 +15,14 @@ namespace {
 constexpr std::uint32_t kMagic = 0x52505231;  // "RPR1"
 constexpr int kCollectiveTag = 32767;         // reserved: application tags are 0..32766
 constexpr int kViewTag = 1;
-constexpr std::size_t kPackLimit = 4096;  // payloads up to this are packed with the header (one memcpy)
+constexpr unsigned kPollEvery = 64;  // committed views are polled every this many operations (and at checkpoints)
 }  // namespace
 
 PendingMessage::~PendingMessage() {
-  if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);  // abandoned (a Rollback unwound past it)
-  if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
+  if (owner) owner->forget(this);
+  // Abandoned (a Rollback unwound past it): the message completes or fails on its own.
+  if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
+  if (payload != MPI_REQUEST_NULL) MPI_Request_free(&payload);
 }
 
 CommState::CommState(CommHost& host, int rank, std::vector<int> group_of)
@@ -50,24 +53,11 @@ void check_peer(int peer, int size, const char* what) {
                      std::to_string(size - 1));
 }
 
-// A datatype covering the header and the user's buffer, used with MPI_BOTTOM: no copy of the payload.
-MPI_Datatype header_and_payload(const WireHeader* h, const void* buf, std::size_t bytes) {
-  if (bytes > static_cast<std::size_t>(INT_MAX) - sizeof(WireHeader))
-    throw UsageError("reprise::Comm: messages above 2 GiB are not supported; split them");
-  int lens[2] = {static_cast<int>(sizeof(WireHeader)), static_cast<int>(bytes)};
-  MPI_Aint disps[2];
-  MPI_Get_address(h, &disps[0]);
-  MPI_Get_address(buf, &disps[1]);
-  MPI_Datatype t = MPI_DATATYPE_NULL;
-  MPI_Type_create_hindexed(2, lens, disps, MPI_BYTE, &t);
-  MPI_Type_commit(&t);
-  return t;
-}
 }  // namespace
 
 Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int tag) {
   check_peer(dest, size(), "isend");
-  poll_views();
+  maybe_poll_views();
   auto m = std::make_unique<PendingMessage>();
   m->peer = dest;
   m->tag = tag;
@@ -79,17 +69,19 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
     m->result = bytes;
     return Comm::Request(std::move(m));
   }
-  m->header = WireHeader{s.header.seq, s.header.phase, s.header.group, kMagic};
+  m->header = WireHeader{s.header.seq, s.header.phase, bytes, s.header.group, kMagic};
+  MPI_Comm comm = host_.message_comm();
   int rc;
   if (bytes <= kPackLimit) {
     m->packed.resize(sizeof(WireHeader) + bytes);
     std::memcpy(m->packed.data(), &m->header, sizeof(WireHeader));
     if (bytes) std::memcpy(m->packed.data() + sizeof(WireHeader), buf, bytes);
-    rc = MPI_Isend(m->packed.data(), static_cast<int>(m->packed.size()), MPI_BYTE, dest, tag, host_.message_comm(),
-                   &m->request);
+    rc = MPI_Isend(m->packed.data(), static_cast<int>(m->packed.size()), MPI_BYTE, dest, tag, comm, &m->request);
   } else {
-    m->type = header_and_payload(&m->header, buf, bytes);
-    rc = MPI_Isend(MPI_BOTTOM, 1, m->type, dest, tag, host_.message_comm(), &m->request);
+    if (bytes > static_cast<std::size_t>(INT_MAX))
+      throw UsageError("reprise::Comm: messages above 2 GiB are not supported; split them");
+    rc = MPI_Isend(&m->header, sizeof(WireHeader), MPI_BYTE, dest, tag, comm, &m->request);
+    if (rc == MPI_SUCCESS) rc = MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dest, tag, comm, &m->payload);
   }
   // The log copy overlaps the transfer; it is done before the send can be reported complete.
   if (s.log_slot && bytes) std::memcpy(s.log_slot, buf, bytes);
@@ -108,78 +100,128 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
 
 Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag) {
   check_peer(src, size(), "irecv");
-  poll_views();
+  maybe_poll_views();
   auto m = std::make_unique<PendingMessage>();
   m->receive = true;
   m->peer = src;
   m->tag = tag;
   m->buf = buf;
   m->bytes = bytes;
-  int rc;
-  if (bytes <= kPackLimit) {
-    m->packed.resize(sizeof(WireHeader) + bytes);
-    rc = MPI_Irecv(m->packed.data(), static_cast<int>(m->packed.size()), MPI_BYTE, src, tag, host_.message_comm(),
-                   &m->request);
-  } else {
-    m->type = header_and_payload(&m->header, buf, bytes);
-    rc = MPI_Irecv(MPI_BOTTOM, 1, m->type, src, tag, host_.message_comm(), &m->request);
-  }
-  host_.check_mpi(rc);
+  m->packed.resize(sizeof(WireHeader) + kPackLimit);  // the header, and the payload when it is small
+  host_.check_mpi(MPI_Irecv(m->packed.data(), static_cast<int>(m->packed.size()), MPI_BYTE, src, tag,
+                            host_.message_comm(), &m->request));
+  m->owner = this;
+  awaiting_header_.push_back(m.get());
   return Comm::Request(std::move(m));
 }
 
-void CommState::complete(PendingMessage& m, const MPI_Status& status) {
-  m.done = true;
-  if (m.type != MPI_DATATYPE_NULL) MPI_Type_free(&m.type);
-  if (!m.receive) return;
+void CommState::forget(PendingMessage* m) {
+  awaiting_header_.erase(std::remove(awaiting_header_.begin(), awaiting_header_.end(), m), awaiting_header_.end());
+  m->owner = nullptr;
+}
+
+bool CommState::finish(MPI_Request& r, MPI_Status* st, bool block, const PendingMessage* self) {
+  for (;;) {
+    int flag = 0;
+    host_.check_mpi(MPI_Test(&r, &flag, st));
+    if (flag || !block) return flag != 0;
+    advance_headers(self);
+  }
+}
+
+void CommState::advance_headers(const PendingMessage* except) {
+  for (std::size_t i = 0; i < awaiting_header_.size();) {
+    PendingMessage* p = awaiting_header_[i];
+    int flag = 0;
+    MPI_Status st;
+    if (p != except && p->request != MPI_REQUEST_NULL) {
+      host_.check_mpi(MPI_Test(&p->request, &flag, &st));
+      if (flag) {
+        header_arrived(*p, st);  // deregisters it
+        continue;
+      }
+    }
+    ++i;
+  }
+}
+
+void CommState::header_arrived(PendingMessage& m, const MPI_Status& st) {
+  forget(&m);
   int count = 0;
-  MPI_Get_count(&status, MPI_BYTE, &count);
+  MPI_Get_count(&st, MPI_BYTE, &count);
   if (count < static_cast<int>(sizeof(WireHeader)))
     throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + " received " + std::to_string(count) +
                         " bytes without a Reprise header from rank " + std::to_string(m.peer) +
                         " (a raw MPI message on Comm's communicator?)");
-  if (!m.packed.empty()) std::memcpy(&m.header, m.packed.data(), sizeof(WireHeader));
+  std::memcpy(&m.header, m.packed.data(), sizeof(WireHeader));
   if (m.header.magic != kMagic)
     throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + " received a message from rank " +
                         std::to_string(m.peer) + " with a damaged header");
-  m.result = static_cast<std::size_t>(count) - sizeof(WireHeader);
-  if (!m.packed.empty() && m.result) std::memcpy(m.buf, m.packed.data() + sizeof(WireHeader), m.result);
+  if (m.header.bytes > m.bytes)
+    throw UsageError("reprise::Comm: rank " + std::to_string(rank_) + " received a message of " +
+                     std::to_string(m.header.bytes) + " bytes from rank " + std::to_string(m.peer) + " (tag " +
+                     std::to_string(st.MPI_TAG) + ") into a receive of " + std::to_string(m.bytes) + " bytes");
+  m.result = m.header.bytes;
+  if (m.header.bytes <= kPackLimit) {
+    if (m.result) std::memcpy(m.buf, m.packed.data() + sizeof(WireHeader), m.result);
+  } else {
+    host_.check_mpi(MPI_Irecv(m.buf, static_cast<int>(m.header.bytes), MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG,
+                              host_.message_comm(), &m.payload));
+  }
+}
+
+bool CommState::progress(PendingMessage& m, bool block) {
+  if (!m.receive) {
+    if (m.request != MPI_REQUEST_NULL && !finish(m.request, MPI_STATUS_IGNORE, block, &m)) return false;
+    if (m.payload != MPI_REQUEST_NULL && !finish(m.payload, MPI_STATUS_IGNORE, block, &m)) return false;
+    m.done = true;
+    return true;
+  }
+  if (m.request != MPI_REQUEST_NULL) {  // stage 1: the header (and a small payload)
+    MPI_Status st;
+    if (!finish(m.request, &st, block, &m)) return false;
+    header_arrived(m, st);
+  }
+  if (m.payload != MPI_REQUEST_NULL && !finish(m.payload, MPI_STATUS_IGNORE, block, &m)) return false;
+  deliver(m);
+  m.done = true;
+  return true;
+}
+
+void CommState::deliver(PendingMessage& m) {
   const proto::Header h{m.header.seq, m.header.phase, m.header.group};
-  p_->deliver(m.peer, h);  // ProtocolError when out of sequence
+  if (p_->arrival(m.peer, h) != proto::Process::Arrival::Deliver)
+    throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + " completed message " +
+                        std::to_string(h.seq) + " from rank " + std::to_string(m.peer) + " after " +
+                        std::to_string(p_->delivered(m.peer)) + " of its messages: messages from one rank must be "
+                        "received (completed) in the order it sent them, whatever their tags, because the protocol "
+                        "replays each channel in order");
+  p_->deliver(m.peer, h);
   ++stats_.received;
 }
 
 std::size_t CommState::wait(Comm::Request& r) {
   if (!r.p_) throw UsageError("reprise::Comm::wait on a request that is not pending");
   PendingMessage& m = *r.p_;
-  if (!m.done) {
-    MPI_Status st;
-    const int rc = MPI_Wait(&m.request, &st);
-    host_.check_mpi(rc);
-    complete(m, st);
-  }
+  if (!m.done) progress(m, true);
   const std::size_t n = m.result;
   r.p_.reset();
-  poll_views();
   return n;
 }
 
 bool CommState::test(Comm::Request& r) {
   if (!r.p_) return true;
-  PendingMessage& m = *r.p_;
-  if (!m.done) {
-    int flag = 0;
-    MPI_Status st;
-    const int rc = MPI_Test(&m.request, &flag, &st);
-    host_.check_mpi(rc);
-    if (!flag) return false;
-    complete(m, st);
-  }
+  if (!r.p_->done && !progress(*r.p_, false)) return false;
   r.p_.reset();
   return true;
 }
 
+void CommState::maybe_poll_views() {
+  if (++ops_since_poll_ >= kPollEvery) poll_views();
+}
+
 void CommState::poll_views() {
+  ops_since_poll_ = 0;
   for (;;) {
     int flag = 0;
     MPI_Status st;
@@ -300,6 +342,9 @@ std::string CommState::stats_json() const {
     << ",\"received\":" << stats_.received << ",\"log_live_entries\":" << p_->log().live_entries()
     << ",\"log_live_payload_bytes\":" << p_->log().live_payload_bytes()
     << ",\"log_held_bytes\":" << p_->log().held_bytes() << ",\"log_max_held_bytes\":" << stats_.log_max_held
+    << ",\"log_pooled_bytes\":" << p_->log().pooled_bytes()
+    << ",\"log_segments_allocated\":" << p_->log().segments_allocated()
+    << ",\"log_segments_reused\":" << p_->log().segments_reused()
     << ",\"log_entries_released\":" << stats_.released << ",\"views_sent\":" << stats_.views_sent
     << ",\"views_received\":" << stats_.views_received << ",\"channel_checks\":" << stats_.channel_checks
     << ",\"phase\":" << p_->phase() << "}";

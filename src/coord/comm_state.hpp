@@ -29,13 +29,20 @@ class CommHost {
   virtual void check_mpi(int rc) = 0;
 };
 
+/// Sent before every payload. Small payloads (up to kPackLimit) travel in the same MPI message, packed behind it;
+/// larger ones follow as a second, contiguous MPI message with the same tag (MPI keeps their order), so they are
+/// never copied and go through MPI's fastest path (single copy for large contiguous messages).
 struct WireHeader {
   std::uint64_t seq;
   std::uint64_t phase;
+  std::uint64_t bytes;
   std::int32_t group;
   std::uint32_t magic;
 };
-static_assert(sizeof(WireHeader) == 24);
+static_assert(sizeof(WireHeader) == 32);
+constexpr std::size_t kPackLimit = 4096;
+
+class CommState;
 
 struct PendingMessage {
   bool receive = false;
@@ -44,11 +51,12 @@ struct PendingMessage {
   void* buf = nullptr;
   std::size_t bytes = 0;
   WireHeader header{};
-  std::vector<std::byte> packed;  // small messages: header + payload in one buffer
-  MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Datatype type = MPI_DATATYPE_NULL;
+  std::vector<std::byte> packed;            // header + small payload
+  MPI_Request request = MPI_REQUEST_NULL;   // the header message
+  MPI_Request payload = MPI_REQUEST_NULL;   // the separate payload of a large message
   bool done = false;
   std::size_t result = 0;
+  CommState* owner = nullptr;  // receives waiting for their header are registered there
   ~PendingMessage();
 };
 
@@ -89,7 +97,17 @@ class CommState {
  private:
   friend class reprise::Comm;
   void poll_views();
-  void complete(PendingMessage& m, const MPI_Status& status);
+  void maybe_poll_views();
+  /// Advances a pending message; `block`: until it completed. Returns whether it completed.
+  bool progress(PendingMessage& m, bool block);
+  /// Completes `r`: blocking, it keeps every registered receive moving meanwhile (a large payload's receive is
+  /// posted when its header arrives, and its sender may be this rank's peer blocked in turn).
+  bool finish(MPI_Request& r, MPI_Status* st, bool block, const PendingMessage* self);
+  void header_arrived(PendingMessage& m, const MPI_Status& st);
+  void advance_headers(const PendingMessage* except);
+  void forget(PendingMessage* m);
+  friend struct PendingMessage;
+  void deliver(PendingMessage& m);
   void check_tag(int tag) const;
 
   CommHost& host_;
@@ -99,6 +117,8 @@ class CommState {
   std::vector<std::uint64_t> region_;
   std::map<std::uint64_t, proto::Capture> captures_;  // versions not yet committed, and the newest committed
   std::optional<std::uint64_t> announced_;
+  unsigned ops_since_poll_ = 0;
+  std::vector<PendingMessage*> awaiting_header_;
   std::deque<std::pair<MPI_Request, std::array<std::uint64_t, 2>>> view_sends_;
   struct Stats {
     std::uint64_t intra_messages = 0, intra_bytes = 0, inter_messages = 0, inter_bytes = 0, received = 0;

@@ -52,6 +52,10 @@ struct RecoveryWork {
   std::size_t replay_bytes = 0;
 };
 
+/// Per peer: (seq, sender's phase) of the inter-group messages delivered from it that its group's committed view
+/// does not cover yet, seq ascending (deliveries on a channel are in seq order).
+using OrphanRecord = std::vector<std::deque<std::pair<std::uint64_t, std::uint64_t>>>;
+
 /// A coordinator item: a blocked process, or a batch of replays, released at its phase.
 enum class ItemKind { Block, Replay };
 
@@ -59,7 +63,7 @@ enum class ItemKind { Block, Replay };
 struct Capture {
   std::uint64_t phase = 0;
   std::vector<std::uint64_t> sent, delivered;
-  std::map<int, std::map<std::uint64_t, std::uint64_t>> orphan_record;  // q -> seq -> phase
+  OrphanRecord orphan_record;
   std::vector<View> view;
   logging::Snapshot log;
 };
@@ -154,7 +158,7 @@ class Process {
   std::vector<int> group_of_;
   std::uint64_t phase_ = 0;
   std::vector<std::uint64_t> sent_, delivered_;
-  std::map<int, std::map<std::uint64_t, std::uint64_t>> orphan_record_;
+  OrphanRecord orphan_record_;
   std::vector<View> view_;
   std::map<int, std::uint64_t> orphan_limit_;  // R only, during a recovery: x -> x.delivered[me]
   bool blocked_ = false, send_blocked_ = false;

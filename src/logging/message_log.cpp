@@ -39,18 +39,24 @@ void put(std::vector<std::byte>& out, const T& v) {
 }  // namespace
 
 gpu::Buffer SegmentPool::take(std::size_t bytes) {
-  auto it = free_.lower_bound(bytes);
-  if (it == free_.end()) return {};
-  gpu::Buffer b = std::move(it->second);
-  free_.erase(it);
+  auto best = free_.end();
+  for (auto it = free_.begin(); it != free_.end(); ++it)
+    if (it->size() >= bytes && (best == free_.end() || it->size() < best->size())) best = it;
+  if (best == free_.end()) return {};
+  gpu::Buffer b = std::move(*best);
+  free_.erase(best);
   pooled_ -= b.size();
   return b;
 }
 
 void SegmentPool::give(gpu::Buffer&& b) {
-  if (!b || pooled_ + b.size() > cap_) return;  // released by its deleter
+  if (!b || b.size() > cap_) return;  // released by its deleter
   pooled_ += b.size();
-  free_.emplace(b.size(), std::move(b));
+  free_.push_back(std::move(b));
+  while (pooled_ > cap_) {
+    pooled_ -= free_.front().size();
+    free_.pop_front();
+  }
 }
 
 std::size_t Snapshot::payload_bytes() const {
@@ -71,7 +77,9 @@ std::shared_ptr<Segment> MessageLog::room_for(std::size_t bytes) {
   auto seg = std::make_shared<Segment>();
   const std::size_t want = std::max(bytes, options_.segment_bytes);
   seg->memory = pool_->take(want);
+  if (seg->memory) ++reused_;
   if (!seg->memory) {
+    ++allocated_;
     seg->memory = allocate_(want);
     // First touch now, not in the middle of an application's send (a page fault per 4 KiB on some VMs).
     std::memset(seg->memory.data(), 0, want);
@@ -79,6 +87,7 @@ std::shared_ptr<Segment> MessageLog::room_for(std::size_t bytes) {
   seg->held = held_;
   seg->pool = pool_;
   *held_ += seg->memory.size();
+  pool_->raise_cap(*held_);
   // A payload bigger than a segment gets its own; the current segment stays open for the small ones.
   if (bytes <= options_.segment_bytes) current_ = seg;
   return seg;

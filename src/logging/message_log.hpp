@@ -15,8 +15,10 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <vector>
@@ -26,17 +28,19 @@
 namespace reprise::logging {
 
 /// Freed segments kept for reuse (pinning memory is slow, and on VMs that return free memory to the host every
-/// first touch of a page faults): a segment is reused for any request it can hold, smallest first, up to a cap.
+/// first touch of a page faults): a segment is reused for any request it can hold (the smallest that fits); over
+/// the cap, the segments freed longest ago are released.
 class SegmentPool {
  public:
   explicit SegmentPool(std::size_t cap_bytes) : cap_(cap_bytes) {}
   gpu::Buffer take(std::size_t bytes);  ///< empty when none fits
+  void raise_cap(std::size_t bytes) { cap_ = std::max(cap_, bytes); }
   void give(gpu::Buffer&& b);
   std::size_t pooled_bytes() const { return pooled_; }
 
  private:
   std::size_t cap_, pooled_ = 0;
-  std::multimap<std::size_t, gpu::Buffer> free_;
+  std::list<gpu::Buffer> free_;  // oldest first: over the cap, the oldest are released
 };
 
 /// One segment of log memory. Shared by the live log and snapshots.
@@ -74,7 +78,9 @@ struct Snapshot {
 struct LogOptions {
   std::size_t segment_bytes = std::size_t{1} << 20;
   std::size_t bound_bytes = 0;  ///< 0: unbounded; otherwise over_bound() reports when held_bytes() reaches it
-  std::size_t pool_bytes = std::size_t{64} << 20;  ///< freed segments kept for reuse, at most
+  /// Freed segments kept for reuse: at most this, or the most the log ever held if that is more (memory the log
+  /// needed once is kept rather than faulted in again; the footprint never exceeds the log's own peak).
+  std::size_t pool_bytes = std::size_t{64} << 20;
 };
 
 class MessageLog {
@@ -110,6 +116,9 @@ class MessageLog {
   /// Bytes of every segment still allocated: the live log's and those only retained snapshots reference.
   std::size_t held_bytes() const { return *held_; }
   std::size_t pooled_bytes() const { return pool_->pooled_bytes(); }
+  /// Segments allocated (first touch included) and segments taken from the pool, since the start.
+  std::size_t segments_allocated() const { return allocated_; }
+  std::size_t segments_reused() const { return reused_; }
   bool over_bound() const { return options_.bound_bytes != 0 && held_bytes() >= options_.bound_bytes; }
   const Options& options() const { return options_; }
 
@@ -125,6 +134,7 @@ class MessageLog {
   Allocate allocate_;
   std::shared_ptr<std::size_t> held_ = std::make_shared<std::size_t>(0);
   std::shared_ptr<SegmentPool> pool_;
+  std::size_t allocated_ = 0, reused_ = 0;
   std::shared_ptr<Segment> current_;
   std::map<int, std::vector<Entry>> live_;  // per dest, seq ascending (released from the front)
 };

@@ -86,11 +86,21 @@ TEST(MessageLog, FreedSegmentsAreReused) {
   EXPECT_EQ(log.find(0, 2)->data(), first) << "and is reused";
   EXPECT_EQ(log.pooled_bytes(), 0u);
   EXPECT_TRUE(holds(*log.find(0, 2), payload(800, 2)));
+  // With no pool of its own, the log still keeps what it held at its peak (never more).
   MessageLog capped({1024, 0, 0});
-  capped.append_copy(0, 1, 0, 0, payload(8, 1).data(), 8);
-  capped.snapshot();
-  capped.release_through(0, 1);
-  EXPECT_EQ(capped.pooled_bytes(), 0u) << "a pool of 0 bytes keeps nothing";
+  for (std::uint64_t s = 1; s <= 3; ++s) {
+    capped.append_copy(0, s, 0, 0, payload(800, int(s)).data(), 800);
+    capped.snapshot();  // one segment per entry
+  }
+  EXPECT_EQ(capped.held_bytes(), 3072u);
+  capped.release_through(0, 3);
+  EXPECT_EQ(capped.pooled_bytes(), 3072u);
+  for (std::uint64_t s = 4; s <= 6; ++s) {
+    capped.append_copy(0, s, 0, 0, payload(800, int(s)).data(), 800);
+    capped.snapshot();
+  }
+  EXPECT_EQ(capped.pooled_bytes(), 0u) << "all three reused";
+  EXPECT_EQ(capped.held_bytes(), 3072u);
 }
 
 TEST(MessageLog, LargePayloadGetsItsOwnSegment) {
