@@ -34,6 +34,12 @@ def main():
           f"(digest + pack; drain and buddy transfer run in the background)")
     print(f"[report] run with a failure: {killed['wall_seconds']:.2f} s "
           f"({killed['wall_seconds'] - wall:+.2f} s: detection, repair, re-executed steps)")
+    m = clean.get("message_stats_rank0")
+    if m and clean.get("messages") == "reprise":
+        print(f"[report] halos through reprise::Comm (rank 0): {m['inter_messages']} messages to other groups "
+              f"logged ({m['inter_bytes'] / 2**20:.1f} MiB), {m['intra_messages']} inside its group not logged; "
+              f"{m['log_entries_released']} log entries released after the receivers' commits, "
+              f"{m['log_live_entries']} held at the end ({m['log_held_bytes'] / 2**20:.1f} MiB of log memory)")
     for r in killed.get("recoveries", []):
         print(f"[report] recovery from the failure of rank(s) {r['failed']}: {r['total_seconds']:.3f} s "
               f"(repair {r['repair_seconds']:.3f} s, checkpoints moved {r['transfer_seconds']:.3f} s, "

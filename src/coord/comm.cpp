@@ -242,28 +242,35 @@ void CommState::poll_views() {
   }
 }
 
-void CommState::at_group_barrier(MPI_Comm group, std::uint64_t version) {
-  poll_views();
-  int gsize = 0;
-  MPI_Comm_size(group, &gsize);
+static std::vector<int> group_members(const std::vector<int>& group_of, int rank) {
   std::vector<int> members;
-  for (int r = 0; r < size(); ++r)
-    if (group_of(r) == group_of(rank_)) members.push_back(r);  // the group communicator is ordered by rank
+  for (int r = 0; r < static_cast<int>(group_of.size()); ++r)
+    if (group_of[static_cast<std::size_t>(r)] == group_of[static_cast<std::size_t>(rank)]) members.push_back(r);
+  return members;
+}
+
+std::vector<std::uint64_t> CommState::barrier_contribution() {
+  poll_views();
+  const std::vector<int> members = group_members(group_of_, rank_);
   const std::size_t G = members.size();
-  std::vector<std::uint64_t> mine(1 + 2 * G), all(static_cast<std::size_t>(gsize) * (1 + 2 * G));
+  std::vector<std::uint64_t> mine(1 + 2 * G);
   mine[0] = p_->phase();
   for (std::size_t i = 0; i < G; ++i) {
     mine[1 + i] = p_->sent(members[i]);
     mine[1 + G + i] = p_->delivered(members[i]);
   }
-  host_.check_mpi(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T, all.data(),
-                                static_cast<int>(mine.size()), MPI_UINT64_T, group));
+  return mine;
+}
+
+void CommState::barrier_result(const std::vector<const std::uint64_t*>& member, std::uint64_t version) {
+  const std::vector<int> members = group_members(group_of_, rank_);
+  const std::size_t G = members.size();
   std::uint64_t phase = 0;
   for (std::size_t a = 0; a < G; ++a) {
-    const std::uint64_t* ra = &all[a * (1 + 2 * G)];
+    const std::uint64_t* ra = member[a];
     phase = std::max(phase, ra[0]);
     for (std::size_t b = 0; b < G; ++b) {
-      const std::uint64_t* rb = &all[b * (1 + 2 * G)];
+      const std::uint64_t* rb = member[b];
       if (a != b && ra[1 + b] != rb[1 + G + a])
         throw ProtocolError("checkpoint " + std::to_string(version) + ": the channel from rank " +
                             std::to_string(members[a]) + " to rank " + std::to_string(members[b]) +

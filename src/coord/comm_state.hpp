@@ -79,9 +79,13 @@ class CommState {
   /// view.delivered[], view.sent[] (one uint64 per rank each).
   void* region() { return region_.data(); }
   std::size_t region_bytes() const { return region_.size() * sizeof(std::uint64_t); }
-  /// Inside the group barrier of checkpoint(version): every intra-group channel must be empty (ProtocolError
-  /// otherwise), the members take the group's maximum phase, then the state is captured into the region.
-  void at_group_barrier(MPI_Comm group, std::uint64_t version);
+  /// What this member contributes to the group barrier of a checkpoint: its phase, then its sent[] and
+  /// delivered[] counts for every member of its group (in rank order).
+  std::vector<std::uint64_t> barrier_contribution();
+  /// The group barrier's result, `member(i)` being member i's contribution: every intra-group channel must be
+  /// empty (ProtocolError otherwise), the members take the group's maximum phase, then the state is captured into
+  /// the region for `version`.
+  void barrier_result(const std::vector<const std::uint64_t*>& member, std::uint64_t version);
   /// The group committed `version`: announce the delivered/sent counts of that version to every other group.
   void committed(std::uint64_t version);
   /// restore(version) rewrote the region: the protocol state comes back from it.

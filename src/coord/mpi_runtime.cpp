@@ -277,8 +277,7 @@ class MpiCoordination : public Coordination, public CommHost {
     if (down_) recover("a failure was detected by the runtime's background threads");
     if (should_die(version, coord::KillPoint::Checkpoint)) die("checkpoint", version);
     if (should_die(version, coord::KillPoint::Commit)) die("commit", version);
-    commit_agreement();
-    comm_state_->at_group_barrier(group_, version);
+    commit_agreement(version);
   }
 
   void after_wait() override {
@@ -474,15 +473,39 @@ class MpiCoordination : public Coordination, public CommHost {
     }
   }
 
-  void commit_agreement() {
+  // The group barrier: members agree on the newest version every member's buddy acknowledged (committed), and
+  // at a checkpoint (`capture`) they also exchange the channel counters of reprise::Comm in the same collective.
+  void commit_agreement(std::optional<std::uint64_t> capture = std::nullopt) {
     std::int64_t v = -1;
     if (const auto a = store_->newest_acked_chain()) v = static_cast<std::int64_t>(*a);
-    const int rc = MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, group_);
+    std::vector<std::uint64_t> all;
+    std::size_t stride = 0;
+    int rc;
+    if (capture) {
+      std::vector<std::uint64_t> mine = comm_state_->barrier_contribution();
+      mine.insert(mine.begin(), static_cast<std::uint64_t>(v));
+      stride = mine.size();
+      int gsize = 0;
+      MPI_Comm_size(group_, &gsize);
+      all.resize(stride * static_cast<std::size_t>(gsize));
+      rc = MPI_Allgather(mine.data(), static_cast<int>(stride), MPI_UINT64_T, all.data(), static_cast<int>(stride),
+                         MPI_UINT64_T, group_);
+      if (rc == MPI_SUCCESS)
+        for (int i = 0; i < gsize; ++i)
+          v = std::min(v, static_cast<std::int64_t>(all[static_cast<std::size_t>(i) * stride]));
+    } else {
+      rc = MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, group_);
+    }
     if (is_failure(rc) || down_) recover("the group's commit agreement failed: " + mpi_error(rc));
     ok(rc);
     if (v >= 0) {
       store_->set_committed(static_cast<std::uint64_t>(v));
       comm_state_->committed(static_cast<std::uint64_t>(v));
+    }
+    if (capture) {
+      std::vector<const std::uint64_t*> member;
+      for (std::size_t i = 0; i * stride < all.size(); ++i) member.push_back(&all[i * stride + 1]);
+      comm_state_->barrier_result(member, *capture);
     }
   }
 
