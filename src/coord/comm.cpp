@@ -15,6 +15,7 @@ namespace {
 constexpr std::uint32_t kMagic = 0x52505231;  // "RPR1"
 constexpr int kCollectiveTag = 32767;         // reserved: application tags are 0..32766
 constexpr int kViewTag = 1;
+static int payload_tag(std::uint64_t seq) { return static_cast<int>(seq & 0x7fff); }
 constexpr unsigned kPollEvery = 64;  // committed views are polled every this many operations (and at checkpoints)
 }  // namespace
 
@@ -81,7 +82,9 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
     if (bytes > static_cast<std::size_t>(INT_MAX))
       throw UsageError("reprise::Comm: messages above 2 GiB are not supported; split them");
     rc = MPI_Isend(&m->header, sizeof(WireHeader), MPI_BYTE, dest, tag, comm, &m->request);
-    if (rc == MPI_SUCCESS) rc = MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dest, tag, comm, &m->payload);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dest, payload_tag(s.header.seq), host_.payload_comm(),
+                     &m->payload);
   }
   // The log copy overlaps the transfer; it is done before the send can be reported complete.
   if (s.log_slot && bytes) std::memcpy(s.log_slot, buf, bytes);
@@ -165,8 +168,8 @@ void CommState::header_arrived(PendingMessage& m, const MPI_Status& st) {
   if (m.header.bytes <= kPackLimit) {
     if (m.result) std::memcpy(m.buf, m.packed.data() + sizeof(WireHeader), m.result);
   } else {
-    host_.check_mpi(MPI_Irecv(m.buf, static_cast<int>(m.header.bytes), MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG,
-                              host_.message_comm(), &m.payload));
+    host_.check_mpi(MPI_Irecv(m.buf, static_cast<int>(m.header.bytes), MPI_BYTE, st.MPI_SOURCE,
+                              payload_tag(m.header.seq), host_.payload_comm(), &m.payload));
   }
 }
 

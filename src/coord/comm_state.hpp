@@ -24,14 +24,17 @@ class CommHost {
  public:
   virtual ~CommHost() = default;
   virtual MPI_Comm message_comm() const = 0;  ///< application messages (replaced by every recovery)
+  virtual MPI_Comm payload_comm() const = 0;  ///< the payloads of large messages (tag: seq mod 32768)
   virtual MPI_Comm view_comm() const = 0;     ///< committed-view announcements
   /// MPI_SUCCESS: nothing; a process failure: repair, then throw Rollback; other errors: throw Error.
   virtual void check_mpi(int rc) = 0;
 };
 
 /// Sent before every payload. Small payloads (up to kPackLimit) travel in the same MPI message, packed behind it;
-/// larger ones follow as a second, contiguous MPI message with the same tag (MPI keeps their order), so they are
-/// never copied and go through MPI's fastest path (single copy for large contiguous messages).
+/// larger ones follow as a second, contiguous MPI message on the payload communicator, tagged with the message's
+/// seq (mod 32768), so they are never copied and go through MPI's fastest path (single copy for large contiguous
+/// messages); the receiver posts that receive when the header has told it the size. (With the payload on the
+/// header's communicator and tag, a second receive posted for the same source and tag could match it.)
 struct WireHeader {
   std::uint64_t seq;
   std::uint64_t phase;

@@ -255,7 +255,7 @@ class MpiCoordination : public Coordination, public CommHost {
     // Free every communicator, including those revoked by earlier recoveries: Open MPI's MPI_Finalize
     // disconnects each communicator that still spans several jobs (the spawned replacements), and doing so with
     // processes it never reached crashes inside its TCP transport.
-    for (MPI_Comm* c : {&app_, &group_, &data_, &ack_, &msg_, &view_, &world_}) retired_.push_back(*c);
+    for (MPI_Comm* c : {&app_, &group_, &data_, &ack_, &msg_, &payload_, &view_, &world_}) retired_.push_back(*c);
     for (MPI_Comm& c : retired_)
       if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
   }
@@ -292,6 +292,7 @@ class MpiCoordination : public Coordination, public CommHost {
 
   // ---- CommHost ---------------------------------------------------------------------------------------------
   MPI_Comm message_comm() const override { return msg_; }
+  MPI_Comm payload_comm() const override { return payload_; }
   MPI_Comm view_comm() const override { return view_; }
   void check_mpi(int rc) override { check(rc); }
 
@@ -400,11 +401,11 @@ class MpiCoordination : public Coordination, public CommHost {
 
   void link_down() {
     if (down_.exchange(true)) return;
-    for (MPI_Comm c : {app_, group_, data_, ack_, msg_, view_, world_}) revoke(c);
+    for (MPI_Comm c : {app_, group_, data_, ack_, msg_, payload_, view_, world_}) revoke(c);
   }
 
   void adopt(MPI_Comm world) {
-    for (MPI_Comm c : {app_, group_, data_, ack_, msg_, view_, world_})
+    for (MPI_Comm c : {app_, group_, data_, ack_, msg_, payload_, view_, world_})
       if (c != MPI_COMM_NULL) retired_.push_back(c);  // revoked; freed at the end
     world_ = world;
     MPI_Comm_rank(world_, &rank_);
@@ -414,6 +415,7 @@ class MpiCoordination : public Coordination, public CommHost {
     data_ = dup_comm(world_);
     ack_ = dup_comm(world_);
     msg_ = dup_comm(world_);
+    payload_ = dup_comm(world_);
     view_ = dup_comm(world_);
     if (comm_state_) comm_state_->after_repair();
     ok(MPI_Comm_split(world_, layout_.group_of[static_cast<std::size_t>(rank_)], rank_, &group_));
@@ -962,7 +964,7 @@ class MpiCoordination : public Coordination, public CommHost {
   coord::Layout layout_;
   int rank_ = 0, size_ = 0;
   MPI_Comm world_ = MPI_COMM_NULL, app_ = MPI_COMM_NULL, group_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL,
-           ack_ = MPI_COMM_NULL, msg_ = MPI_COMM_NULL, view_ = MPI_COMM_NULL;
+           ack_ = MPI_COMM_NULL, msg_ = MPI_COMM_NULL, payload_ = MPI_COMM_NULL, view_ = MPI_COMM_NULL;
   std::unique_ptr<CommState> comm_state_;  // reprise::Comm (after the layout is known)
   std::vector<coord::KillOrder> kills_;
   bool replacement_ = false;

@@ -69,6 +69,24 @@ int run(int argc, char** argv) {
         const int next = (me + 1) % n, prev = (me + n - 1) % n;
         c.sendrecv(state.data(), words * 8, next, 1, in.data(), words * 8, prev, 1);
         fold(prev);
+        {
+          // Two large messages in flight on one channel with one tag, of different sizes: each receive must get
+          // its own payload (headers and payloads are matched separately).
+          std::vector<std::uint64_t> a(words), half(words / 2), b(words, 0);
+          for (std::size_t i = 0; i < half.size(); ++i) half[i] = mix(state[i] + 7);
+          std::vector<reprise::Comm::Request> two;
+          two.push_back(c.irecv(a.data(), words * 8, prev, 6));
+          two.push_back(c.irecv(b.data(), words * 8, prev, 6));
+          two.push_back(c.isend(state.data(), words * 8, next, 6));
+          two.push_back(c.isend(half.data(), half.size() * 8, next, 6));
+          const std::size_t got_a = c.wait(two[0]), got_b = c.wait(two[1]);
+          c.waitall(two);
+          if (got_a != words * 8 || got_b != half.size() * 8)
+            throw reprise::ProtocolError("two messages on one channel: got " + std::to_string(got_a) + " and " +
+                                         std::to_string(got_b) + " bytes");
+          for (std::size_t i = 0; i < words; ++i) in[i] = a[i] ^ (b[i] << 1);
+          fold(prev);
+        }
         if (step % 3 == 0) {
           std::vector<std::vector<std::uint64_t>> got(static_cast<std::size_t>(n), std::vector<std::uint64_t>(words));
           std::vector<reprise::Comm::Request> reqs;
