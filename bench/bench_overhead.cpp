@@ -2,15 +2,30 @@
 // CUDA Kokkos, host memory otherwise) runs the same steps without checkpoints and with a checkpoint every N
 // steps, for several N, interleaved in one run; the overhead is the loop time with checkpoints over the best
 // loop time without, minus one. The final fields must be bit-identical.
+//
+// reprise-bench-overhead-mpi is the same program over MpiRuntime: every rank runs its own stencil (no messages)
+// and each checkpoint also goes to the rank's buddy (host memory, progress thread) and is committed by its group;
+// loop times are the slowest rank's. Run it through scripts/mpirun.sh, e.g. 2 ranks on 2 emulated nodes:
+//   REPRISE_RANKS_PER_NODE=1 scripts/mpirun.sh -n 2 -- reprise-bench-overhead-mpi --nx 2048 --steps 200
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 #include <cstdio>
 #include <vector>
 
+#ifndef REPRISE_BENCH_MPI
+#define REPRISE_BENCH_MPI 0
+#endif
+#if REPRISE_BENCH_MPI
+#include <mpi.h>
+#endif
+
 #include "../apps/heat_kernels.hpp"
 #include "bench_common.hpp"
 #include "reprise/kokkos.hpp"
 #include "reprise/reprise.hpp"
+#if REPRISE_BENCH_MPI
+#include "reprise/mpi.hpp"
+#endif
 
 namespace {
 
@@ -29,9 +44,16 @@ Loop run(int nx, int steps, int every) {
   Loop out{};
   std::unique_ptr<reprise::Runtime> rt;
   if (every) {
+#if REPRISE_BENCH_MPI
+    rt = std::make_unique<reprise::MpiRuntime>(MPI_COMM_WORLD);
+#else
     rt = std::make_unique<reprise::Runtime>(reprise::Config::from_env());
+#endif
     rt->protect(u);
   }
+#if REPRISE_BENCH_MPI
+  MPI_Barrier(MPI_COMM_WORLD);
+#endif
   const auto t0 = reprise::bench::Clock::now();
   for (int s = 1; s <= steps; ++s) {
     reprise::heat::step(u, scratch);
@@ -39,6 +61,10 @@ Loop run(int nx, int steps, int every) {
   }
   Kokkos::fence();
   out.seconds = reprise::bench::since(t0);
+#if REPRISE_BENCH_MPI
+  MPI_Allreduce(MPI_IN_PLACE, &out.seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);  // the slowest rank
+  if (rt) static_cast<reprise::MpiRuntime&>(*rt).finish();
+#endif
   if (rt) {
     rt->wait();
     out.metrics = rt->metrics();
@@ -60,10 +86,23 @@ int main(int argc, char** argv) {
   app.add_option("--repeat", repeat, "loops per configuration (median reported)")->check(CLI::PositiveNumber);
   app.add_option("--json", json_path, "output file");
   CLI11_PARSE(app, argc, argv);
+#if REPRISE_BENCH_MPI
+  int provided = 0, rank = 0, ranks = 1;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  if (rank != 0) std::freopen("/dev/null", "w", stdout);  // rank 0 reports
+  struct Finalize {
+    ~Finalize() { MPI_Finalize(); }
+  } finalize;
+#else
+  const int rank = 0, ranks = 1;
+#endif
   Kokkos::ScopeGuard kokkos(argc, argv);
   const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, reprise::heat::Field::memory_space>::accessible;
-  std::printf("reprise-bench-overhead: %dx%d doubles (%.0f MiB, %s memory), %d steps, median of %d\n", nx, nx,
-              nx * double(nx) * 8 / (1 << 20), device ? "device" : "host", steps, repeat);
+  std::printf("reprise-bench-overhead: %dx%d doubles (%.0f MiB, %s memory) per rank, %d rank(s)%s, %d steps, "
+              "median of %d\n", nx, nx, nx * double(nx) * 8 / (1 << 20), device ? "device" : "host", ranks,
+              ranks > 1 ? " (checkpoints also to the buddy)" : "", steps, repeat);
 
   run(nx, steps / 10 + 1, 0);  // warm-up: first allocations, first kernel launches
   std::vector<double> base;
@@ -107,6 +146,8 @@ int main(int argc, char** argv) {
                     {"bytes_stored", stored}});
   }
   nlohmann::json out = {{"kind", "overhead"},
+                        {"ranks", ranks},
+                        {"buddy_transfer", REPRISE_BENCH_MPI != 0},
                         {"machine", reprise::bench::machine()},
                         {"memory", device ? "device" : "host"},
                         {"nx", nx},
@@ -115,7 +156,7 @@ int main(int argc, char** argv) {
                         {"baseline_seconds", best_base},
                         {"identical_results", identical},
                         {"runs", runs}};
-  reprise::bench::write_json(json_path, out);
+  if (rank == 0) reprise::bench::write_json(json_path, out);
   std::printf("results %s\n", identical ? "bit-identical to the loop without checkpoints" : "DIFFER");
   std::printf("wrote %s\n", json_path.c_str());
   return identical ? 0 : 1;
