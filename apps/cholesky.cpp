@@ -34,6 +34,7 @@
 
 #include "reprise/kokkos.hpp"
 #include "reprise/mpi.hpp"
+#include "mpi_app_main.hpp"
 
 namespace {
 
@@ -341,24 +342,5 @@ int main(int argc, char** argv) {
     return 2;
   }
   openblas_set_num_threads(1);  // bit-identical results whatever the rank count
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  Kokkos::initialize(argc, argv);
-  int rc = 0;
-  try {
-    rc = run(o);
-  } catch (const reprise::UnrecoverableFailure& e) {
-    std::fprintf(stderr, "reprise-cholesky: %s\n", e.what());
-    rc = 3;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "reprise-cholesky: error: %s\n", e.what());
-    rc = 1;
-  }
-  Kokkos::finalize();
-  if (rc == 3) {
-    std::fflush(nullptr);
-    _exit(rc);  // the job's communicators are broken: MPI_Finalize would wait for the lost ranks
-  }
-  MPI_Finalize();
-  return rc;
+  return reprise::apps::mpi_app_main("reprise-cholesky", argc, argv, [&] { return run(o); });
 }

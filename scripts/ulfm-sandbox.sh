@@ -62,8 +62,8 @@ create() {
   log "created $R in $(( $(date +%s) - t0 )) s ($(du -sxh "$R" | cut -f1)); $(chroot "$R" mpirun --version | head -n 1)"
 }
 
-# in_namespace ROOT CMD...: CMD chrooted in ROOT with /proc /sys /dev (and /src, /usr/local/cuda) mounted in a
-# private mount namespace.
+# in_namespace ROOT CMD...: CMD chrooted in ROOT with /proc /sys /dev, a fresh /tmp (and /src, /usr/local/cuda)
+# mounted in a private mount namespace.
 in_namespace() {
   local root=$1; shift
   unshare --mount --propagation private -- bash -s "$root" "$here" "$@" <<'INNER'
@@ -72,6 +72,9 @@ root=$1; src=$2; shift 2
 mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys"
 mount --rbind /dev "$root/dev"
+# A /tmp of its own for every command: Open MPI's session directories (/tmp/prterun.HOST.PID.0) of a killed
+# prterun would otherwise stay, and a later prterun that gets the same pid fails in prte_init ("Exists").
+mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
 if [ -d "$root/src" ]; then mount --bind "$src" "$root/src"; fi
 if [ -d /usr/local/cuda ] && [ -d "$root/usr/local/cuda" ]; then mount --bind -o ro /usr/local/cuda "$root/usr/local/cuda" 2>/dev/null || mount --bind /usr/local/cuda "$root/usr/local/cuda"; fi
 exec chroot "$root" /usr/bin/env -C /src "$@"
