@@ -88,15 +88,21 @@ case "$mpi" in
         program=$(find "$b" -type f -perm -u+x -name "$program" | head -n 1)
       fi
       # Watchdog: Open MPI 5.0.7'"'"'s prterun sometimes deadlocks (a mutex in an event callback) after ranks
-      # exit abnormally, and waits forever although every rank is gone. When it has had no child process for
-      # 15 s, kill it and exit 125: the ranks'"'"' exit status is then unknown (their output is complete).
+      # exit abnormally, and waits forever although every rank is gone (some left unreaped, as zombies). When it
+      # has had no live child for 15 s, kill it and exit 125: the ranks'"'"' exit status is then unknown (their
+      # output is complete).
       mpirun "${mpirun_args[@]}" "$program" "$@" &
       pid=$!
-      trap "kill -9 $pid 2> /dev/null" EXIT
+      trap "kill -9 $pid 2> /dev/null || true" EXIT
       idle=0
       while kill -0 "$pid" 2> /dev/null; do
         sleep 1
-        if [ -n "$(cat /proc/"$pid"/task/*/children 2> /dev/null | tr -d " \n")" ]; then idle=0; else idle=$((idle + 1)); fi
+        alive=0  # children that are not zombies (a hung prterun does not reap its ranks)
+        for c in $(cat /proc/"$pid"/task/*/children 2> /dev/null); do
+          st=$(sed -e "s/.*) //" /proc/"$c"/stat 2> /dev/null | cut -d" " -f1)
+          if [ -n "$st" ] && [ "$st" != Z ]; then alive=1; fi
+        done
+        if [ "$alive" = 1 ]; then idle=0; else idle=$((idle + 1)); fi
         if [ "$idle" -ge 15 ] && kill -0 "$pid" 2> /dev/null; then
           echo "[mpirun.sh] every rank has exited but mpirun still runs after 15 s (Open MPI 5.0.7 prterun hang); killed it, the ranks'"'"' exit status is unknown" >&2
           kill -9 "$pid" 2> /dev/null; wait "$pid" || true
