@@ -69,6 +69,11 @@ using Clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// "rank 5" or "ranks 0 and 7", for messages.
+[[maybe_unused]] std::string ranks_phrase(const std::vector<int>& ranks) {
+  return (ranks.size() > 1 ? "ranks " : "rank ") + coord::list_ranks(ranks);
+}
+
 enum Tag : int {
   kPutHead = 11,
   kPutPiece = 12,
@@ -596,8 +601,8 @@ class MpiCoordination : public Coordination, public CommHost {
       MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN);
       retired_.push_back(shrunk);
       const std::vector<int> failed = failed_ranks(shrunk);
-      std::fprintf(stderr, "reprise: rank %d: %s; failed rank%s %s; recovering (attempt %d)\n", rank_, why.c_str(),
-                   failed.size() > 1 ? "s" : "", coord::list_ranks(failed).c_str(), attempt);
+      std::fprintf(stderr, "reprise: rank %d: %s; failed %s; recovering (attempt %d)\n", rank_, why.c_str(),
+                   ranks_phrase(failed).c_str(), attempt);
       if (should_die(current_step_, coord::KillPoint::Recovery)) die("recovery", current_step_);
       coord::RecoveryPlan plan;
       std::exception_ptr plan_error;
@@ -672,14 +677,12 @@ class MpiCoordination : public Coordination, public CommHost {
         recoveries_.push_back(rec);
         if (lowest_survivor_)
           std::fprintf(stderr,
-                       "reprise: recovered from the failure of rank%s %s in %.3f s (%d attempt%s); nothing was "
+                       "reprise: recovered from the failure of %s in %.3f s (%d attempt%s); nothing was "
                        "committed before it, so every rank starts over from the beginning\n",
-                       failed.size() > 1 ? "s" : "", coord::list_ranks(failed).c_str(), rec.total_seconds, attempt,
-                       attempt > 1 ? "s" : "");
+                       ranks_phrase(failed).c_str(), rec.total_seconds, attempt, attempt > 1 ? "s" : "");
         throw Rollback(0,
-                       "rank " + std::to_string(rank_) + " starts over after the failure of rank" +
-                           (failed.size() > 1 ? "s " : " ") + coord::list_ranks(failed) +
-                           " (no version was committed before it)",
+                       "rank " + std::to_string(rank_) + " starts over after the failure of " +
+                           ranks_phrase(failed) + " (no version was committed before it)",
                        true);
       }
       const auto t1 = Clock::now();
@@ -694,14 +697,14 @@ class MpiCoordination : public Coordination, public CommHost {
       recoveries_.push_back(rec);
       if (lowest_survivor_)
         std::fprintf(stderr,
-                     "reprise: recovered from the failure of rank%s %s in %.3f s (repair %.3f s, data %.3f s, "
+                     "reprise: recovered from the failure of %s in %.3f s (repair %.3f s, data %.3f s, "
                      "%d attempt%s); every rank rolls back to version %llu\n",
-                     failed.size() > 1 ? "s" : "", coord::list_ranks(failed).c_str(), rec.total_seconds,
+                     ranks_phrase(failed).c_str(), rec.total_seconds,
                      rec.repair_seconds, rec.transfer_seconds, attempt, attempt > 1 ? "s" : "",
                      static_cast<unsigned long long>(plan.version));
       throw Rollback(plan.version, "rank " + std::to_string(rank_) + " rolls back to version " +
-                                       std::to_string(plan.version) + " after the failure of rank" +
-                                       (failed.size() > 1 ? "s " : " ") + coord::list_ranks(failed));
+                                       std::to_string(plan.version) + " after the failure of " +
+                                       ranks_phrase(failed));
     }
 #endif
   }

@@ -158,8 +158,6 @@ void Process::release(ItemKind kind, std::uint64_t phase) {
     release_phase_ = std::max(release_phase_, static_cast<std::int64_t>(phase));
 }
 
-void Process::end_recovery() { orphan_limit_.clear(); }
-
 bool Process::has_queue(int dest) const {
   auto it = outbox_.find(dest);
   return it != outbox_.end() && !it->second.empty();
@@ -237,13 +235,6 @@ bool Coordinator::notify(std::uint32_t epoch, std::uint64_t phase) {
 
 bool Coordinator::done() const {
   return items_.empty() && !lowest_orphan_phase();
-}
-
-std::size_t Coordinator::outstanding_orphans() const {
-  std::size_t n = 0;
-  for (const auto& [ph, c] : orphans_)
-    if (c > 0) n += static_cast<std::size_t>(c);
-  return n;
 }
 
 }  // namespace reprise::proto

@@ -132,8 +132,6 @@ class Process {
   void release(ItemKind kind, std::uint64_t phase);
   bool blocked() const { return blocked_; }
   bool send_blocked() const { return send_blocked_; }
-  /// The recovery ended (coordinator's end of epoch): orphan limits are dropped.
-  void end_recovery();
   /// What repair discards at a process of R: the outbox (its replays are recomputed) and any gating.
   void reset_recovery_state();
 
@@ -151,7 +149,6 @@ class Process {
   /// Pops what may be sent on `dest` now: replays with phase <= the released phase, and new messages behind them.
   std::vector<Outgoing> ready(int dest);
   std::vector<int> queued_dests() const;
-  void clear_outbox() { outbox_.clear(); }
 
  private:
   int id_;
@@ -193,7 +190,6 @@ class Coordinator {
   /// Every orphan notified and every item released: the epoch is over.
   bool done() const;
   std::uint32_t epoch() const { return epoch_; }
-  std::size_t outstanding_orphans() const;
   /// The lowest phase with an outstanding orphan (none: no limit).
   std::optional<std::uint64_t> lowest_orphan_phase() const;
 
