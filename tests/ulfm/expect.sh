@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# expect.sh [--rc N] [--match REGEX]... [--absent REGEX]... -- COMMAND ARGS...
+# expect.sh [--rc N] [--match REGEX]... [--absent REGEX]... [--record-checksum FILE] [--same-checksum FILE]
+#           -- COMMAND ARGS...
 # Runs COMMAND, prints its output, and fails unless its exit status matches N (default 0; a glob such as '[1-9]*'
 # is allowed, and alternatives separated by '|' such as '3|125'), every --match REGEX occurs
 # in the output and no --absent REGEX does. ctest's PASS_REGULAR_EXPRESSION alone would ignore the exit status.
+# --record-checksum writes the output's "checksum 0x..." to FILE; --same-checksum requires the one in FILE (a
+# result that depends on the machine, e.g. on the BLAS kernels OpenBLAS picks for this CPU, compared between a
+# failure-free run and runs with failures on the same machine).
 set -u
 rc_expected=0
 matches=()
 absents=()
+record=
+same=
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
   case "$1" in
     --rc) rc_expected=$2; shift 2 ;;
     --match) matches+=("$2"); shift 2 ;;
     --absent) absents+=("$2"); shift 2 ;;
+    --record-checksum) record=$2; shift 2 ;;
+    --same-checksum) same=$2; shift 2 ;;
     *) echo "expect.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -35,5 +43,16 @@ done
 for m in "${absents[@]+"${absents[@]}"}"; do
   if grep -aEq -- "$m" "$out"; then echo "expect.sh: unexpected in the output: $m"; status=1; fi
 done
+checksum=$(grep -aoE 'checksum 0x[0-9a-f]{16}' "$out" | tail -n 1)
+if [ -n "$record" ]; then
+  if [ -n "$checksum" ] && [ $status -eq 0 ]; then echo "$checksum" > "$record"; echo "expect.sh: recorded $checksum"
+  else echo "expect.sh: no checksum to record"; rm -f "$record"; status=1; fi
+fi
+if [ -n "$same" ]; then
+  if [ ! -s "$same" ]; then echo "expect.sh: no reference checksum in $same (its failure-free run failed)"; status=1
+  elif [ "$checksum" != "$(cat "$same")" ]; then
+    echo "expect.sh: '$checksum' differs from the failure-free run's '$(cat "$same")'"; status=1
+  fi
+fi
 [ $status -eq 0 ] && echo "expect.sh: ok"
 exit $status
