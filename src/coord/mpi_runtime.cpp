@@ -601,6 +601,15 @@ class MpiCoordination : public Coordination, public CommHost {
       MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN);
       retired_.push_back(shrunk);
       const std::vector<int> failed = failed_ranks(shrunk);
+      // Shrink is uniform: every survivor sees the same set. Empty: a communicator was revoked, or an agreement
+      // failed, with every process alive (seen with Open MPI 5.0.7 under load). Spawning nobody fails, so retrying
+      // would spin forever: stop the job with a clear error instead (its committed files stay as they are).
+      if (failed.empty())
+        throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": " + why + ", yet no process of the job "
+                                   "failed (the MPI library reported a revoked communicator or a failed agreement "
+                                   "with every process alive). Reprise cannot tell what was lost, so the job stops "
+                                   "here; files already written were left intact: rerun the job (from REPRISE_DIR "
+                                   "if one was set).");
       std::fprintf(stderr, "reprise: rank %d: %s; failed %s; recovering (attempt %d)\n", rank_, why.c_str(),
                    ranks_phrase(failed).c_str(), attempt);
       if (should_die(current_step_, coord::KillPoint::Recovery)) die("recovery", current_step_);
