@@ -164,18 +164,30 @@ class Factorization {
     std::vector<double> l;
     if (rt_.rank() == 0) l.assign(static_cast<std::size_t>(n) * n, 0.0);
     std::vector<MPI_Request> reqs;
+    std::vector<reprise::Comm::Request> creqs;  // through reprise::Comm: survives a group rollback meanwhile
+    const bool via_comm = o_.messages == "reprise";
+    reprise::Comm& c = rt_.messages();
+    const std::size_t bytes = static_cast<std::size_t>(b_) * static_cast<std::size_t>(b_) * sizeof(double);
     std::vector<Tile> inbox;
     for (int j = 0; j < T; ++j)
       for (int i = j; i < T; ++i) {
         const int o = g_.owner(i, j);
         if (rt_.rank() == 0 && o != 0) {
           inbox.emplace_back("in", b_, b_);
-          reqs.emplace_back();
-          rt_.check(MPI_Irecv(inbox.back().data(), b_ * b_, MPI_DOUBLE, o, i * T + j, rt_.comm(), &reqs.back()));
+          if (via_comm) {
+            creqs.push_back(c.irecv(inbox.back().data(), bytes, o, 2));
+          } else {
+            reqs.emplace_back();
+            rt_.check(MPI_Irecv(inbox.back().data(), b_ * b_, MPI_DOUBLE, o, i * T + j, rt_.comm(), &reqs.back()));
+          }
         } else if (o == rt_.rank() && o != 0) {
-          rt_.check(MPI_Send(mine_.at({i, j}).data(), b_ * b_, MPI_DOUBLE, 0, i * T + j, rt_.comm()));
+          if (via_comm)
+            c.send(static_cast<const void*>(mine_.at({i, j}).data()), bytes, 0, 2);
+          else
+            rt_.check(MPI_Send(mine_.at({i, j}).data(), b_ * b_, MPI_DOUBLE, 0, i * T + j, rt_.comm()));
         }
       }
+    c.waitall(creqs);
     for (auto& r : reqs) rt_.check(MPI_Wait(&r, MPI_STATUS_IGNORE));
     if (rt_.rank() != 0) return l;
     std::size_t next = 0;
@@ -246,7 +258,10 @@ class Factorization {
 };
 
 int run(const Options& o) {
-  reprise::MpiRuntime rt(MPI_COMM_WORLD);
+  // Every message goes through reprise::Comm (the default): only the groups of failed ranks roll back.
+  reprise::Config config;
+  config.group_rollback = o.messages == "reprise";
+  reprise::MpiRuntime rt(MPI_COMM_WORLD, reprise::Config::from_env(config));
   const int rank = rt.rank();
   Factorization f(rt, o);
   if (rt.restarted()) {

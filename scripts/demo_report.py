@@ -41,10 +41,13 @@ def main():
               f"{m['log_entries_released']} log entries released after the receivers' commits, "
               f"{m['log_live_entries']} held at the end ({m['log_held_bytes'] / 2**20:.1f} MiB of log memory)")
     for r in killed.get("recoveries", []):
+        who = (f"only ranks {r['rolled_back']} (the failed group) rolled back, to version {r['version']}; "
+               f"the other {killed['ranks'] - len(r['rolled_back'])} ranks went on"
+               if r.get("group_rollback") else
+               f"every rank rolled back, to version {r['version']}")
         print(f"[report] recovery from the failure of rank(s) {r['failed']}: {r['total_seconds']:.3f} s "
               f"(repair {r['repair_seconds']:.3f} s, checkpoints moved {r['transfer_seconds']:.3f} s, "
-              f"{r['attempts']} attempt(s)); rolled back to version {r['version']}; "
-              f"ranks rolled back: {r['rolled_back']}")
+              f"{r['attempts']} attempt(s)); {who}")
     try:
         import matplotlib
         matplotlib.use("Agg")

@@ -45,6 +45,12 @@ struct Config {
   DeviceBackendKind device_backend = DeviceBackendKind::Auto;
   /// When not empty, metrics JSON is written there by wait() and at shutdown.
   std::string metrics_file;
+  /// MpiRuntime: after a process failure only the groups of the failed ranks roll back (each to its newest
+  /// committed version); the other ranks go on, replaying the logged messages the rolled-back ranks need. Needs
+  /// every application message to go through MpiRuntime::messages() (reprise::Comm): raw MPI traffic on comm()
+  /// is neither logged nor replayed. Off: every rank rolls back to a version common to all (coordinated).
+  /// REPRISE_ROLLBACK=group|all.
+  bool group_rollback = false;
 
   /// `base` overridden by the REPRISE_* variables that are set. Throws ConfigError on bad values.
   static Config from_env(Config base);

@@ -169,6 +169,12 @@ void BuddyStore::reset_after_recovery(std::uint64_t version) {
   for (std::uint64_t v : now) release_now(v);
 }
 
+void BuddyStore::resync_after_recovery() {
+  const auto records = records_of(*local_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  acked_ = records;
+}
+
 void BuddyStore::drop_everything() {
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -63,6 +63,9 @@ class BuddyStore : public core::VersionStore {
   /// After a recovery: the buddy holds exactly the chain of `version` (re-shipped or kept); newer versions are
   /// gone everywhere.
   void reset_after_recovery(std::uint64_t version);
+  /// After a group rollback at a survivor: the buddy holds every local version (they were re-shipped where
+  /// missing); the committed version stays.
+  void resync_after_recovery();
   /// After a recovery that starts the run over: no version is acknowledged or committed, every local one is
   /// dropped (the buddy drops its copies itself).
   void drop_everything();

@@ -1,11 +1,16 @@
 // reprise::Comm over MPI: see include/reprise/comm.hpp and comm_state.hpp.
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "coord/comm_state.hpp"
+#include "coord/polled_mpi.hpp"
 #include "reprise/errors.hpp"
 
 namespace reprise {
@@ -15,15 +20,38 @@ namespace {
 constexpr std::uint32_t kMagic = 0x52505231;  // "RPR1"
 constexpr int kCollectiveTag = 32767;         // reserved: application tags are 0..32766
 constexpr int kViewTag = 1;
+constexpr int kNotifyTag = 2;   // control: a rolled-back process re-executed an orphan send (to the coordinator)
+constexpr int kReleaseTag = 3;  // control: the coordinator released an item of the receiving process
 static int payload_tag(std::uint64_t seq) { return static_cast<int>(seq & 0x7fff); }
 constexpr unsigned kPollEvery = 64;  // committed views are polled every this many operations (and at checkpoints)
 }  // namespace
 
+int probe_any_source(MPI_Comm comm, int tag, int* flag, MPI_Status* st) {
+  const int rc = MPI_Iprobe(MPI_ANY_SOURCE, tag, comm, flag, st);
+  if (rc != MPI_SUCCESS || !*flag || st->MPI_SOURCE != MPI_ANY_SOURCE) return rc;
+  *flag = 0;
+#if REPRISE_HAVE_ULFM
+  MPI_Group failed = MPI_GROUP_NULL;
+  int n = 0;
+  if (MPIX_Comm_get_failed(comm, &failed) == MPI_SUCCESS && failed != MPI_GROUP_NULL) {
+    MPI_Group_size(failed, &n);
+    MPI_Group_free(&failed);
+  }
+  if (n > 0) return MPIX_ERR_PROC_FAILED;
+  MPIX_Comm_failure_ack(comm);
+#endif
+  return MPI_SUCCESS;
+}
+
 PendingMessage::~PendingMessage() {
   if (owner) owner->forget(this);
-  // Abandoned (a Rollback unwound past it): the message completes or fails on its own.
-  if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
-  if (payload != MPI_REQUEST_NULL) MPI_Request_free(&payload);
+  // Abandoned (a Rollback unwound past it): a send completes or fails on its own; a receive is cancelled, so that
+  // it cannot write into the application's memory later.
+  for (MPI_Request* r : {&request, &payload}) {
+    if (*r == MPI_REQUEST_NULL) continue;
+    if (receive) MPI_Cancel(r);
+    MPI_Request_free(r);
+  }
 }
 
 CommState::CommState(CommHost& host, int rank, std::vector<int> group_of)
@@ -32,7 +60,10 @@ CommState::CommState(CommHost& host, int rank, std::vector<int> group_of)
       group_of_(std::move(group_of)),
       p_(std::make_unique<proto::Process>(rank, group_of_)),
       region_(1 + 4 * group_of_.size(), 0),
+      chan_(group_of_.size(), 0),
       comm_(*this) {}
+
+void CommState::add_epoch(MPI_Comm messages, MPI_Comm payloads) { epochs_.emplace_back(messages, payloads); }
 
 void CommState::check_tag(int tag) const {
   if (tag < 0 || tag >= kCollectiveTag)
@@ -56,38 +87,34 @@ void check_peer(int peer, int size, const char* what) {
 
 }  // namespace
 
+int CommState::post_send(int dest, int tag, WireHeader& header, const void* buf, std::vector<std::byte>& packed,
+                         MPI_Request& request, MPI_Request& payload, int& epoch) {
+  epoch = chan_.at(static_cast<std::size_t>(dest));
+  const auto& [comm, payload_comm] = epochs_.at(static_cast<std::size_t>(epoch));
+  const std::size_t bytes = header.bytes;
+  if (bytes <= kPackLimit) {
+    packed.resize(sizeof(WireHeader) + bytes);
+    std::memcpy(packed.data(), &header, sizeof(WireHeader));
+    if (bytes) std::memcpy(packed.data() + sizeof(WireHeader), buf, bytes);
+    return MPI_Isend(packed.data(), static_cast<int>(packed.size()), MPI_BYTE, dest, tag, comm, &request);
+  }
+  if (bytes > static_cast<std::size_t>(INT_MAX))
+    throw UsageError("reprise::Comm: messages above 2 GiB are not supported; split them");
+  int rc = MPI_Isend(&header, sizeof(WireHeader), MPI_BYTE, dest, tag, comm, &request);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dest, payload_tag(header.seq), payload_comm, &payload);
+  return rc;
+}
+
 Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int tag) {
   check_peer(dest, size(), "isend");
-  maybe_poll_views();
+  enter();
   auto m = std::make_unique<PendingMessage>();
   m->peer = dest;
   m->tag = tag;
   m->bytes = bytes;
+  m->result = bytes;
   const proto::Process::Send s = p_->send(dest, tag, nullptr, bytes);
-  if (s.orphan) {  // a re-executed send the receiver already has (partial rollback only)
-    if (s.log_slot && bytes) std::memcpy(s.log_slot, buf, bytes);
-    m->done = true;
-    m->result = bytes;
-    return Comm::Request(std::move(m));
-  }
-  m->header = WireHeader{s.header.seq, s.header.phase, bytes, s.header.group, kMagic};
-  MPI_Comm comm = host_.message_comm();
-  int rc;
-  if (bytes <= kPackLimit) {
-    m->packed.resize(sizeof(WireHeader) + bytes);
-    std::memcpy(m->packed.data(), &m->header, sizeof(WireHeader));
-    if (bytes) std::memcpy(m->packed.data() + sizeof(WireHeader), buf, bytes);
-    rc = MPI_Isend(m->packed.data(), static_cast<int>(m->packed.size()), MPI_BYTE, dest, tag, comm, &m->request);
-  } else {
-    if (bytes > static_cast<std::size_t>(INT_MAX))
-      throw UsageError("reprise::Comm: messages above 2 GiB are not supported; split them");
-    rc = MPI_Isend(&m->header, sizeof(WireHeader), MPI_BYTE, dest, tag, comm, &m->request);
-    if (rc == MPI_SUCCESS)
-      rc = MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dest, payload_tag(s.header.seq), host_.payload_comm(),
-                     &m->payload);
-  }
-  // The log copy overlaps the transfer; it is done before the send can be reported complete.
-  if (s.log_slot && bytes) std::memcpy(s.log_slot, buf, bytes);
   if (s.logged) {
     ++stats_.inter_messages;
     stats_.inter_bytes += bytes;
@@ -96,39 +123,78 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
     ++stats_.intra_messages;
     stats_.intra_bytes += bytes;
   }
+  const bool now = !s.orphan && !s.duplicate && !p_->send_blocked() && !p_->has_queue(dest);
+  if (!now) {
+    if (s.log_slot && bytes) std::memcpy(s.log_slot, buf, bytes);
+    if (s.duplicate) {  // the rolled-back receiver already has it
+      ++stats_.duplicates_skipped;
+    } else if (s.orphan) {  // a re-executed send the receiver already has (group rollback): notify the coordinator
+      control_send(coordinator_rank_, kNotifyTag, s.header.phase, 0);
+      ++stats_.orphans_notified;
+    } else {  // behind replays, or the coordinator has not released this survivor yet: buffered
+      p_->queue_new(dest, s.header, tag, buf, bytes);
+      flush_outbox();
+    }
+    m->done = true;
+    return Comm::Request(std::move(m));
+  }
+  m->header = WireHeader{s.header.seq, s.header.phase, bytes, s.header.group, kMagic};
+  const int rc = post_send(dest, tag, m->header, buf, m->packed, m->request, m->payload, m->epoch);
+  // The log copy overlaps the transfer; it is done before the send can be reported complete.
+  if (s.log_slot && bytes) std::memcpy(s.log_slot, buf, bytes);
+  m->owner = this;
+  live_.push_back(m.get());
   host_.check_mpi(rc);
-  m->result = bytes;
   return Comm::Request(std::move(m));
 }
 
 Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag) {
   check_peer(src, size(), "irecv");
-  maybe_poll_views();
+  enter();
   auto m = std::make_unique<PendingMessage>();
   m->receive = true;
   m->peer = src;
   m->tag = tag;
   m->buf = buf;
   m->bytes = bytes;
-  m->packed.resize(sizeof(WireHeader) + kPackLimit);  // the header, and the payload when it is small
-  host_.check_mpi(MPI_Irecv(m->packed.data(), static_cast<int>(m->packed.size()), MPI_BYTE, src, tag,
-                            host_.message_comm(), &m->request));
   m->owner = this;
-  awaiting_header_.push_back(m.get());
+  live_.push_back(m.get());
+  post_receive(*m);
   return Comm::Request(std::move(m));
+}
+
+void CommState::post_receive(PendingMessage& m) {
+  m.packed.resize(sizeof(WireHeader) + kPackLimit);  // the header, and the payload when it is small
+  m.epoch = chan_.at(static_cast<std::size_t>(m.peer));
+  awaiting_header_.push_back(&m);
+  host_.check_mpi(MPI_Irecv(m.packed.data(), static_cast<int>(m.packed.size()), MPI_BYTE, m.peer, m.tag,
+                            epochs_.at(static_cast<std::size_t>(m.epoch)).first, &m.request));
 }
 
 void CommState::forget(PendingMessage* m) {
   awaiting_header_.erase(std::remove(awaiting_header_.begin(), awaiting_header_.end(), m), awaiting_header_.end());
+  live_.erase(std::remove(live_.begin(), live_.end(), m), live_.end());
   m->owner = nullptr;
 }
 
 bool CommState::finish(MPI_Request& r, MPI_Status* st, bool block, const PendingMessage* self) {
+  static const bool trace = std::getenv("REPRISE_TRACE") != nullptr;
+  auto since = std::chrono::steady_clock::now();
   for (;;) {
+    if (trace && block && std::chrono::steady_clock::now() - since > std::chrono::seconds(3)) {
+      since = std::chrono::steady_clock::now();
+      std::fprintf(stderr, "reprise: rank %d: waiting: %s\n", rank_, debug_state().c_str());
+    }
     int flag = 0;
-    host_.check_mpi(MPI_Test(&r, &flag, st));
+    const int rc = MPI_Test(&r, &flag, st);
+    if (rc != MPI_SUCCESS) {  // a failure: the repair re-posted or completed the request (or threw Rollback)
+      host_.check_mpi(rc);
+      continue;
+    }
     if (flag || !block) return flag != 0;
     advance_headers(self);
+    host_.poll_failure();
+    poll_control();
   }
 }
 
@@ -138,7 +204,11 @@ void CommState::advance_headers(const PendingMessage* except) {
     int flag = 0;
     MPI_Status st;
     if (p != except && p->request != MPI_REQUEST_NULL) {
-      host_.check_mpi(MPI_Test(&p->request, &flag, &st));
+      const int rc = MPI_Test(&p->request, &flag, &st);
+      if (rc != MPI_SUCCESS) {
+        host_.check_mpi(rc);  // the repair re-posted it, or this process rolls back
+        return;
+      }
       if (flag) {
         header_arrived(*p, st);  // deregisters it
         continue;
@@ -149,7 +219,7 @@ void CommState::advance_headers(const PendingMessage* except) {
 }
 
 void CommState::header_arrived(PendingMessage& m, const MPI_Status& st) {
-  forget(&m);
+  awaiting_header_.erase(std::remove(awaiting_header_.begin(), awaiting_header_.end(), &m), awaiting_header_.end());
   int count = 0;
   MPI_Get_count(&st, MPI_BYTE, &count);
   if (count < static_cast<int>(sizeof(WireHeader)))
@@ -169,31 +239,49 @@ void CommState::header_arrived(PendingMessage& m, const MPI_Status& st) {
     if (m.result) std::memcpy(m.buf, m.packed.data() + sizeof(WireHeader), m.result);
   } else {
     host_.check_mpi(MPI_Irecv(m.buf, static_cast<int>(m.header.bytes), MPI_BYTE, st.MPI_SOURCE,
-                              payload_tag(m.header.seq), host_.payload_comm(), &m.payload));
+                              payload_tag(m.header.seq), epochs_.at(static_cast<std::size_t>(m.epoch)).second,
+                              &m.payload));
   }
 }
 
+// A repair (inside finish(), through check_mpi or poll_failure) may complete a pending message (a send to a
+// rolled-back process) or post its receive again: every stage re-checks the message's state.
 bool CommState::progress(PendingMessage& m, bool block) {
   if (!m.receive) {
-    if (m.request != MPI_REQUEST_NULL && !finish(m.request, MPI_STATUS_IGNORE, block, &m)) return false;
-    if (m.payload != MPI_REQUEST_NULL && !finish(m.payload, MPI_STATUS_IGNORE, block, &m)) return false;
+    while (!m.done && m.request != MPI_REQUEST_NULL)
+      if (!finish(m.request, MPI_STATUS_IGNORE, block, &m)) return false;
+    while (!m.done && m.payload != MPI_REQUEST_NULL)
+      if (!finish(m.payload, MPI_STATUS_IGNORE, block, &m)) return false;
     m.done = true;
+    forget(&m);
     return true;
   }
-  if (m.request != MPI_REQUEST_NULL) {  // stage 1: the header (and a small payload)
-    MPI_Status st;
-    if (!finish(m.request, &st, block, &m)) return false;
-    header_arrived(m, st);
+  for (;;) {
+    if (m.request != MPI_REQUEST_NULL) {  // stage 1: the header (and a small payload)
+      MPI_Status st;
+      if (!finish(m.request, &st, block, &m)) return false;
+      if (m.request != MPI_REQUEST_NULL) continue;  // a repair posted it again
+      header_arrived(m, st);
+    }
+    if (m.payload != MPI_REQUEST_NULL && !finish(m.payload, MPI_STATUS_IGNORE, block, &m)) return false;
+    if (m.request != MPI_REQUEST_NULL) continue;  // a repair posted it again
+    if (deliver(m)) break;
+    post_receive(m);  // a duplicate was dropped: receive again
+    if (!block) return false;
   }
-  if (m.payload != MPI_REQUEST_NULL && !finish(m.payload, MPI_STATUS_IGNORE, block, &m)) return false;
-  deliver(m);
   m.done = true;
+  forget(&m);
   return true;
 }
 
-void CommState::deliver(PendingMessage& m) {
+bool CommState::deliver(PendingMessage& m) {
   const proto::Header h{m.header.seq, m.header.phase, m.header.group};
-  if (p_->arrival(m.peer, h) != proto::Process::Arrival::Deliver)
+  const auto arrival = p_->arrival(m.peer, h);
+  if (arrival == proto::Process::Arrival::Duplicate) {
+    ++stats_.duplicates_dropped;
+    return false;
+  }
+  if (arrival != proto::Process::Arrival::Deliver)
     throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + " completed message " +
                         std::to_string(h.seq) + " from rank " + std::to_string(m.peer) + " after " +
                         std::to_string(p_->delivered(m.peer)) + " of its messages: messages from one rank must be "
@@ -201,6 +289,7 @@ void CommState::deliver(PendingMessage& m) {
                         "replays each channel in order");
   p_->deliver(m.peer, h);
   ++stats_.received;
+  return true;
 }
 
 std::size_t CommState::wait(Comm::Request& r) {
@@ -228,10 +317,14 @@ void CommState::poll_views() {
   for (;;) {
     int flag = 0;
     MPI_Status st;
-    host_.check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, kViewTag, host_.view_comm(), &flag, &st));
+    host_.check_mpi(probe_any_source(host_.view_comm(), kViewTag, &flag, &st));
     if (!flag) break;
     std::uint64_t v[2];
-    host_.check_mpi(MPI_Recv(v, 2, MPI_UINT64_T, st.MPI_SOURCE, kViewTag, host_.view_comm(), MPI_STATUS_IGNORE));
+    const int rc = polled::recv(v, 2, MPI_UINT64_T, st.MPI_SOURCE, kViewTag, host_.view_comm(), MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {  // spurious (probe again) or a repair (the communicators changed)
+      host_.check_mpi(rc);
+      continue;
+    }
     const std::size_t before = p_->log().live_entries();
     p_->apply_view(st.MPI_SOURCE, proto::View{v[0], v[1]});
     stats_.released += before - p_->log().live_entries();
@@ -339,10 +432,256 @@ void CommState::start_over() {
   announced_.reset();
 }
 
+// ---- repairs and recovery --------------------------------------------------------------------------------------
+
+void CommState::abandon(PendingMessage& m) {
+  for (MPI_Request* r : {&m.request, &m.payload}) {
+    if (*r == MPI_REQUEST_NULL) continue;
+    if (m.receive) MPI_Cancel(r);
+    MPI_Request_free(r);
+  }
+  awaiting_header_.erase(std::remove(awaiting_header_.begin(), awaiting_header_.end(), &m), awaiting_header_.end());
+}
+
 void CommState::after_repair() {
   for (auto& [req, buf] : view_sends_)
     if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
   view_sends_.clear();
+  for (auto& [req, buf] : control_sends_)
+    if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
+  control_sends_.clear();
+  for (auto& o : background_)
+    for (MPI_Request* r : {&o->request, &o->payload_request})
+      if (*r != MPI_REQUEST_NULL) MPI_Request_free(r);
+  background_.clear();
+  for (PendingMessage* m : live_) {
+    abandon(*m);
+    m->done = true;
+    m->owner = nullptr;
+  }
+  live_.clear();
+  std::fill(chan_.begin(), chan_.end(), static_cast<int>(epochs_.size()) - 1);
+  coordinator_.reset();
+  exchange_pending_ = false;
+}
+
+void CommState::begin_recovery(std::uint32_t epoch, const std::set<int>& rolled_back, int coordinator) {
+  ++stats_.recoveries;
+  epoch_ = epoch;
+  rolled_back_ = rolled_back;
+  coordinator_rank_ = coordinator;
+  coordinator_.reset();
+  in_r_ = rolled_back.count(rank_) > 0;
+  if (in_r_) {
+    after_repair();  // everything of this process is redone from its group's version
+    exchange_pending_ = true;
+    return;
+  }
+  // Control messages and committed views of older epochs went over revoked communicators.
+  for (auto& [req, buf] : view_sends_)
+    if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
+  view_sends_.clear();
+  for (auto& [req, buf] : control_sends_)
+    if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
+  control_sends_.clear();
+  const int newest = static_cast<int>(epochs_.size()) - 1;
+  for (int r : rolled_back) chan_.at(static_cast<std::size_t>(r)) = newest;
+  // Replays and queued sends to R are recomputed by the exchange (Process::recover); those to survivors stay.
+  for (auto it = background_.begin(); it != background_.end();) {
+    Outbound& o = **it;
+    if (!rolled_back.count(o.dest)) {
+      ++it;
+      continue;
+    }
+    for (MPI_Request* r : {&o.request, &o.payload_request})
+      if (*r != MPI_REQUEST_NULL) MPI_Request_free(r);
+    it = background_.erase(it);
+  }
+  for (PendingMessage* m : std::vector<PendingMessage*>(live_)) {
+    if (!rolled_back.count(m->peer)) continue;
+    abandon(*m);
+    if (m->receive) {
+      m->result = 0;
+      post_receive(*m);  // on the new communicators; R sends (or replays) it again
+    } else {
+      m->done = true;  // logged (R is another group): the exchange makes this process replay what R lacks
+    }
+  }
+}
+
+void CommState::restart_exchange(bool in_recovery) {
+  exchange_pending_ = false;
+  auto ok = [&](int rc) { in_recovery ? host_.collective_ok(rc) : host_.check_mpi(rc); };
+  const std::size_t N = group_of_.size();
+  // This process's counts now, and its group's committed view of each channel (restored state in R).
+  std::vector<std::uint64_t> mine(4 * N, 0);
+  const proto::Capture* committed = nullptr;
+  if (!in_r_ && announced_) {
+    auto it = captures_.find(*announced_);
+    if (it != captures_.end()) committed = &it->second;
+  }
+  for (std::size_t q = 0; q < N; ++q) {
+    mine[q] = p_->sent(static_cast<int>(q));
+    mine[N + q] = p_->delivered(static_cast<int>(q));
+    mine[2 * N + q] = in_r_ ? p_->delivered(static_cast<int>(q)) : committed ? committed->delivered[q] : 0;
+    mine[3 * N + q] = in_r_ ? p_->sent(static_cast<int>(q)) : committed ? committed->sent[q] : 0;
+  }
+  std::vector<std::uint64_t> all(4 * N * N);
+  MPI_Comm ctl = host_.control_comm();
+  ok(polled::allgather(mine.data(), static_cast<int>(4 * N), MPI_UINT64_T, all.data(),
+                                    static_cast<int>(4 * N), MPI_UINT64_T, ctl));
+  const std::size_t me = static_cast<std::size_t>(rank_);
+  std::vector<proto::PeerCounts> peers;
+  for (std::size_t q = 0; q < N; ++q) {
+    if (group_of_[q] == group_of_[me]) continue;
+    const std::uint64_t* x = &all[q * 4 * N];
+    peers.push_back(proto::PeerCounts{static_cast<int>(q), rolled_back_.count(static_cast<int>(q)) > 0, x[N + me],
+                                      x[me], proto::View{x[2 * N + me], x[3 * N + me]}});
+  }
+  const bool gated = coordinator_rank_ >= 0;
+  const proto::RecoveryWork w = p_->recover(in_r_, peers, gated);
+  // Reports (step 6): [phase, #replay phases, phases..., #orphans, orphan phases...], gathered everywhere, so
+  // every process computes the coordinator's first releases itself; later ones come from the coordinator.
+  std::vector<std::uint64_t> report{w.phase, w.replay_phases.size()};
+  report.insert(report.end(), w.replay_phases.begin(), w.replay_phases.end());
+  report.push_back(w.orphan_phases.size());
+  report.insert(report.end(), w.orphan_phases.begin(), w.orphan_phases.end());
+  const int n = static_cast<int>(N);
+  int count = static_cast<int>(report.size());
+  std::vector<int> counts(N), displs(N);
+  ok(polled::allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, ctl));
+  int total = 0;
+  for (int i = 0; i < n; ++i) displs[static_cast<std::size_t>(i)] = std::exchange(total, total + counts[static_cast<std::size_t>(i)]);
+  std::vector<std::uint64_t> reports(static_cast<std::size_t>(total));
+  ok(polled::allgatherv(report.data(), count, MPI_UINT64_T, reports.data(), counts.data(),
+                                     displs.data(), MPI_UINT64_T, ctl));
+  for (const auto& [dest, seqs] : w.replays) {
+    stats_.replayed += seqs.size();
+    (void)dest;
+  }
+  stats_.replayed_bytes += w.replay_bytes;
+  if (!gated) {
+    flush_outbox();
+    return;
+  }
+  std::vector<proto::Coordinator::Item> items;
+  std::vector<std::uint64_t> orphans;
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t* r = &reports[static_cast<std::size_t>(displs[static_cast<std::size_t>(i)])];
+    items.push_back({i, proto::ItemKind::Block, r[0]});
+    const std::size_t nrep = r[1];
+    for (std::size_t k = 0; k < nrep; ++k) items.push_back({i, proto::ItemKind::Replay, r[2 + k]});
+    const std::size_t norph = r[2 + nrep];
+    orphans.insert(orphans.end(), r + 3 + nrep, r + 3 + nrep + norph);
+  }
+  proto::Coordinator c;
+  c.begin(epoch_, std::move(items), orphans);
+  const auto first = c.release();
+  for (const auto& it : first)
+    if (it.process == rank_) p_->release(it.kind, it.phase);
+  if (rank_ == coordinator_rank_ && !c.done()) coordinator_ = std::move(c);
+  flush_outbox();
+}
+
+void CommState::enter() {
+  host_.poll_failure();
+  if (exchange_pending_) restart_exchange(false);
+  poll_control();
+  while (p_->blocked()) {  // a rolled-back process waits for the coordinator's release (step 6)
+    host_.poll_failure();
+    poll_control();
+  }
+  maybe_poll_views();
+}
+
+void CommState::control_send(int dest, int tag, std::uint64_t a, std::uint64_t b) {
+  control_sends_.push_back({MPI_REQUEST_NULL, {epoch_, a, b}});
+  auto& back = control_sends_.back();
+  host_.check_mpi(MPI_Isend(back.second.data(), 3, MPI_UINT64_T, dest, tag, host_.control_comm(), &back.first));
+}
+
+void CommState::release_items(const std::vector<proto::Coordinator::Item>& items) {
+  for (const auto& it : items) {
+    if (it.process == rank_) {
+      p_->release(it.kind, it.phase);
+    } else {
+      control_send(it.process, kReleaseTag, it.kind == proto::ItemKind::Block ? 0 : 1, it.phase);
+    }
+  }
+  flush_outbox();
+}
+
+void CommState::poll_control() {
+  if (epochs_.empty()) return;
+  for (;;) {
+    const MPI_Comm ctl = host_.control_comm();  // again after a repair
+    int flag = 0;
+    MPI_Status st;
+    host_.check_mpi(probe_any_source(ctl, MPI_ANY_TAG, &flag, &st));
+    if (!flag) break;
+    std::uint64_t v[3];
+    const int rc = polled::recv(v, 3, MPI_UINT64_T, st.MPI_SOURCE, st.MPI_TAG, ctl, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {  // spurious (probe again) or a repair (the communicators changed)
+      host_.check_mpi(rc);
+      continue;
+    }
+    if (v[0] != epoch_) continue;  // stale: an older recovery attempt
+    if (st.MPI_TAG == kNotifyTag) {
+      if (!coordinator_) continue;
+      coordinator_->notify(static_cast<std::uint32_t>(v[0]), v[1]);
+      release_items(coordinator_->release());
+      if (coordinator_->done()) coordinator_.reset();
+    } else if (st.MPI_TAG == kReleaseTag) {
+      p_->release(v[1] == 0 ? proto::ItemKind::Block : proto::ItemKind::Replay, v[2]);
+      flush_outbox();
+    }
+  }
+  while (!control_sends_.empty()) {
+    int flag = 0;
+    host_.check_mpi(MPI_Test(&control_sends_.front().first, &flag, MPI_STATUS_IGNORE));
+    if (!flag) break;
+    control_sends_.pop_front();
+  }
+  for (auto it = background_.begin(); it != background_.end();) {
+    Outbound& o = **it;
+    int flag = 0;
+    for (MPI_Request* r : {&o.request, &o.payload_request})
+      if (*r != MPI_REQUEST_NULL) host_.check_mpi(MPI_Test(r, &flag, MPI_STATUS_IGNORE));
+    it = o.request == MPI_REQUEST_NULL && o.payload_request == MPI_REQUEST_NULL ? background_.erase(it) : std::next(it);
+  }
+}
+
+void CommState::flush_outbox() {
+  for (int d : p_->queued_dests())
+    for (auto& m : p_->ready(d)) {
+      auto o = std::make_unique<Outbound>();
+      o->dest = d;
+      o->payload = std::move(m.payload);
+      o->header = WireHeader{m.header.seq, m.header.phase, o->payload.size(), m.header.group, kMagic};
+      if (m.replay) ++stats_.replayed_sent;
+      host_.check_mpi(post_send(d, m.tag, o->header, o->payload.data(), o->packed, o->request, o->payload_request,
+                                o->epoch));
+      background_.push_back(std::move(o));
+    }
+}
+
+std::string CommState::debug_state() const {
+  std::ostringstream o;
+  o << "epoch " << epoch_ << " phase " << p_->phase() << (p_->blocked() ? " BLOCKED" : "")
+    << (p_->send_blocked() ? " SEND-BLOCKED" : "") << " coordinator " << coordinator_rank_
+    << (coordinator_ ? " (outstanding)" : "") << " background " << background_.size() << " outbox";
+  for (int d : p_->queued_dests()) o << " " << d;
+  o << " | pending";
+  for (const PendingMessage* m : live_)
+    o << " " << (m->receive ? "recv<" : "send>") << m->peer << "#" << m->tag << (m->request != MPI_REQUEST_NULL ? "h" : "")
+      << (m->payload != MPI_REQUEST_NULL ? "p" : "");
+  o << " | sent/delivered";
+  for (int q = 0; q < size(); ++q) o << " " << q << ":" << p_->sent(q) << "/" << p_->delivered(q);
+  return o.str();
+}
+
+bool CommState::recovery_idle() const {
+  return !coordinator_ && !p_->blocked() && !p_->send_blocked() && p_->queued_dests().empty() && background_.empty();
 }
 
 std::string CommState::stats_json() const {
@@ -357,6 +696,10 @@ std::string CommState::stats_json() const {
     << ",\"log_segments_reused\":" << p_->log().segments_reused()
     << ",\"log_entries_released\":" << stats_.released << ",\"views_sent\":" << stats_.views_sent
     << ",\"views_received\":" << stats_.views_received << ",\"channel_checks\":" << stats_.channel_checks
+    << ",\"recoveries\":" << stats_.recoveries << ",\"replays_owed\":" << stats_.replayed
+    << ",\"replays_sent\":" << stats_.replayed_sent << ",\"replayed_bytes\":" << stats_.replayed_bytes
+    << ",\"orphans_notified\":" << stats_.orphans_notified << ",\"duplicates_dropped\":" << stats_.duplicates_dropped
+    << ",\"duplicates_skipped\":" << stats_.duplicates_skipped
     << ",\"phase\":" << p_->phase() << "}";
   return o.str();
 }

@@ -4,6 +4,14 @@
 #pragma once
 
 #include <mpi.h>
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#if defined(MPIX_ERR_PROC_FAILED) && defined(MPIX_ERR_REVOKED)
+#define REPRISE_HAVE_ULFM 1
+#else
+#define REPRISE_HAVE_ULFM 0
+#endif
 
 #include <cstdint>
 #include <array>
@@ -11,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,15 +28,31 @@
 
 namespace reprise::detail {
 
+/// MPI_Iprobe(MPI_ANY_SOURCE, tag, comm). With ULFM a wildcard probe also reports, with flag set and source
+/// MPI_ANY_SOURCE, that this process learnt of a process failure *anywhere* since the communicator last
+/// acknowledged one (MPI_ERR_PROC_FAILED_PENDING), e.g. the failure a repair already handled, learnt late. Then:
+/// a failed member of `comm` gives MPI_ERR_PROC_FAILED; otherwise the notice is acknowledged and flag is 0.
+int probe_any_source(MPI_Comm comm, int tag, int* flag, MPI_Status* st);
+
 /// What CommState needs from the runtime that owns it.
 class CommHost {
  public:
   virtual ~CommHost() = default;
-  virtual MPI_Comm message_comm() const = 0;  ///< application messages (replaced by every recovery)
-  virtual MPI_Comm payload_comm() const = 0;  ///< the payloads of large messages (tag: seq mod 32768)
   virtual MPI_Comm view_comm() const = 0;     ///< committed-view announcements
-  /// MPI_SUCCESS: nothing; a process failure: repair, then throw Rollback; other errors: throw Error.
+  /// The current recovery's control messages (Notify, Release) and the restart exchange; replaced by every repair.
+  virtual MPI_Comm control_comm() const = 0;
+  /// MPI_SUCCESS: nothing; a process failure: repair, then throw Rollback (or, at a survivor of a group
+  /// rollback, return once the job is repaired); other errors: throw Error.
   virtual void check_mpi(int rc) = 0;
+  /// A failure the runtime's threads detected: recover as check_mpi does.
+  virtual void poll_failure() = 0;
+  /// For the restart exchange: MPI_SUCCESS: nothing; a process failure: throw the runtime's internal PeerFailure
+  /// (the caller starts a new repair attempt); other errors: throw Error.
+  virtual void collective_ok(int rc) = 0;
+  /// A failure code from a blocking call although no process of the job failed and no communicator of this
+  /// rank is revoked: Open MPI wakes every blocking wait of the process with such a code when it learns of any
+  /// failure or revocation (e.g. a late notice of a failure already recovered from). The call is to be repeated.
+  virtual bool spurious(int rc) = 0;
 };
 
 /// Sent before every payload. Small payloads (up to kPackLimit) travel in the same MPI message, packed behind it;
@@ -59,7 +84,8 @@ struct PendingMessage {
   MPI_Request payload = MPI_REQUEST_NULL;   // the separate payload of a large message
   bool done = false;
   std::size_t result = 0;
-  CommState* owner = nullptr;  // receives waiting for their header are registered there
+  int epoch = 0;               // the communicators its MPI requests are on (CommState::epochs_)
+  CommState* owner = nullptr;  // pending messages are registered there (repairs reach them)
   ~PendingMessage();
 };
 
@@ -95,8 +121,34 @@ class CommState {
   void after_restore(std::uint64_t version);
   /// The run starts over from the beginning (nothing was committed before a failure).
   void start_over();
-  /// The communicators were replaced by a recovery: forget requests on the old ones.
+  /// A repair made new message communicators: channels moved to them use them from then on. The first call
+  /// gives the initial ones.
+  void add_epoch(MPI_Comm messages, MPI_Comm payloads);
+  /// Coordinated rollback (every rank): every pending message is abandoned and every channel moves to the newest
+  /// communicators.
   void after_repair();
+  /// Group rollback. `rolled_back`: the ranks of R; `coordinator`: the lowest rank outside R (-1: none). At a
+  /// process of R every pending message is abandoned and every channel moves; at a survivor only the channels to
+  /// R move: sends to R count as done (they are logged and will be replayed), receives from R are posted again
+  /// on the new communicators (a message from R that arrived only in part is dropped: R sends it again).
+  /// Survivor-to-survivor channels stay on their communicators, which no repair revokes, so what is in flight
+  /// there is delivered exactly once.
+  void begin_recovery(std::uint32_t epoch, const std::set<int>& rolled_back, int coordinator);
+  /// The restart exchange (steps 4-7): survivors call it at once, rolled-back processes once restored (at their
+  /// next runtime call; exchange_pending()). Collective over the repaired job; may throw the host's PeerFailure.
+  /// `in_recovery`: a failure throws the host's PeerFailure (collective_ok) instead of starting a recovery.
+  void restart_exchange(bool in_recovery);
+  bool exchange_pending() const { return exchange_pending_; }
+  const std::vector<std::pair<MPI_Comm, MPI_Comm>>& epochs() const { return epochs_; }
+  /// Runtime entry points of the application: the pending exchange, control messages, and a rolled-back process
+  /// waits here for the coordinator's release before it re-executes.
+  void enter();
+  /// Control messages (Notify at the coordinator, Release), replays and queued sends: called while waiting.
+  void poll_control();
+  /// The current recovery epoch is over here: no queued replay or send, nothing awaited from the coordinator.
+  bool recovery_idle() const;
+  /// One line on the protocol state (REPRISE_TRACE diagnostics of a wait that lasts).
+  std::string debug_state() const;
 
   std::string stats_json() const;
   const proto::Process& process() const { return *p_; }
@@ -114,7 +166,16 @@ class CommState {
   void advance_headers(const PendingMessage* except);
   void forget(PendingMessage* m);
   friend struct PendingMessage;
-  void deliver(PendingMessage& m);
+  /// False: a duplicate of a message already delivered (a re-executed send after a group rollback): dropped.
+  bool deliver(PendingMessage& m);
+  void post_receive(PendingMessage& m);
+  int post_send(int dest, int tag, WireHeader& header, const void* buf, std::vector<std::byte>& packed,
+                MPI_Request& request, MPI_Request& payload, int& epoch);
+  void abandon(PendingMessage& m);
+  void flush_outbox();
+  void control_send(int dest, int tag, std::uint64_t a, std::uint64_t b);
+  void release_items(const std::vector<proto::Coordinator::Item>& items);
+  MPI_Comm messages_of(int peer) const { return epochs_.at(static_cast<std::size_t>(chan_.at(static_cast<std::size_t>(peer)))).first; }
   void check_tag(int tag) const;
 
   CommHost& host_;
@@ -126,11 +187,31 @@ class CommState {
   std::optional<std::uint64_t> announced_;
   unsigned ops_since_poll_ = 0;
   std::vector<PendingMessage*> awaiting_header_;
+  std::vector<PendingMessage*> live_;  // every pending message
+  std::vector<std::pair<MPI_Comm, MPI_Comm>> epochs_;  // message and payload communicators, oldest first
+  std::vector<int> chan_;                              // per peer: its channels' epoch
+  // Recovery (group rollback)
+  std::uint32_t epoch_ = 0;
+  std::set<int> rolled_back_;
+  bool in_r_ = false;
+  bool exchange_pending_ = false;
+  int coordinator_rank_ = -1;
+  std::optional<proto::Coordinator> coordinator_;  // at the coordinator, during an epoch
+  struct Outbound {
+    WireHeader header{};
+    std::vector<std::byte> payload, packed;
+    MPI_Request request = MPI_REQUEST_NULL, payload_request = MPI_REQUEST_NULL;
+    int epoch = 0;
+    int dest = -1;
+  };
+  std::deque<std::unique_ptr<Outbound>> background_;  // replays and queued sends on their way
+  std::deque<std::pair<MPI_Request, std::array<std::uint64_t, 3>>> control_sends_;
   std::deque<std::pair<MPI_Request, std::array<std::uint64_t, 2>>> view_sends_;
   struct Stats {
     std::uint64_t intra_messages = 0, intra_bytes = 0, inter_messages = 0, inter_bytes = 0, received = 0;
     std::uint64_t views_sent = 0, views_received = 0, released = 0, channel_checks = 0;
     std::size_t log_max_held = 0;
+    std::uint64_t replayed = 0, replayed_sent = 0, replayed_bytes = 0, orphans_notified = 0, duplicates_dropped = 0, duplicates_skipped = 0, recoveries = 0;
   } stats_;
   Comm comm_;
 };

@@ -41,23 +41,15 @@
 
 #include <nlohmann/json.hpp>
 
-#if __has_include(<mpi-ext.h>)
-#include <mpi-ext.h>
-#endif
-
 #include "coord/buddy_store.hpp"
 #include "coord/comm_state.hpp"
+#include "coord/polled_mpi.hpp"
 #include "coord/failure_injection.hpp"
 #include "coord/mpi_layout.hpp"
 #include "coord/recovery_plan.hpp"
 #include "core/format.hpp"
 #include "coord/coordination.hpp"
 
-#if defined(MPIX_ERR_PROC_FAILED) && defined(MPIX_ERR_REVOKED)
-#define REPRISE_HAVE_ULFM 1
-#else
-#define REPRISE_HAVE_ULFM 0
-#endif
 
 extern char** environ;
 
@@ -128,6 +120,12 @@ MPI_Comm dup_comm(MPI_Comm c) {
 }
 
 void revoke(MPI_Comm c) {
+  if (std::getenv("REPRISE_TRACE") && c != MPI_COMM_NULL) {
+    int r = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    std::fprintf(stderr, "reprise: world rank %d revokes %p at %.6f\n", r, static_cast<void*>(c),
+                 std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  }
 #if REPRISE_HAVE_ULFM
   if (c != MPI_COMM_NULL) MPIX_Comm_revoke(c);
 #else
@@ -139,10 +137,10 @@ void revoke(MPI_Comm c) {
 void send_version(MPI_Comm comm, int dest, int head_tag, int piece_tag, const core::Manifest& m,
                   const core::HostBytes& payload, std::uint64_t checksum, const std::function<void()>& mid = {}) {
   const std::vector<std::byte> head = core::encode_head(m, checksum);
-  ok(MPI_Send(head.data(), static_cast<int>(head.size()), MPI_BYTE, dest, head_tag, comm));
+  ok(polled::send(head.data(), static_cast<int>(head.size()), MPI_BYTE, dest, head_tag, comm));
   for (std::size_t off = 0; off < payload.size(); off += kPieceBytes) {
     const std::size_t n = std::min(kPieceBytes, payload.size() - off);
-    ok(MPI_Send(payload.data() + off, static_cast<int>(n), MPI_BYTE, dest, piece_tag, comm));
+    ok(polled::send(payload.data() + off, static_cast<int>(n), MPI_BYTE, dest, piece_tag, comm));
     if (mid) mid();
   }
 }
@@ -155,11 +153,11 @@ struct Received {
 
 Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const std::string& where) {
   MPI_Status st;
-  ok(MPI_Probe(src, head_tag, comm, &st));
+  ok(polled::probe(src, head_tag, comm, &st));
   int count = 0;
   MPI_Get_count(&st, MPI_BYTE, &count);
   std::vector<std::byte> head(static_cast<std::size_t>(count));
-  ok(MPI_Recv(head.data(), count, MPI_BYTE, src, head_tag, comm, MPI_STATUS_IGNORE));
+  ok(polled::recv(head.data(), count, MPI_BYTE, src, head_tag, comm, MPI_STATUS_IGNORE));
   const core::Header h = core::decode_header(head.data(), head.size(), where);
   Received r;
   r.manifest = core::decode_head_manifest(h, head.data() + core::kHeaderBytes, where);
@@ -167,7 +165,7 @@ Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const
   r.payload = std::make_shared<core::HostBytes>(h.payload_bytes);
   for (std::size_t off = 0; off < h.payload_bytes; off += kPieceBytes) {
     const std::size_t n = std::min<std::size_t>(kPieceBytes, h.payload_bytes - off);
-    ok(MPI_Recv(r.payload->data() + off, static_cast<int>(n), MPI_BYTE, src, piece_tag, comm, MPI_STATUS_IGNORE));
+    ok(polled::recv(r.payload->data() + off, static_cast<int>(n), MPI_BYTE, src, piece_tag, comm, MPI_STATUS_IGNORE));
   }
   return r;
 }
@@ -204,14 +202,14 @@ std::vector<std::uint64_t> allgather_u64(MPI_Comm comm, const std::vector<std::u
   MPI_Comm_size(comm, &n);
   int count = static_cast<int>(mine.size());
   std::vector<int> counts(static_cast<std::size_t>(n)), displs(static_cast<std::size_t>(n));
-  ok(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm));
+  ok(polled::allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm));
   int total = 0;
   for (int i = 0; i < n; ++i) {
     displs[static_cast<std::size_t>(i)] = total;
     total += counts[static_cast<std::size_t>(i)];
   }
   std::vector<std::uint64_t> all(static_cast<std::size_t>(total));
-  ok(MPI_Allgatherv(mine.data(), count, MPI_UINT64_T, all.data(), counts.data(), displs.data(), MPI_UINT64_T, comm));
+  ok(polled::allgatherv(mine.data(), count, MPI_UINT64_T, all.data(), counts.data(), displs.data(), MPI_UINT64_T, comm));
   return all;
 }
 
@@ -224,6 +222,8 @@ struct RecoveryRecord {
   int attempts = 1;
   std::vector<int> rolled_back;
   std::uint64_t bytes_sent = 0, bytes_received = 0;
+  bool group = false;           // a group rollback: only `rolled_back` rolled back
+  bool this_rank = true;        // this rank rolled back (or started over)
 };
 
 }  // namespace
@@ -237,6 +237,7 @@ class MpiCoordination : public Coordination, public CommHost {
       throw ConfigError("reprise::MpiRuntime needs MPI initialised with MPI_THREAD_MULTIPLE (call MPI_Init_thread "
                         "and check `provided`): its progress and background threads call MPI");
     kills_ = coord::parse_kill_spec(std::getenv("REPRISE_KILL") ? std::getenv("REPRISE_KILL") : "");
+    group_rollback_ = cfg.group_rollback;
     MPI_Comm parent = MPI_COMM_NULL;
     MPI_Comm_get_parent(&parent);
     if (parent != MPI_COMM_NULL) {
@@ -250,7 +251,10 @@ class MpiCoordination : public Coordination, public CommHost {
     }
     cfg = cfg_;
     comm_state_ = std::make_unique<CommState>(*this, rank_, layout_.group_of);
+    comm_state_->add_epoch(msg_, payload_);
+    if (joined_group_recovery_) comm_state_->begin_recovery(epoch_, joined_rolled_back_, joined_coordinator_);
   }
+
 
   ~MpiCoordination() override {
     // Every owner's last version has reached its buddy. Not while an exception unwinds (a usage or protocol error
@@ -260,7 +264,7 @@ class MpiCoordination : public Coordination, public CommHost {
     // Free every communicator, including those revoked by earlier recoveries: Open MPI's MPI_Finalize
     // disconnects each communicator that still spans several jobs (the spawned replacements), and doing so with
     // processes it never reached crashes inside its TCP transport.
-    for (MPI_Comm* c : {&app_, &group_, &data_, &ack_, &msg_, &payload_, &view_, &world_}) retired_.push_back(*c);
+    for (MPI_Comm* c : {&app_, &group_, &data_, &ack_, &msg_, &payload_, &view_, &ctl_, &world_}) retired_.push_back(*c);
     for (MPI_Comm& c : retired_)
       if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
   }
@@ -282,6 +286,7 @@ class MpiCoordination : public Coordination, public CommHost {
     if (down_) recover("a failure was detected by the runtime's background threads");
     if (should_die(version, coord::KillPoint::Checkpoint)) die("checkpoint", version);
     if (should_die(version, coord::KillPoint::Commit)) die("commit", version);
+    comm_state_->enter();
     commit_agreement(version);
   }
 
@@ -296,10 +301,46 @@ class MpiCoordination : public Coordination, public CommHost {
   bool take_start_over() override { return std::exchange(start_over_, false); }
 
   // ---- CommHost ---------------------------------------------------------------------------------------------
-  MPI_Comm message_comm() const override { return msg_; }
-  MPI_Comm payload_comm() const override { return payload_; }
   MPI_Comm view_comm() const override { return view_; }
-  void check_mpi(int rc) override { check(rc); }
+  MPI_Comm control_comm() const override { return ctl_; }
+  bool spurious(int rc) override {
+#if REPRISE_HAVE_ULFM
+    if (!is_failure(rc) || down_) return false;
+    for (MPI_Comm c : {world_, app_, data_, ack_, view_, ctl_, group_}) {
+      int f = 0;
+      if (c != MPI_COMM_NULL) MPIX_Comm_is_revoked(c, &f);
+      if (f) return false;
+    }
+    MPI_Group g = MPI_GROUP_NULL;
+    int n = 0;
+    if (MPIX_Comm_get_failed(world_, &g) == MPI_SUCCESS && g != MPI_GROUP_NULL) {
+      MPI_Group_size(g, &n);
+      MPI_Group_free(&g);
+    }
+    if (n > 0) return false;
+    if (trace_)
+      std::fprintf(stderr, "reprise: rank %d: spurious %s ignored\n", rank_, mpi_error(rc).c_str());
+    return true;
+#else
+    (void)rc;
+    return false;
+#endif
+  }
+
+  void check_mpi(int rc) override {
+    if (rc == MPI_SUCCESS || spurious(rc)) return;
+    trace_revoked("check_mpi");
+    if (is_failure(rc)) {
+      recover("an MPI call of reprise::Comm reported: " + mpi_error(rc));
+      return;  // a survivor of a group rollback: the repair re-posted what involved the rolled-back ranks
+    }
+    throw Error("MPI error in reprise::Comm: " + mpi_error(rc));
+  }
+  void poll_failure() override {
+    if (down_) trace_revoked("poll_failure");
+    if (down_) recover("a failure was detected by the runtime's background threads");
+  }
+  void collective_ok(int rc) override { ok(rc); }
 
   // ---- MpiRuntime API --------------------------------------------------------------------------------------
   MPI_Comm app() const { return app_; }
@@ -316,8 +357,37 @@ class MpiCoordination : public Coordination, public CommHost {
   void finish() {
     if (down_) recover("a failure was detected by the runtime's background threads");
 #if REPRISE_HAVE_ULFM
+    if (group_rollback_) {
+      // Survivors of a group rollback wait here for the re-executing groups while serving their replays and
+      // the coordinator's work: a non-blocking agreement, polled.
+      for (;;) {
+        int flag = 1;
+        MPI_Request req = MPI_REQUEST_NULL;
+        int rc = MPIX_Comm_iagree(world_, &flag, &req);
+        auto since = std::chrono::steady_clock::now();
+        for (unsigned spin = 0; rc == MPI_SUCCESS;) {
+          if (trace_ && std::chrono::steady_clock::now() - since > std::chrono::seconds(3)) {
+            since = std::chrono::steady_clock::now();
+            std::fprintf(stderr, "reprise: rank %d: waiting in finish: %s\n", rank_, comm_state_->debug_state().c_str());
+          }
+          int done = 0;
+          rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+          if (done || down_) break;
+          comm_state_->poll_control();
+          if (++spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+        if (rc == MPI_SUCCESS && !down_ && flag == 1) return;
+        if (req != MPI_REQUEST_NULL) {
+          revoke(world_);
+          MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+        recover("the job's final agreement failed: " + mpi_error(rc));  // a survivor agrees again
+      }
+    }
     int flag = 1;
-    const int rc = MPIX_Comm_agree(world_, &flag);  // uniform: the same rc and flag at every survivor
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPIX_Comm_iagree(world_, &flag, &req);  // uniform: the same rc and flag at every survivor
+    if (rc == MPI_SUCCESS) rc = polled::wait(req);     // polled: see coord/polled_mpi.hpp
     if (rc != MPI_SUCCESS || flag != 1) recover("the job's final agreement failed: " + mpi_error(rc));
 #else
     const int rc = MPI_Barrier(world_);
@@ -328,14 +398,58 @@ class MpiCoordination : public Coordination, public CommHost {
 
   void check(int rc) {
     if (rc == MPI_SUCCESS) return;
-    if (is_failure(rc)) recover("an MPI call of the application reported: " + mpi_error(rc));
+    if (is_failure(rc)) {
+      recover("an MPI call of the application reported: " + mpi_error(rc));
+      throw Error("rank " + std::to_string(rank_) + ": a raw MPI call on rt.comm() failed because of a process "
+                  "failure; with REPRISE_ROLLBACK=group this rank does not roll back and the call cannot be "
+                  "repeated: send the application's messages through rt.messages() (reprise::Comm)");
+    }
     throw Error("MPI error on the application's communicator: " + mpi_error(rc));
   }
 
+  void trace_revoked(const char* where) {
+#if REPRISE_HAVE_ULFM
+    if (!trace_) return;
+    std::string out;
+    const char* names[] = {"world", "app", "data", "ack", "msg", "payload", "view", "ctl", "group"};
+    int i = 0;
+    for (MPI_Comm c : {world_, app_, data_, ack_, msg_, payload_, view_, ctl_, group_}) {
+      int f = 0;
+      if (c != MPI_COMM_NULL) MPIX_Comm_is_revoked(c, &f);
+      if (f) out += std::string(" ") + names[i];
+      ++i;
+    }
+    if (comm_state_) {
+      int e = 0;
+      for (const auto& [m, pl] : comm_state_->epochs()) {
+        int f1 = 0, f2 = 0;
+        MPIX_Comm_is_revoked(m, &f1);
+        MPIX_Comm_is_revoked(pl, &f2);
+        if (f1 || f2) out += " msg-epoch" + std::to_string(e) + (f1 ? "m" : "") + (f2 ? "p" : "");
+        ++e;
+      }
+    }
+    int nret = 0;
+    for (MPI_Comm c : retired_) {
+      int f = 0;
+      if (c != MPI_COMM_NULL) MPIX_Comm_is_revoked(c, &f);
+      nret += f;
+    }
+    if (!out.empty())
+      std::fprintf(stderr, "reprise: rank %d: %s: revoked now:%s (retired revoked %d/%zu) at %.6f\n", rank_, where,
+                   out.c_str(), nret, retired_.size(),
+                   std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+#else
+    (void)where;
+#endif
+  }
+
   void step(std::uint64_t s) {
+    trace_revoked("step");
     current_step_ = s;
     if (should_die(s, coord::KillPoint::Compute)) die("compute", s);
     if (down_) recover("a failure was detected by the runtime's background threads");
+    comm_state_->enter();
   }
 
   std::string recovery_json() const {
@@ -351,7 +465,9 @@ class MpiCoordination : public Coordination, public CommHost {
                    {"transfer_seconds", r.transfer_seconds},
                    {"total_seconds", r.total_seconds},
                    {"bytes_sent", r.bytes_sent},
-                   {"bytes_received", r.bytes_received}});
+                   {"bytes_received", r.bytes_received},
+                   {"group_rollback", r.group},
+                   {"this_rank_rolled_back", r.this_rank}});
     return j.dump();
   }
 
@@ -363,6 +479,7 @@ class MpiCoordination : public Coordination, public CommHost {
     bool ship(const core::Manifest& m, const core::HostBytes& payload, std::uint64_t checksum) override {
       if (c_.down_) return false;
       const bool die_mid = c_.should_die(m.version, coord::KillPoint::Drain);
+      const MPI_Comm data = c_.data_;  // a failure seen on a communicator a repair already replaced is old news
       try {
         const int buddy = c_.layout_.buddy_of[static_cast<std::size_t>(c_.rank_)];
         // drain: die once part of the version reached the buddy (or right after the head when it is empty).
@@ -370,10 +487,10 @@ class MpiCoordination : public Coordination, public CommHost {
                      die_mid ? std::function<void()>([&] { c_.die("drain", m.version); }) : nullptr);
         if (die_mid) c_.die("drain", m.version);
         std::uint64_t acked = 0;
-        ok(MPI_Recv(&acked, 1, MPI_UINT64_T, buddy, kAck, c_.ack_, MPI_STATUS_IGNORE));
+        ok(polled::recv(&acked, 1, MPI_UINT64_T, buddy, kAck, c_.ack_, MPI_STATUS_IGNORE));
         return acked == m.version;
       } catch (const PeerFailure&) {
-        c_.link_down();
+        if (data == c_.data_) c_.link_down("buddy ship");
         return false;
       }
     }
@@ -381,9 +498,13 @@ class MpiCoordination : public Coordination, public CommHost {
       if (c_.down_) return;
       try {
         const int buddy = c_.layout_.buddy_of[static_cast<std::size_t>(c_.rank_)];
-        ok(MPI_Send(&version, 1, MPI_UINT64_T, buddy, kRelease, c_.data_));
+        const MPI_Comm data = c_.data_;
+        try {
+          ok(polled::send(&version, 1, MPI_UINT64_T, buddy, kRelease, data));
+        } catch (const PeerFailure&) {
+          if (data == c_.data_) c_.link_down("buddy release");
+        }
       } catch (const PeerFailure&) {
-        c_.link_down();
       }
     }
 
@@ -404,14 +525,24 @@ class MpiCoordination : public Coordination, public CommHost {
     _exit(137);
   }
 
-  void link_down() {
+  // The failure reaches every survivor through the revoked communicators (their progress threads see it). With a
+  // group rollback, the message communicators and the group's stay intact: survivors keep their traffic (and a
+  // group without failed ranks its commit agreements) across the repair.
+  void link_down(const char* who) {
     if (down_.exchange(true)) return;
-    for (MPI_Comm c : {app_, group_, data_, ack_, msg_, payload_, view_, world_}) revoke(c);
+    if (trace_)
+      std::fprintf(stderr, "reprise: rank %d: link down (%s) at %.6f\n", rank_, who,
+                   std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+    for (MPI_Comm c : {app_, data_, ack_, view_, ctl_, world_}) revoke(c);
+    if (!group_rollback_)
+      for (MPI_Comm c : {group_, msg_, payload_}) revoke(c);
   }
 
-  void adopt(MPI_Comm world) {
-    for (MPI_Comm c : {app_, group_, data_, ack_, msg_, payload_, view_, world_})
-      if (c != MPI_COMM_NULL) retired_.push_back(c);  // revoked; freed at the end
+  // `keep_group`: a survivor of a group rollback keeps its group's communicator (no member failed).
+  void adopt(MPI_Comm world, bool keep_group = false) {
+    for (MPI_Comm c : {app_, data_, ack_, msg_, payload_, view_, ctl_, world_})
+      if (c != MPI_COMM_NULL) retired_.push_back(c);  // revoked (or, group rollback: the old channels); freed at the end
+    MPI_Comm old_group = group_;
     world_ = world;
     MPI_Comm_rank(world_, &rank_);
     MPI_Comm_size(world_, &size_);
@@ -422,9 +553,15 @@ class MpiCoordination : public Coordination, public CommHost {
     msg_ = dup_comm(world_);
     payload_ = dup_comm(world_);
     view_ = dup_comm(world_);
-    if (comm_state_) comm_state_->after_repair();
+    ctl_ = dup_comm(world_);
+    if (comm_state_) {
+      comm_state_->add_epoch(msg_, payload_);
+      if (!group_rollback_) comm_state_->after_repair();
+    }
     ok(MPI_Comm_split(world_, layout_.group_of[static_cast<std::size_t>(rank_)], rank_, &group_));
     MPI_Comm_set_errhandler(group_, MPI_ERRORS_RETURN);
+    if (keep_group) std::swap(group_, old_group);
+    if (old_group != MPI_COMM_NULL) retired_.push_back(old_group);
   }
 
   void start_progress() {
@@ -445,11 +582,11 @@ class MpiCoordination : public Coordination, public CommHost {
   }
 
   void progress_loop() {
-    try {
+    for (;;) try {
       while (!stop_) {
         int flag = 0;
         MPI_Status st;
-        ok(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, data_, &flag, &st));
+        ok(probe_any_source(data_, MPI_ANY_TAG, &flag, &st));
         if (!flag) {
           std::this_thread::sleep_for(std::chrono::microseconds(500));
           continue;
@@ -457,26 +594,33 @@ class MpiCoordination : public Coordination, public CommHost {
         const int src = st.MPI_SOURCE;
         if (st.MPI_TAG == kRelease) {
           std::uint64_t v = 0;
-          ok(MPI_Recv(&v, 1, MPI_UINT64_T, src, kRelease, data_, MPI_STATUS_IGNORE));
+          ok(polled::recv(&v, 1, MPI_UINT64_T, src, kRelease, data_, MPI_STATUS_IGNORE));
           ward_store(src).release(v);
         } else if (st.MPI_TAG == kPutHead) {
           Received r = recv_version(data_, src, kPutHead, kPutPiece,
                                     "version shipped by rank " + std::to_string(src));
           const std::uint64_t v = r.manifest.version;
           ward_store(src).put(r.manifest, std::move(r.payload), r.checksum);
-          ok(MPI_Send(&v, 1, MPI_UINT64_T, src, kAck, ack_));
+          ok(polled::send(&v, 1, MPI_UINT64_T, src, kAck, ack_));
         } else {
           // A piece without its head cannot happen on a FIFO channel; drop it loudly.
           std::fprintf(stderr, "reprise: rank %d: unexpected message tag %d from rank %d\n", rank_, st.MPI_TAG, src);
           char sink;
-          MPI_Recv(&sink, 0, MPI_BYTE, src, st.MPI_TAG, data_, MPI_STATUS_IGNORE);
+          polled::recv(&sink, 0, MPI_BYTE, src, st.MPI_TAG, data_, MPI_STATUS_IGNORE);
         }
       }
-    } catch (const PeerFailure&) {
-      link_down();
+      return;
+    } catch (const PeerFailure& f) {
+      if (spurious(f.rc) && !stop_) continue;  // a spurious wake-up of a blocking call: go on polling
+      if (trace_)
+        std::fprintf(stderr, "reprise: rank %d: progress thread: %s (epoch %u)\n", rank_, mpi_error(f.rc).c_str(),
+                     epoch_);
+      link_down("progress thread");
+      return;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "reprise: rank %d: buddy progress thread stopped: %s\n", rank_, e.what());
-      link_down();
+      link_down("progress thread error");
+      return;
     }
   }
 
@@ -495,13 +639,17 @@ class MpiCoordination : public Coordination, public CommHost {
       int gsize = 0;
       MPI_Comm_size(group_, &gsize);
       all.resize(stride * static_cast<std::size_t>(gsize));
-      rc = MPI_Allgather(mine.data(), static_cast<int>(stride), MPI_UINT64_T, all.data(), static_cast<int>(stride),
-                         MPI_UINT64_T, group_);
+      MPI_Request req = MPI_REQUEST_NULL;
+      rc = MPI_Iallgather(mine.data(), static_cast<int>(stride), MPI_UINT64_T, all.data(), static_cast<int>(stride),
+                          MPI_UINT64_T, group_, &req);
+      if (rc == MPI_SUCCESS) rc = wait_group(req);
       if (rc == MPI_SUCCESS)
         for (int i = 0; i < gsize; ++i)
           v = std::min(v, static_cast<std::int64_t>(all[static_cast<std::size_t>(i) * stride]));
     } else {
-      rc = MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, group_);
+      MPI_Request req = MPI_REQUEST_NULL;
+      rc = MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, group_, &req);
+      if (rc == MPI_SUCCESS) rc = wait_group(req);
     }
     if (is_failure(rc) || down_) recover("the group's commit agreement failed: " + mpi_error(rc));
     ok(rc);
@@ -514,6 +662,38 @@ class MpiCoordination : public Coordination, public CommHost {
       for (std::size_t i = 0; i * stride < all.size(); ++i) member.push_back(&all[i * stride + 1]);
       comm_state_->barrier_result(member, *capture);
     }
+  }
+
+  // Waits for a collective of the group while serving the protocol (a survivor may be the restart coordinator, or
+  // owe replays) and noticing failures: a survivor of a group rollback goes on waiting after the repair (its
+  // group is intact); elsewhere the recovery cancels the collective (revokes the group's communicator).
+  int wait_group(MPI_Request& req) {
+    pending_group_ = &req;
+    struct Clear {
+      MPI_Request** p;
+      ~Clear() { *p = nullptr; }
+    } clear{&pending_group_};
+    auto since = std::chrono::steady_clock::now();
+    for (unsigned spin = 0;; ++spin) {
+      if (trace_ && std::chrono::steady_clock::now() - since > std::chrono::seconds(3)) {
+        since = std::chrono::steady_clock::now();
+        std::fprintf(stderr, "reprise: rank %d: waiting for the group: %s\n", rank_, comm_state_->debug_state().c_str());
+      }
+      int flag = 0;
+      const int rc = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS || flag) return rc;
+      if (down_) recover("a failure was detected by the runtime's background threads");
+      comm_state_->poll_control();
+      if (spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  // A recovery abandons the group collective this rank waits for (its group is rebuilt).
+  void cancel_group_wait() {
+    if (!pending_group_) return;
+    revoke(group_);
+    MPI_Wait(pending_group_, MPI_STATUS_IGNORE);
+    pending_group_ = nullptr;
   }
 
   // What this survivor contributes to a recovery plan: its own records, and those it holds for its wards.
@@ -579,15 +759,17 @@ class MpiCoordination : public Coordination, public CommHost {
   }
 
   // ---- recovery ----------------------------------------------------------------------------------------------
-  [[noreturn]] void recover(const std::string& why) {
+  // Throws Rollback at every rank that rolls back; returns at a survivor of a group rollback (REPRISE_ROLLBACK=
+  // group), once the job is repaired and the restart exchange done.
+  void recover(const std::string& why) {
 #if !REPRISE_HAVE_ULFM
-    link_down();
+    link_down("recover");
     throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": " + why +
                                "; this MPI has no ULFM, so the job cannot be repaired. Run through "
                                "scripts/mpirun.sh, which uses an MPI whose ULFM works.");
 #else
     const auto t0 = Clock::now();
-    link_down();
+    link_down("recover");
     stop_progress();
     if (quiesce_) quiesce_();
     // Each attempt shrinks the communicator of the previous one; a failure during an attempt (a survivor or a
@@ -619,10 +801,12 @@ class MpiCoordination : public Coordination, public CommHost {
       MPI_Comm inter = MPI_COMM_NULL, merged = MPI_COMM_NULL, world = MPI_COMM_NULL;
       int flag = 1;
       try {
-        ok(MPI_Allreduce(MPI_IN_PLACE, &max_step, 1, MPI_UINT64_T, MPI_MAX, shrunk));
+        ok(polled::allreduce(MPI_IN_PLACE, &max_step, 1, MPI_UINT64_T, MPI_MAX, shrunk));
         const auto all = allgather_u64(shrunk, my_records(failed));
         try {
-          plan = coord::plan_recovery(layout_, failed, holdings_from(all, size_), !cfg_.dir.empty());
+          plan = group_rollback_
+                     ? coord::plan_group_recovery(layout_, failed, holdings_from(all, size_), !cfg_.dir.empty())
+                     : coord::plan_recovery(layout_, failed, holdings_from(all, size_), !cfg_.dir.empty());
         } catch (const UnrecoverableFailure&) {
           plan_error = std::current_exception();
         }
@@ -671,8 +855,14 @@ class MpiCoordination : public Coordination, public CommHost {
       MPI_Comm_free(&merged);
       MPI_Comm_free(&inter);
       const double repaired = since(t0);
-      adopt(world);  // the old communicators were revoked; they are freed at the end
+      const bool rolls_back = !plan.partial || std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), rank_);
+      if (rolls_back) cancel_group_wait();
+      adopt(world, !rolls_back);  // the old communicators were revoked; they are freed at the end
       down_ = false;
+      if (plan.partial) {
+        recover_group(plan, failed, rolls_back, t0, repaired, attempt);
+        return;
+      }
       RecoveryRecord rec;
       rec.failed = failed;
       rec.version = plan.version;
@@ -718,11 +908,87 @@ class MpiCoordination : public Coordination, public CommHost {
 #endif
   }
 
+  // The rest of a group rollback, after the repair: data to the replacements and the buddies, then either this
+  // rank rolls back (throws Rollback; its restart exchange runs at its next runtime call, once restored) or it
+  // survives: it takes part in the restart exchange at once and returns to the application.
+  void recover_group(const coord::RecoveryPlan& plan, const std::vector<int>& failed, bool rolls_back,
+                     Clock::time_point t0, double repaired, int attempt) {
+    ++epoch_;
+    const std::set<int> R(plan.rolled_back.begin(), plan.rolled_back.end());
+    int coordinator = -1;
+    for (int r = 0; r < size_ && coordinator < 0; ++r)
+      if (!R.count(r)) coordinator = r;
+    comm_state_->begin_recovery(epoch_, R, coordinator);
+    RecoveryRecord rec;
+    rec.failed = failed;
+    rec.repair_seconds = repaired;
+    rec.attempts = attempt;
+    rec.rolled_back = plan.rolled_back;
+    rec.group = true;
+    rec.this_rank = rolls_back;
+    const std::size_t me = static_cast<std::size_t>(rank_);
+    // At a survivor: the version the (first) rolled-back group went back to.
+    rec.version = plan.version_of[static_cast<std::size_t>(rolls_back ? rank_ : plan.rolled_back.front())];
+    rec.from_start = plan.starts_over[static_cast<std::size_t>(rolls_back ? rank_ : plan.rolled_back.front())] != 0;
+    const auto t1 = Clock::now();
+    try {
+      move_data(plan, rec);
+      rec.transfer_seconds = since(t1);
+      if (!rolls_back) {
+        if (store_) {
+          store_->resync_after_recovery();
+          start_progress();
+        }
+        comm_state_->restart_exchange(true);
+      }
+    } catch (const PeerFailure&) {
+      throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": another process failed while the job "
+                                 "recovered from the failure of " + ranks_phrase(failed) +
+                                 "; REPRISE_ROLLBACK=group does not handle a failure during a recovery yet "
+                                 "(REPRISE_ROLLBACK=all does). Files already written were left intact.");
+    }
+    rec.total_seconds = since(t0);
+    recoveries_.push_back(rec);
+    std::vector<int> groups;
+    for (int r : plan.rolled_back) groups.push_back(layout_.group_of[static_cast<std::size_t>(r)]);
+    groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+    std::vector<int> fresh;  // groups that committed nothing: they start over from the beginning
+    for (int g : groups)
+      for (int r : plan.rolled_back)
+        if (layout_.group_of[static_cast<std::size_t>(r)] == g && plan.starts_over[static_cast<std::size_t>(r)]) {
+          fresh.push_back(g);
+          break;
+        }
+    if (rank_ == coordinator)
+      std::fprintf(stderr,
+                   "reprise: recovered from the failure of %s in %.3f s (repair %.3f s, data %.3f s); only "
+                   "group%s %s (ranks %s) roll%s back, the other ranks go on; restart coordinator: rank %d%s%s%s\n",
+                   ranks_phrase(failed).c_str(), rec.total_seconds, rec.repair_seconds, rec.transfer_seconds,
+                   groups.size() > 1 ? "s" : "", coord::list_ranks(groups).c_str(),
+                   coord::list_ranks(plan.rolled_back).c_str(), groups.size() > 1 ? "" : "s", coordinator,
+                   fresh.empty() ? "" : "; group ", fresh.empty() ? "" : coord::list_ranks(fresh).c_str(),
+                   fresh.empty() ? "" : " committed nothing before it and starts over from the beginning");
+    if (!rolls_back) return;
+    if (plan.starts_over[me]) {
+      start_over();
+      throw Rollback(0,
+                     "rank " + std::to_string(rank_) + " starts over after the failure of " + ranks_phrase(failed) +
+                         " (its group committed no version before it)",
+                     true);
+    }
+    finish_recovery(plan.version_of[me]);
+    throw Rollback(plan.version_of[me], "rank " + std::to_string(rank_) + " rolls back to version " +
+                                            std::to_string(plan.version_of[me]) + " after the failure of " +
+                                            ranks_phrase(failed));
+  }
+
 #if REPRISE_HAVE_ULFM
   // Uniform decision over `comm`: true when every live member passed true and nobody failed meanwhile.
   static bool agreed(MPI_Comm comm, bool mine) {
     int flag = mine ? 1 : 0;
-    const int rc = MPIX_Comm_agree(comm, &flag);
+    MPI_Request r = MPI_REQUEST_NULL;
+    int rc = MPIX_Comm_iagree(comm, &flag, &r);  // polled: see coord/polled_mpi.hpp
+    if (rc == MPI_SUCCESS) rc = polled::wait(r);
     return rc == MPI_SUCCESS && flag == 1;
   }
 #endif
@@ -754,7 +1020,7 @@ class MpiCoordination : public Coordination, public CommHost {
     target_.reset();
     restarted_ = false;
     start_over_ = true;
-    {
+    if (!group_rollback_) {  // every rank starts over; with a group rollback, wards of other groups go on
       std::lock_guard<std::mutex> lock(wards_mutex_);
       wards_.clear();
     }
@@ -787,20 +1053,33 @@ class MpiCoordination : public Coordination, public CommHost {
       if (std::strncmp(*e, "REPRISE_", 8) == 0) env += std::string(*e) + '\n';
     p.push_back(env.size());
     for (char ch : env) p.push_back(static_cast<unsigned char>(ch));
+    p.push_back(plan.partial ? 1 : 0);
+    if (plan.partial) {
+      p.push_back(epoch_ + 1);  // the epoch recover_group() starts
+      std::vector<char> in_r(static_cast<std::size_t>(size_), 0);
+      for (int r : plan.rolled_back) in_r[static_cast<std::size_t>(r)] = 1;
+      for (int r = 0; r < size_; ++r) {
+        const std::size_t i = static_cast<std::size_t>(r);
+        p.push_back(in_r[i]);
+        p.push_back(plan.version_of[i]);
+        p.push_back(static_cast<std::uint64_t>(plan.starts_over[i]));
+      }
+    }
     return p;
   }
 
   static void broadcast_packet(MPI_Comm merged, std::vector<std::uint64_t>& p) {
     std::uint64_t n = p.size();
-    ok(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, merged));
+    ok(polled::bcast(&n, 1, MPI_UINT64_T, 0, merged));
     p.resize(n);
-    ok(MPI_Bcast(p.data(), static_cast<int>(n), MPI_UINT64_T, 0, merged));
+    ok(polled::bcast(p.data(), static_cast<int>(n), MPI_UINT64_T, 0, merged));
   }
 
   struct Packet {
     coord::RecoveryPlan plan;
     std::uint64_t max_step = 0;
     std::vector<std::string> env;
+    std::uint32_t epoch = 0;
   };
 
   static Packet parse_packet(const std::vector<std::uint64_t>& p, int size) {
@@ -821,6 +1100,17 @@ class MpiCoordination : public Coordination, public CommHost {
     for (std::size_t j = 0; j < envn; ++j) env += static_cast<char>(p.at(i++));
     std::istringstream in(env);
     for (std::string line; std::getline(in, line);) k.env.push_back(line);
+    k.plan.partial = p.at(i++) != 0;
+    if (k.plan.partial) {
+      k.epoch = static_cast<std::uint32_t>(p.at(i++));
+      k.plan.version_of.assign(static_cast<std::size_t>(size), 0);
+      k.plan.starts_over.assign(static_cast<std::size_t>(size), 0);
+      for (int r = 0; r < size; ++r) {
+        if (p.at(i++)) k.plan.rolled_back.push_back(r);
+        k.plan.version_of[static_cast<std::size_t>(r)] = p.at(i++);
+        k.plan.starts_over[static_cast<std::size_t>(r)] = static_cast<char>(p.at(i++));
+      }
+    }
     return k;
   }
 
@@ -864,6 +1154,7 @@ class MpiCoordination : public Coordination, public CommHost {
     }
     kills_ = coord::parse_kill_spec(std::getenv("REPRISE_KILL") ? std::getenv("REPRISE_KILL") : "");
     kill_floor_ = k.max_step;
+    group_rollback_ = Config::from_env(cfg).group_rollback;  // the job's REPRISE_* environment is set now
     MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
     MPI_Comm_free(&merged);
     adopt(world);
@@ -875,8 +1166,36 @@ class MpiCoordination : public Coordination, public CommHost {
     rec.failed = k.plan.failed;
     rec.version = k.plan.version;
     rec.replacement = true;
-    for (int r = 0; r < size_; ++r) rec.rolled_back.push_back(r);  // coordinated fallback: every rank
+    if (k.plan.partial) {
+      rec.rolled_back = k.plan.rolled_back;
+      rec.group = true;
+      rec.version = k.plan.version_of.at(static_cast<std::size_t>(rank_));
+      k.plan.version = rec.version;
+      k.plan.from_start = k.plan.starts_over.at(static_cast<std::size_t>(rank_)) != 0;
+      epoch_ = k.epoch;
+      joined_group_recovery_ = true;
+      joined_rolled_back_ = std::set<int>(k.plan.rolled_back.begin(), k.plan.rolled_back.end());
+      for (int r = 0; r < size_ && joined_coordinator_ < 0; ++r)
+        if (!joined_rolled_back_.count(r)) joined_coordinator_ = r;
+    } else {
+      for (int r = 0; r < size_; ++r) rec.rolled_back.push_back(r);  // coordinated fallback: every rank
+    }
     rec.repair_seconds = since(t0);
+    if (k.plan.partial && k.plan.from_start) {
+      // Its group starts over, the others go on: it still takes part in the data exchange with its buddies
+      // (it holds nothing for its own group's sake, but its wards re-ship what they have).
+      rec.from_start = true;
+      try {
+        move_data(k.plan, rec);
+      } catch (const PeerFailure&) {
+        throw UnrecoverableFailure("replacement rank " + std::to_string(rank_) + ": another process failed while "
+                                   "checkpoints were moved; REPRISE_ROLLBACK=group does not handle a failure "
+                                   "during a recovery yet (REPRISE_ROLLBACK=all does)");
+      }
+      rec.total_seconds = since(t0);
+      recoveries_.push_back(rec);
+      return;
+    }
     if (k.plan.from_start) {  // nothing committed: this process starts from the beginning like the others
       rec.from_start = true;
       rec.total_seconds = since(t0);
@@ -889,6 +1208,10 @@ class MpiCoordination : public Coordination, public CommHost {
     try {
       move_data(k.plan, rec);
     } catch (const PeerFailure&) {
+      if (k.plan.partial)
+        throw UnrecoverableFailure("replacement rank " + std::to_string(rank_) + ": another process failed while "
+                                   "its checkpoints were moved; REPRISE_ROLLBACK=group does not handle a failure "
+                                   "during a recovery yet (REPRISE_ROLLBACK=all does)");
       try {
         recover("a process failed while checkpoints were moved to the replacements");
       } catch (const Rollback&) {
@@ -909,7 +1232,7 @@ class MpiCoordination : public Coordination, public CommHost {
     core::VersionStore& own = store_ ? store_->local() : *local_;
     auto send_versions = [&](int dest, core::VersionStore& from, const std::vector<std::uint64_t>& versions) {
       const std::uint64_t n = versions.size();
-      ok(MPI_Send(&n, 1, MPI_UINT64_T, dest, kMoveCount, world_));
+      ok(polled::send(&n, 1, MPI_UINT64_T, dest, kMoveCount, world_));
       for (std::uint64_t v : versions) {
         const core::StoredVersion sv = from.load(v);
         send_version(world_, dest, kMoveHead, kMovePiece, sv.manifest, *sv.payload,
@@ -919,19 +1242,30 @@ class MpiCoordination : public Coordination, public CommHost {
     };
     auto recv_versions = [&](int src, core::VersionStore& into) {
       std::uint64_t n = 0;
-      ok(MPI_Recv(&n, 1, MPI_UINT64_T, src, kMoveCount, world_, MPI_STATUS_IGNORE));
+      ok(polled::recv(&n, 1, MPI_UINT64_T, src, kMoveCount, world_, MPI_STATUS_IGNORE));
       for (std::uint64_t i = 0; i < n; ++i) {
         Received r = recv_version(world_, src, kMoveHead, kMovePiece, "version sent by rank " + std::to_string(src));
         rec.bytes_received += r.payload->size();
         into.put(r.manifest, std::move(r.payload), r.checksum);
       }
     };
+    // What rank w restores (group rollback: survivors restore nothing, groups that start over neither).
+    auto target = [&](int w) -> std::optional<std::uint64_t> {
+      if (!plan.partial) return plan.version;
+      const std::size_t i = static_cast<std::size_t>(w);
+      if (!std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), w) || plan.starts_over[i])
+        return std::nullopt;
+      return plan.version_of[i];
+    };
+    auto survivor = [&](int w) {
+      return plan.partial && !std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), w);
+    };
     for (int f : plan.failed) {
-      if (plan.source[static_cast<std::size_t>(f)] != coord::DataSource::Buddy) continue;
+      if (plan.source[static_cast<std::size_t>(f)] != coord::DataSource::Buddy || !target(f)) continue;
       const int b = layout_.buddy_of[static_cast<std::size_t>(f)];
       if (rank_ == b) {
         core::VersionStore& held = ward_store(f);
-        send_versions(f, held, coord::chain_of(coord::records_of(held), plan.version));
+        send_versions(f, held, coord::chain_of(coord::records_of(held), *target(f)));
       }
       if (rank_ == f) recv_versions(b, own);
     }
@@ -940,31 +1274,45 @@ class MpiCoordination : public Coordination, public CommHost {
       if (rank_ == b) {
         const std::vector<std::uint64_t> held = ward_store(w).list();
         const std::uint64_t n = held.size();
-        ok(MPI_Send(&n, 1, MPI_UINT64_T, w, kMoveList, world_));
-        ok(MPI_Send(held.data(), static_cast<int>(n), MPI_UINT64_T, w, kMoveList, world_));
+        ok(polled::send(&n, 1, MPI_UINT64_T, w, kMoveList, world_));
+        ok(polled::send(held.data(), static_cast<int>(n), MPI_UINT64_T, w, kMoveList, world_));
         recv_versions(w, ward_store(w));
       }
       if (rank_ == w) {
         std::uint64_t n = 0;
-        ok(MPI_Recv(&n, 1, MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
+        ok(polled::recv(&n, 1, MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
         std::vector<std::uint64_t> held(n);
-        ok(MPI_Recv(held.data(), static_cast<int>(n), MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
+        ok(polled::recv(held.data(), static_cast<int>(n), MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
+        // A survivor of a group rollback: every version it has (it goes on from the newest); a rank that rolls
+        // back: the chain of its version; a rank that starts over: nothing.
+        std::vector<std::uint64_t> wanted;
+        if (survivor(w)) {
+          for (const auto& r : coord::records_of(own)) wanted.push_back(r.version);
+        } else if (target(w)) {
+          wanted = coord::chain_of(coord::records_of(own), *target(w));
+        }
         std::vector<std::uint64_t> missing;
-        for (std::uint64_t v : coord::chain_of(coord::records_of(own), plan.version))
+        for (std::uint64_t v : wanted)
           if (std::find(held.begin(), held.end(), v) == held.end()) missing.push_back(v);
         send_versions(b, own, missing);
       }
     }
-    trim_wards(plan.version);
+    trim_wards([&](int ward) -> std::optional<std::uint64_t> {
+      if (survivor(ward)) return UINT64_MAX;  // keeps all
+      return target(ward);
+    });
   }
 
-  void trim_wards(std::uint64_t version) {
+  // Per ward: the version whose chain it keeps (UINT64_MAX: all; none: nothing).
+  void trim_wards(const std::function<std::optional<std::uint64_t>(int)>& keep_of) {
     std::lock_guard<std::mutex> lock(wards_mutex_);
     for (auto& [ward, s] : wards_) {
       const auto records = coord::records_of(*s);
+      const auto version = keep_of(ward);
+      if (version && *version == UINT64_MAX) continue;
       std::vector<std::uint64_t> keep;
       try {
-        keep = coord::chain_of(records, version);
+        if (version) keep = coord::chain_of(records, *version);
       } catch (const RestoreError&) {
       }
       for (const auto& r : records)
@@ -976,11 +1324,19 @@ class MpiCoordination : public Coordination, public CommHost {
   coord::Layout layout_;
   int rank_ = 0, size_ = 0;
   MPI_Comm world_ = MPI_COMM_NULL, app_ = MPI_COMM_NULL, group_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL,
-           ack_ = MPI_COMM_NULL, msg_ = MPI_COMM_NULL, payload_ = MPI_COMM_NULL, view_ = MPI_COMM_NULL;
+           ack_ = MPI_COMM_NULL, msg_ = MPI_COMM_NULL, payload_ = MPI_COMM_NULL, view_ = MPI_COMM_NULL,
+           ctl_ = MPI_COMM_NULL;
   std::unique_ptr<CommState> comm_state_;  // reprise::Comm (after the layout is known)
   std::vector<coord::KillOrder> kills_;
   bool replacement_ = false;
   bool lowest_survivor_ = false;
+  bool group_rollback_ = false;      // REPRISE_ROLLBACK=group
+  bool trace_ = std::getenv("REPRISE_TRACE") != nullptr;  // diagnostics of failures and revocations on stderr
+  std::uint32_t epoch_ = 0;          // recoveries of the job so far (group rollback)
+  bool joined_group_recovery_ = false;  // a replacement of a group rollback: begin_recovery once Comm exists
+  std::set<int> joined_rolled_back_;
+  int joined_coordinator_ = -1;
+  MPI_Request* pending_group_ = nullptr;  // the group collective this rank waits for (wait_group)
   std::uint64_t kill_floor_ = 0;
   std::uint64_t current_step_ = 0;
   std::atomic<bool> down_{false};

@@ -40,6 +40,8 @@ Process::Send Process::send(int dest, std::int32_t tag, const void* payload, std
   }
   const auto limit = orphan_limit_.find(dest);
   r.orphan = limit != orphan_limit_.end() && seq <= limit->second;
+  const auto dup = dup_limit_.find(dest);
+  r.duplicate = dup != dup_limit_.end() && seq <= dup->second;
   return r;
 }
 
@@ -114,6 +116,7 @@ RecoveryWork Process::recover(bool rolled_back, const std::vector<PeerCounts>& p
     if (rolled_back) apply_view(p.peer, p.committed);
   }
   orphan_limit_.clear();
+  dup_limit_.clear();
   for (const PeerCounts& p : peers) {
     if (!inter(p.peer)) continue;
     // Owed: (peer.delivered[me], sent[peer]] when either side rolled back [model: both directions].
@@ -135,6 +138,7 @@ RecoveryWork Process::recover(bool rolled_back, const std::vector<PeerCounts>& p
       }
     }
     if (rolled_back && !p.rolled_back) orphan_limit_[p.peer] = p.delivered_from_me;
+    if (rolled_back && p.rolled_back) dup_limit_[p.peer] = p.delivered_from_me;
     // Orphans held here: delivered from a rolled-back peer beyond what it has sent now (step 6).
     if (!rolled_back && p.rolled_back) {
       for (const auto& [seq, phase] : orphan_record_[static_cast<std::size_t>(p.peer)])

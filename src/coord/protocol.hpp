@@ -94,6 +94,9 @@ class Process {
     bool orphan = false;  ///< a re-executed send the receiver already delivered: do NOT send it; send
                           ///< Notify(header.phase) to the coordinator instead (step 5)
     std::byte* log_slot = nullptr;  ///< logged with payload == nullptr: where the caller copies the payload
+    bool duplicate = false;  ///< a re-executed send another rolled-back receiver had already delivered (its
+                             ///< restored counts say so): do not send it (it would only be dropped there, and
+                             ///< over MPI a large message nobody receives never completes); no Notify either
   };
   /// The application sends `bytes` at `payload` (host memory) to `dest`: counts it, logs it when inter-group.
   /// The driver sends the message with the header unless `orphan`, queued behind pending replays (outbox()).
@@ -157,7 +160,8 @@ class Process {
   std::vector<std::uint64_t> sent_, delivered_;
   OrphanRecord orphan_record_;
   std::vector<View> view_;
-  std::map<int, std::uint64_t> orphan_limit_;  // R only, during a recovery: x -> x.delivered[me]
+  std::map<int, std::uint64_t> orphan_limit_;  // R only, during a recovery: x -> x.delivered[me], x in S
+  std::map<int, std::uint64_t> dup_limit_;     // R only, during a recovery: x -> x.delivered[me], x in R
   bool blocked_ = false, send_blocked_ = false;
   std::int64_t release_phase_ = INT64_MAX;  // replays with phase <= this may go; -1: none yet
   logging::MessageLog log_;

@@ -17,8 +17,11 @@ std::string list_ranks(const std::vector<int>& ranks) {
   return s;
 }
 
-RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed_in,
-                           const std::vector<RankHoldings>& holdings, bool persistent_level) {
+namespace {
+// The plan over the ranks of `scope` (every rank, or the ranks of one failed group).
+RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,
+                       const std::vector<RankHoldings>& holdings, bool persistent_level,
+                       const std::vector<int>& scope) {
   const int n = layout.size();
   if (static_cast<int>(holdings.size()) != n)
     throw Error("recovery plan: " + std::to_string(holdings.size()) + " holdings for " + std::to_string(n) + " ranks");
@@ -32,7 +35,7 @@ RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed_
   std::vector<std::string> lost;
   std::vector<int> lost_ranks;
   std::vector<int> never_committed;  // failed ranks whose surviving buddy holds no complete version of theirs
-  for (int r = 0; r < n; ++r) {
+  for (int r : scope) {
     const auto& h = holdings[static_cast<std::size_t>(r)];
     for (auto v : complete_versions(h.own)) restorable[static_cast<std::size_t>(r)].insert(v);
     if (failed.count(r))
@@ -60,7 +63,7 @@ RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed_
   if (!never_committed.empty()) {
     plan.from_start = true;
     plan.source.assign(static_cast<std::size_t>(n), DataSource::Own);
-    for (int r = 0; r < n; ++r) plan.rolled_back.push_back(r);
+    plan.rolled_back = scope;
     return plan;
   }
   if (!lost.empty()) {
@@ -72,8 +75,8 @@ RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed_
     throw UnrecoverableFailure(what);
   }
 
-  std::set<std::uint64_t> common = restorable[0];
-  for (int r = 1; r < n; ++r) {
+  std::set<std::uint64_t> common = restorable[static_cast<std::size_t>(scope.front())];
+  for (int r : scope) {
     std::set<std::uint64_t> next;
     std::set_intersection(common.begin(), common.end(), restorable[static_cast<std::size_t>(r)].begin(),
                           restorable[static_cast<std::size_t>(r)].end(), std::inserter(next, next.begin()));
@@ -82,10 +85,10 @@ RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed_
   if (common.empty()) {
     std::string what = "unrecoverable failure of rank" + std::string(plan.failed.size() > 1 ? "s " : " ") +
                        list_ranks(plan.failed) + ": no version is restorable on every rank (";
-    for (int r = 0; r < n; ++r) {
+    for (int r : scope) {
       const auto& s = restorable[static_cast<std::size_t>(r)];
-      what += (r ? "; rank " : "rank ") + std::to_string(r) + ": " + std::to_string(*s.begin()) + ".." +
-              std::to_string(*s.rbegin());
+      what += (r != scope.front() ? "; rank " : "rank ") + std::to_string(r) + ": " + std::to_string(*s.begin()) +
+              ".." + std::to_string(*s.rbegin());
     }
     throw UnrecoverableFailure(what + "). Files already written were left intact.");
   }
@@ -93,7 +96,50 @@ RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed_
   plan.source.assign(static_cast<std::size_t>(n), DataSource::Own);
   for (int r : plan.failed)
     if (from_buddy[static_cast<std::size_t>(r)].count(plan.version)) plan.source[static_cast<std::size_t>(r)] = DataSource::Buddy;
-  for (int r = 0; r < n; ++r) plan.rolled_back.push_back(r);
+  plan.rolled_back = scope;
+  return plan;
+}
+
+}  // namespace
+
+RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
+                           const std::vector<RankHoldings>& holdings, bool persistent_level) {
+  const int n = layout.size();
+  if (static_cast<int>(holdings.size()) != n)
+    throw Error("recovery plan: " + std::to_string(holdings.size()) + " holdings for " + std::to_string(n) + " ranks");
+  std::vector<int> all(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) all[static_cast<std::size_t>(r)] = r;
+  return plan_over(layout, failed, holdings, persistent_level, all);
+}
+
+RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& failed,
+                                 const std::vector<RankHoldings>& holdings, bool persistent_level) {
+  const int n = layout.size();
+  if (static_cast<int>(holdings.size()) != n)
+    throw Error("recovery plan: " + std::to_string(holdings.size()) + " holdings for " + std::to_string(n) + " ranks");
+  RecoveryPlan plan;
+  plan.partial = true;
+  plan.failed = failed;
+  std::sort(plan.failed.begin(), plan.failed.end());
+  plan.source.assign(static_cast<std::size_t>(n), DataSource::Own);
+  plan.version_of.assign(static_cast<std::size_t>(n), 0);
+  plan.starts_over.assign(static_cast<std::size_t>(n), 0);
+  std::set<int> groups;
+  for (int f : plan.failed) groups.insert(layout.group_of[static_cast<std::size_t>(f)]);
+  for (int g : groups) {
+    std::vector<int> members;
+    for (int r = 0; r < n; ++r)
+      if (layout.group_of[static_cast<std::size_t>(r)] == g) members.push_back(r);
+    // Every failure counts (a member whose buddy in another group failed too lost its data).
+    const RecoveryPlan p = plan_over(layout, plan.failed, holdings, persistent_level, members);
+    for (int r : members) {
+      plan.rolled_back.push_back(r);
+      plan.version_of[static_cast<std::size_t>(r)] = p.version;
+      plan.starts_over[static_cast<std::size_t>(r)] = p.from_start ? 1 : 0;
+      plan.source[static_cast<std::size_t>(r)] = p.source[static_cast<std::size_t>(r)];
+    }
+  }
+  std::sort(plan.rolled_back.begin(), plan.rolled_back.end());
   return plan;
 }
 

@@ -29,6 +29,11 @@ struct RecoveryPlan {
   /// Nothing was committed yet (a failed rank's buddy survived and holds nothing of it): every rank starts the
   /// run over from its initial state; `version` and `source` mean nothing then.
   bool from_start = false;
+  /// Group rollback (plan_group_recovery): only `rolled_back` (the ranks of the groups with a failed rank) roll
+  /// back, each group to its own newest version; per rank: that version, and whether its group starts over.
+  bool partial = false;
+  std::vector<std::uint64_t> version_of;
+  std::vector<char> starts_over;
 };
 
 /// `holdings[r]` for every rank r of `layout`. When a failed rank never got a version to its surviving buddy, no
@@ -37,6 +42,12 @@ struct RecoveryPlan {
 /// no complete version while others have one) or saying that no version is restorable on every rank.
 RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
                            const std::vector<RankHoldings>& holdings, bool persistent_level);
+
+/// The plan for a group rollback: each group with a failed rank is planned alone (as plan_recovery does for the
+/// whole job): the newest version restorable on every member, or a fresh start when its group never committed.
+/// The other groups do not roll back. Throws UnrecoverableFailure as plan_recovery does, for one of those groups.
+RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& failed,
+                                 const std::vector<RankHoldings>& holdings, bool persistent_level);
 
 /// Human-readable list "1, 3 and 5".
 std::string list_ranks(const std::vector<int>& ranks);

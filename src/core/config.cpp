@@ -71,6 +71,16 @@ Config Config::from_env(Config c) {
   if (auto v = env("REPRISE_MAX_INFLIGHT")) c.max_inflight = parse_unsigned(v, "REPRISE_MAX_INFLIGHT");
   if (auto v = env("REPRISE_VERIFY_RESTORE")) c.verify_restore = parse_bool(v, "REPRISE_VERIFY_RESTORE");
   if (auto v = env("REPRISE_METRICS")) c.metrics_file = v;
+  if (auto v = env("REPRISE_ROLLBACK")) {
+    const std::string s = v;
+    if (s == "group")
+      c.group_rollback = true;
+    else if (s == "all")
+      c.group_rollback = false;
+    else
+      throw ConfigError("REPRISE_ROLLBACK='" + s + "' (use group: only the groups of failed ranks roll back, their "
+                        "messages replayed from the senders' logs; or all: every rank rolls back)");
+  }
   if (auto v = env("REPRISE_PINNED_PAYLOAD")) c.pinned_payload = parse_bool(v, "REPRISE_PINNED_PAYLOAD");
   if (auto v = env("REPRISE_PINNED_ARENA_BYTES")) c.pinned_arena_bytes = parse_bytes(v, "REPRISE_PINNED_ARENA_BYTES");
   if (auto v = env("REPRISE_DEVICE_BACKEND")) {

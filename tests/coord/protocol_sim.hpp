@@ -215,6 +215,7 @@ class Sim {
   }
   std::size_t max_log_entries() const { return max_log_; }
   std::size_t replayed() const { return replayed_; }
+  std::size_t skipped() const { return skipped_; }
   std::size_t rollbacks() const { return rolled_back_; }
 
   std::vector<Proc> P;
@@ -313,6 +314,10 @@ class Sim {
       }
       truth_.erase({me, d, s.header.seq});
       ctl(Ctl{0, true, me, ItemKind::Block, s.header.phase});
+      return;
+    }
+    if (s.duplicate) {  // the rolled-back receiver delivered it before its checkpoint: not sent at all
+      ++skipped_;
       return;
     }
     p.core->queue_new(d, s.header, 0, &content, sizeof content);
@@ -550,7 +555,7 @@ class Sim {
   std::map<std::string, int> violations_;
   std::map<std::string, std::string> first_;
   int nfail_ = 0;
-  std::size_t max_log_ = 0, replayed_ = 0, rolled_back_ = 0;
+  std::size_t max_log_ = 0, replayed_ = 0, rolled_back_ = 0, skipped_ = 0;
 };
 
 }  // namespace reprise::proto::sim

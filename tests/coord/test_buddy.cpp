@@ -230,5 +230,54 @@ TEST(RecoveryPlan, OwnerAndBuddyLostTogetherStartsOverOnlyWhenAnotherFailedRankN
   EXPECT_NE(e.find("rank 0 and its buddy rank 2 were lost together"), std::string::npos) << e;
 }
 
+// Group rollback: each group with a failed rank is planned alone; the others do not roll back.
+TEST(GroupRecoveryPlan, OnlyTheFailedGroupRollsBackToItsOwnNewestVersion) {
+  auto h = holdings_all({{10, 10, true}, {20, 10, false}});
+  h[5].own = {};                                      // rank 5 (group 2 = ranks 4, 5) failed
+  h[5].at_buddy = {{10, 10, true}, {20, 10, false}};  // its buddy (7) holds 10 and 20
+  h[1].own = {{10, 10, true}};                        // group 0 never took 20: it does not matter here
+  const RecoveryPlan p = plan_group_recovery(eight(), {5}, h, false);
+  EXPECT_TRUE(p.partial);
+  EXPECT_EQ(p.rolled_back, (std::vector<int>{4, 5}));
+  EXPECT_EQ(p.version_of[4], 20u);
+  EXPECT_EQ(p.version_of[5], 20u);
+  EXPECT_EQ(p.source[5], DataSource::Buddy);
+  EXPECT_EQ(p.source[4], DataSource::Own);
+  EXPECT_FALSE(p.starts_over[5]);
+  // The same holdings with every rank rolling back: group 0 limits the common version to 10.
+  EXPECT_EQ(plan_recovery(eight(), {5}, h, false).version, 10u);
+}
+
+TEST(GroupRecoveryPlan, GroupsArePlannedAloneAndOnlyANeverCommittedGroupStartsOver) {
+  auto h = holdings_all({{10, 10, true}, {20, 10, false}});
+  h[2].own = {};
+  h[2].at_buddy = {{10, 10, true}};  // group 1: 20 never reached rank 2's buddy -> version 10
+  h[6].own = {};
+  h[6].at_buddy = {};                // group 3: nothing of rank 6 at its surviving buddy -> starts over
+  const RecoveryPlan p = plan_group_recovery(eight(), {6, 2}, h, false);
+  EXPECT_EQ(p.failed, (std::vector<int>{2, 6}));
+  EXPECT_EQ(p.rolled_back, (std::vector<int>{2, 3, 6, 7}));
+  EXPECT_EQ(p.version_of[2], 10u);
+  EXPECT_EQ(p.version_of[3], 10u);
+  EXPECT_FALSE(p.starts_over[3]);
+  EXPECT_TRUE(p.starts_over[6]);
+  EXPECT_TRUE(p.starts_over[7]);
+  EXPECT_FALSE(p.from_start);  // the job as a whole does not start over
+}
+
+TEST(GroupRecoveryPlan, OwnerAndBuddyLostTogetherIsStillUnrecoverable) {
+  auto h = holdings_all({{10, 10, true}});
+  h[0].own = {};
+  h[0].at_buddy = {};  // rank 0's buddy, rank 2, failed too
+  h[2].own = {};
+  try {
+    (void)plan_group_recovery(eight(), {0, 2}, h, false);
+    FAIL() << "expected UnrecoverableFailure";
+  } catch (const UnrecoverableFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 and its buddy rank 2 were lost together"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace reprise::coord

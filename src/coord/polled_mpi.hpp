@@ -1,0 +1,76 @@
+// Blocking MPI operations done as their non-blocking forms completed by polling MPI_Test.
+//
+// Why: Open MPI (5.0.7, ULFM) wakes every *blocked* wait of a process with MPI_ERR_REVOKED or
+// MPI_ERR_PROC_FAILED whenever the process learns of a failure or of a revoked communicator anywhere, also when
+// the blocked operation involves neither (e.g. a late notice of a failure the job has already recovered from).
+// A blocked MPI_Recv or MPI_Allgather then fails although its peers are alive and its communicator intact; a
+// collective that fails at one rank and completes at the others cannot be repeated. Polling MPI_Test only asks
+// about the request itself, so these calls fail only for their own reasons. Used for everything the runtime
+// does after a repair, and by its background threads.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <thread>
+
+namespace reprise::detail::polled {
+
+/// Completes `r` by polling (a short sleep after many idle polls, so a long wait costs little CPU).
+inline int wait(MPI_Request& r, MPI_Status* st = MPI_STATUS_IGNORE) {
+  for (unsigned spin = 0;; ++spin) {
+    int flag = 0;
+    const int rc = MPI_Test(&r, &flag, st);
+    if (rc != MPI_SUCCESS || flag) return rc;
+    if (spin > 2000) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+inline int send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  const int rc = MPI_Isend(buf, count, type, dest, tag, comm, &r);
+  return rc != MPI_SUCCESS ? rc : wait(r);
+}
+
+inline int recv(void* buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Status* st) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  const int rc = MPI_Irecv(buf, count, type, src, tag, comm, &r);
+  return rc != MPI_SUCCESS ? rc : wait(r, st);
+}
+
+inline int probe(int src, int tag, MPI_Comm comm, MPI_Status* st) {
+  for (unsigned spin = 0;; ++spin) {
+    int flag = 0;
+    const int rc = MPI_Iprobe(src, tag, comm, &flag, st);
+    if (rc != MPI_SUCCESS || flag) return rc;
+    if (spin > 2000) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+inline int allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                     MPI_Comm comm) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  const int rc = MPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, &r);
+  return rc != MPI_SUCCESS ? rc : wait(r);
+}
+
+inline int allgatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int* rcounts,
+                      const int* displs, MPI_Datatype rtype, MPI_Comm comm) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  const int rc = MPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, &r);
+  return rc != MPI_SUCCESS ? rc : wait(r);
+}
+
+inline int allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  const int rc = MPI_Iallreduce(sbuf, rbuf, count, type, op, comm, &r);
+  return rc != MPI_SUCCESS ? rc : wait(r);
+}
+
+inline int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  const int rc = MPI_Ibcast(buf, count, type, root, comm, &r);
+  return rc != MPI_SUCCESS ? rc : wait(r);
+}
+
+}  // namespace reprise::detail::polled
