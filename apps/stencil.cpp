@@ -302,7 +302,7 @@ int run(const Options& o) {
             << ",\"seconds\":" << timeline[i].seconds << ",\"event\":\"" << timeline[i].what << "\"}";
       out << "],\"wall_seconds\":" << now() - start;
       out << ",\"messages\":\"" << o.messages << "\",\"message_stats_rank0\":" << rt.messages().stats_json();
-      out << ",\"recoveries\":" << rt.recovery_json() << ",\"checkpoint_metrics\":" << rt.metrics_json() << "}\n";
+      out << ",\"start_steady_seconds\":" << start << ",\"recoveries\":" << rt.recovery_json() << ",\"checkpoint_metrics\":" << rt.metrics_json() << "}\n";
     }
   }
   return 0;

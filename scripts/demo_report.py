@@ -72,6 +72,15 @@ def main():
                 ax.axvline(e["at"], color=color, ls="--", lw=1)
                 ax.annotate(f"failure: rolled back to step {e['step']}", (e["at"], ax.get_ylim()[1] * 0.9),
                             color=color, fontsize=8, rotation=90, va="top", ha="right")
+        # A group rollback leaves rank 0 running when its group did not fail: mark the failure from the
+        # recovery record (when the recovery began on rank 0).
+        for r in run.get("recoveries", []):
+            if r.get("group_rollback") and not r.get("this_rank_rolled_back") and "start_steady_seconds" in run:
+                at = r["at_steady_seconds"] - run["start_steady_seconds"]
+                ax.axvline(at, color=color, ls=":", lw=1)
+                ax.annotate(f"failure of rank(s) {r['failed']}: ranks {r['rolled_back']} roll back, rank 0 goes on",
+                            (at, ax.get_ylim()[1] * 0.9), color=color, fontsize=8, rotation=90, va="top",
+                            ha="right")
     ax.set_xlabel("time since start (s)")
     ax.set_ylabel("time per step (ms), rank 0")
     ax.set_title("reprise-stencil: time per executed step")

@@ -11,7 +11,8 @@
 // Receives name their source: MPI_ANY_SOURCE would make the delivery order depend on timing, which the protocol's
 // replay cannot reproduce, so it is refused with a UsageError. Collectives (barrier, bcast, allreduce) are built
 // on these point-to-point messages, so they follow the same rules. A process failure surfaces as the runtime's
-// Rollback exception from any call, as with MpiRuntime::check(). A UsageError or ProtocolError is a bug of the
+// Rollback exception from any call, as with MpiRuntime::check(); with group rollback (Config::group_rollback)
+// only in the groups of the failed ranks: elsewhere the call completes once the job is repaired. A UsageError or ProtocolError is a bug of the
 // program (a wildcard receive, a message left unreceived inside a group at a checkpoint): report it and stop the
 // whole job with MPI_Abort, since the other ranks may be waiting for this one.
 #pragma once

@@ -28,6 +28,13 @@
 //
 // Never use MPI_COMM_WORLD for application messages: a replacement process is not in it. rt.comm() has the
 // original rank numbering and is replaced after every recovery (take it again after a Rollback).
+//
+// Group rollback (Config::group_rollback, REPRISE_ROLLBACK=group): when every application message goes through
+// rt.messages() (reprise::Comm), only the ranks of the groups with a failed rank throw Rollback; the others never
+// see one: the runtime call that noticed the failure takes part in the repair and returns, and the job goes on
+// (their pending messages to and from the rolled-back ranks are completed or posted again; what those ranks need
+// is replayed from the logs). Raw MPI on rt.comm() is then not protected: a failure during such a call throws
+// Error at a surviving rank.
 #pragma once
 
 #include <mpi.h>

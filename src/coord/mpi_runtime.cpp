@@ -224,6 +224,7 @@ struct RecoveryRecord {
   std::uint64_t bytes_sent = 0, bytes_received = 0;
   bool group = false;           // a group rollback: only `rolled_back` rolled back
   bool this_rank = true;        // this rank rolled back (or started over)
+  double at = 0;                // when the recovery began (steady clock, seconds since its epoch)
 };
 
 }  // namespace
@@ -467,6 +468,7 @@ class MpiCoordination : public Coordination, public CommHost {
                    {"bytes_sent", r.bytes_sent},
                    {"bytes_received", r.bytes_received},
                    {"group_rollback", r.group},
+                   {"at_steady_seconds", r.at},
                    {"this_rank_rolled_back", r.this_rank}});
     return j.dump();
   }
@@ -866,6 +868,7 @@ class MpiCoordination : public Coordination, public CommHost {
       RecoveryRecord rec;
       rec.failed = failed;
       rec.version = plan.version;
+      rec.at = std::chrono::duration<double>(t0.time_since_epoch()).count();
       rec.repair_seconds = repaired;
       rec.attempts = attempt;
       rec.rolled_back = plan.rolled_back;
@@ -925,6 +928,7 @@ class MpiCoordination : public Coordination, public CommHost {
     rec.attempts = attempt;
     rec.rolled_back = plan.rolled_back;
     rec.group = true;
+    rec.at = std::chrono::duration<double>(t0.time_since_epoch()).count();
     rec.this_rank = rolls_back;
     const std::size_t me = static_cast<std::size_t>(rank_);
     // At a survivor: the version the (first) rolled-back group went back to.
