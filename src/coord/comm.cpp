@@ -28,7 +28,8 @@ constexpr unsigned kPollEvery = 64;  // committed views are polled every this ma
 
 int probe_any_source(MPI_Comm comm, int tag, int* flag, MPI_Status* st) {
   const int rc = MPI_Iprobe(MPI_ANY_SOURCE, tag, comm, flag, st);
-  if (rc != MPI_SUCCESS || !*flag || st->MPI_SOURCE != MPI_ANY_SOURCE) return rc;
+  if (rc != MPI_SUCCESS) *flag = 0;  // the status means nothing then (a caller that goes on must not use it)
+  if (rc != MPI_SUCCESS || !*flag || st->MPI_SOURCE >= 0) return rc;  // a message, or an error
   *flag = 0;
 #if REPRISE_HAVE_ULFM
   MPI_Group failed = MPI_GROUP_NULL;
@@ -319,6 +320,11 @@ void CommState::poll_views() {
     MPI_Status st;
     host_.check_mpi(probe_any_source(host_.view_comm(), kViewTag, &flag, &st));
     if (!flag) break;
+    if (st.MPI_SOURCE < 0 || st.MPI_SOURCE >= size()) {
+      std::fprintf(stderr, "reprise: rank %d: a committed view from rank %d (tag %d, error %d) ignored\n", rank_,
+                   st.MPI_SOURCE, st.MPI_TAG, st.MPI_ERROR);
+      break;
+    }
     std::uint64_t v[2];
     const int rc = polled::recv(v, 2, MPI_UINT64_T, st.MPI_SOURCE, kViewTag, host_.view_comm(), MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {  // spurious (probe again) or a repair (the communicators changed)
@@ -332,7 +338,11 @@ void CommState::poll_views() {
   }
   while (!view_sends_.empty()) {
     int flag = 0;
-    host_.check_mpi(MPI_Test(&view_sends_.front().first, &flag, MPI_STATUS_IGNORE));
+    const int rc = MPI_Test(&view_sends_.front().first, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      host_.check_mpi(rc);  // spurious: test again later; a repair replaced the queue
+      break;
+    }
     if (!flag) break;
     view_sends_.pop_front();
   }
@@ -419,7 +429,10 @@ void CommState::after_restore(std::uint64_t version) {
   // The log snapshot of that version, when this process took it (a replacement starts with an empty log: with
   // every rank rolling back to the same version nothing is replayed from it).
   auto it = captures_.find(version);
-  if (it != captures_.end()) c.log = it->second.log;
+  if (it != captures_.end()) {
+    c.log = it->second.log;
+    c.orphan_record = it->second.orphan_record;
+  }
   captures_.erase(captures_.upper_bound(version), captures_.end());
   if (announced_ && *announced_ > version) announced_ = version;
   p_->restore(c);
@@ -434,11 +447,26 @@ void CommState::start_over() {
 
 // ---- repairs and recovery --------------------------------------------------------------------------------------
 
+// A receive is cancelled and then completed before its buffer may be reused or freed: a cancel does nothing to
+// a receive already matched, whose data may still be arriving (a large message). One that does not complete
+// within a short bound keeps its buffer in the graveyard (the request is never freed, the memory never reused).
 void CommState::abandon(PendingMessage& m) {
   for (MPI_Request* r : {&m.request, &m.payload}) {
     if (*r == MPI_REQUEST_NULL) continue;
-    if (m.receive) MPI_Cancel(r);
-    MPI_Request_free(r);
+    if (!m.receive) {  // a send: it completes or fails on its own (its buffers outlive it: see after_repair)
+      MPI_Request_free(r);
+      continue;
+    }
+    MPI_Cancel(r);
+    bool done = false;
+    for (int i = 0; i < 20000 && !done; ++i) {
+      int flag = 0;
+      done = MPI_Test(r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag;
+    }
+    if (!done) {
+      graveyard_.emplace_back(*r, r == &m.request ? std::move(m.packed) : std::vector<std::byte>{});
+      *r = MPI_REQUEST_NULL;
+    }
   }
   awaiting_header_.erase(std::remove(awaiting_header_.begin(), awaiting_header_.end(), &m), awaiting_header_.end());
 }
@@ -450,9 +478,7 @@ void CommState::after_repair() {
   for (auto& [req, buf] : control_sends_)
     if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
   control_sends_.clear();
-  for (auto& o : background_)
-    for (MPI_Request* r : {&o->request, &o->payload_request})
-      if (*r != MPI_REQUEST_NULL) MPI_Request_free(r);
+  for (auto& o : background_) buried_.push_back(std::move(o));  // MPI may still read their buffers
   background_.clear();
   for (PendingMessage* m : live_) {
     abandon(*m);
@@ -493,8 +519,7 @@ void CommState::begin_recovery(std::uint32_t epoch, const std::set<int>& rolled_
       ++it;
       continue;
     }
-    for (MPI_Request* r : {&o.request, &o.payload_request})
-      if (*r != MPI_REQUEST_NULL) MPI_Request_free(r);
+    buried_.push_back(std::move(*it));  // never received on the old communicators; MPI may still read it
     it = background_.erase(it);
   }
   for (PendingMessage* m : std::vector<PendingMessage*>(live_)) {
@@ -502,6 +527,7 @@ void CommState::begin_recovery(std::uint32_t epoch, const std::set<int>& rolled_
     abandon(*m);
     if (m->receive) {
       m->result = 0;
+      m->packed = std::vector<std::byte>();  // never the buffer of the abandoned request
       post_receive(*m);  // on the new communicators; R sends (or replays) it again
     } else {
       m->done = true;  // logged (R is another group): the exchange makes this process replay what R lacks
@@ -638,7 +664,11 @@ void CommState::poll_control() {
   }
   while (!control_sends_.empty()) {
     int flag = 0;
-    host_.check_mpi(MPI_Test(&control_sends_.front().first, &flag, MPI_STATUS_IGNORE));
+    const int rc = MPI_Test(&control_sends_.front().first, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      host_.check_mpi(rc);  // spurious: test again later; a repair replaced the queue
+      break;
+    }
     if (!flag) break;
     control_sends_.pop_front();
   }

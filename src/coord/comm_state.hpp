@@ -28,8 +28,8 @@
 
 namespace reprise::detail {
 
-/// MPI_Iprobe(MPI_ANY_SOURCE, tag, comm). With ULFM a wildcard probe also reports, with flag set and source
-/// MPI_ANY_SOURCE, that this process learnt of a process failure *anywhere* since the communicator last
+/// MPI_Iprobe(MPI_ANY_SOURCE, tag, comm). With ULFM a wildcard probe also reports, with flag set and no source
+/// (negative), that this process learnt of a process failure *anywhere* since the communicator last
 /// acknowledged one (MPI_ERR_PROC_FAILED_PENDING), e.g. the failure a repair already handled, learnt late. Then:
 /// a failed member of `comm` gives MPI_ERR_PROC_FAILED; otherwise the notice is acknowledged and flag is 0.
 int probe_any_source(MPI_Comm comm, int tag, int* flag, MPI_Status* st);
@@ -205,6 +205,8 @@ class CommState {
     int dest = -1;
   };
   std::deque<std::unique_ptr<Outbound>> background_;  // replays and queued sends on their way
+  std::vector<std::unique_ptr<Outbound>> buried_;     // abandoned by a repair: kept, MPI may still read them
+  std::vector<std::pair<MPI_Request, std::vector<std::byte>>> graveyard_;  // receives a cancel did not stop
   std::deque<std::pair<MPI_Request, std::array<std::uint64_t, 3>>> control_sends_;
   std::deque<std::pair<MPI_Request, std::array<std::uint64_t, 2>>> view_sends_;
   struct Stats {

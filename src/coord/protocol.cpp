@@ -89,6 +89,7 @@ void Process::restore(const Capture& c) {
 
 void Process::reset_recovery_state() {
   orphan_limit_.clear();
+  dup_limit_.clear();
   outbox_.clear();
   blocked_ = send_blocked_ = false;
   release_phase_ = INT64_MAX;
