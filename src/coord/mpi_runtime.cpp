@@ -304,9 +304,9 @@ class MpiCoordination : public Coordination, public CommHost {
   // ---- CommHost ---------------------------------------------------------------------------------------------
   MPI_Comm view_comm() const override { return view_; }
   MPI_Comm control_comm() const override { return ctl_; }
-  bool spurious(int rc) override {
+  // No process of the job failed and none of this rank's communicators is revoked.
+  bool no_failure() {
 #if REPRISE_HAVE_ULFM
-    if (!is_failure(rc) || down_) return false;
     for (MPI_Comm c : {world_, app_, data_, ack_, view_, ctl_, group_}) {
       int f = 0;
       if (c != MPI_COMM_NULL) MPIX_Comm_is_revoked(c, &f);
@@ -318,15 +318,23 @@ class MpiCoordination : public Coordination, public CommHost {
       MPI_Group_size(g, &n);
       MPI_Group_free(&g);
     }
-    if (n > 0) return false;
-    if (trace_)
-      std::fprintf(stderr, "reprise: rank %d: spurious %s ignored\n", rank_, mpi_error(rc).c_str());
+    return n == 0;
+#else
+    return true;
+#endif
+  }
+
+  bool spurious(int rc) override {
+#if REPRISE_HAVE_ULFM
+    if (!is_failure(rc) || down_ || !no_failure()) return false;
+    if (trace_) std::fprintf(stderr, "reprise: rank %d: spurious %s ignored\n", rank_, mpi_error(rc).c_str());
     return true;
 #else
     (void)rc;
     return false;
 #endif
   }
+
 
   void check_mpi(int rc) override {
     if (rc == MPI_SUCCESS || spurious(rc)) return;
@@ -361,6 +369,7 @@ class MpiCoordination : public Coordination, public CommHost {
     if (group_rollback_) {
       // Survivors of a group rollback wait here for the re-executing groups while serving their replays and
       // the coordinator's work: a non-blocking agreement, polled.
+      int false_agreements = 0;
       for (;;) {
         int flag = 1;
         MPI_Request req = MPI_REQUEST_NULL;
@@ -378,6 +387,7 @@ class MpiCoordination : public Coordination, public CommHost {
           if (++spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
         if (rc == MPI_SUCCESS && !down_ && flag == 1) return;
+        if (rc == MPI_SUCCESS && !down_ && no_failure() && ++false_agreements < 8) continue;  // see below
         if (req != MPI_REQUEST_NULL) {
           revoke(world_);
           MPI_Wait(&req, MPI_STATUS_IGNORE);
@@ -385,11 +395,21 @@ class MpiCoordination : public Coordination, public CommHost {
         recover("the job's final agreement failed: " + mpi_error(rc));  // a survivor agrees again
       }
     }
-    int flag = 1;
-    MPI_Request req = MPI_REQUEST_NULL;
-    int rc = MPIX_Comm_iagree(world_, &flag, &req);  // uniform: the same rc and flag at every survivor
-    if (rc == MPI_SUCCESS) rc = polled::wait(req);     // polled: see coord/polled_mpi.hpp
-    if (rc != MPI_SUCCESS || flag != 1) recover("the job's final agreement failed: " + mpi_error(rc));
+    // Open MPI 5.0.7 sometimes returns flag 0 with MPI_SUCCESS although every rank passed 1 and nobody failed
+    // (seen after a recovery). The agreement is uniform, so every rank sees it and all agree again together.
+    for (int false_agreements = 0;; ++false_agreements) {
+      int flag = 1;
+      MPI_Request req = MPI_REQUEST_NULL;
+      int rc = MPIX_Comm_iagree(world_, &flag, &req);  // uniform: the same rc and flag at every survivor
+      if (rc == MPI_SUCCESS) rc = polled::wait(req);     // polled: see coord/polled_mpi.hpp
+      if (rc == MPI_SUCCESS && flag == 1) return;
+      if (rc == MPI_SUCCESS && !down_ && no_failure() && false_agreements < 8) {
+        std::fprintf(stderr, "reprise: rank %d: the final agreement returned 0 with no failure; agreeing again\n",
+                     rank_);
+        continue;
+      }
+      recover("the job's final agreement failed: " + mpi_error(rc));
+    }
 #else
     const int rc = MPI_Barrier(world_);
     if (is_failure(rc)) recover("the job's final barrier failed: " + mpi_error(rc));
