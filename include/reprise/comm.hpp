@@ -7,7 +7,11 @@
 // checkpoint version, and after a group commits, its members announce their delivered counts so senders release
 // the log entries no rollback can need.
 //
-// Buffers are host memory (device buffers: stage them through host memory; not yet logged from the device).
+// The log lives in pinned memory when a GPU is usable, in plain host memory otherwise; its snapshot and the
+// orphan record travel with every checkpoint version (region "reprise.log"), so a replacement process replays
+// what its predecessor owed. Config::log_bound_bytes bounds it (a process over the bound makes the groups it
+// logs for checkpoint; see MpiRuntime::step). Buffers are host memory (device buffers: stage them through host
+// memory; not yet logged from the device).
 // Receives name their source: MPI_ANY_SOURCE would make the delivery order depend on timing, which the protocol's
 // replay cannot reproduce, so it is refused with a UsageError. Collectives (barrier, bcast, allreduce) are built
 // on these point-to-point messages, so they follow the same rules. A process failure surfaces as the runtime's

@@ -51,6 +51,15 @@ struct Config {
   /// is neither logged nor replayed. Off: every rank rolls back to a version common to all (coordinated).
   /// REPRISE_ROLLBACK=group|all.
   bool group_rollback = false;
+  /// MpiRuntime: memory bound of reprise::Comm's message log (bytes of log memory held, snapshots included); 0 =
+  /// unbounded. A process over it asks its own group and the groups it holds log entries for to checkpoint; a
+  /// group that was asked checkpoints at its next step() (version = the step number, as if the application had
+  /// called checkpoint(step) at the end of the previous step), so commits release the log (reported in the
+  /// metrics: CheckpointMetrics::forced, Comm's stats). REPRISE_LOG_BOUND=64M.
+  std::size_t log_bound_bytes = 0;
+  /// With a log bound: the members of a group decide together, in a group reduction at every
+  /// `log_check_every`-th step(), whether one of them was asked. REPRISE_LOG_CHECK_EVERY.
+  unsigned log_check_every = 1;
 
   /// `base` overridden by the REPRISE_* variables that are set. Throws ConfigError on bad values.
   static Config from_env(Config base);

@@ -16,6 +16,7 @@ struct StageTime {
 struct CheckpointMetrics {
   std::uint64_t version = 0;
   bool full = false;
+  bool forced = false;  ///< taken by the runtime, not the application (MpiRuntime's message log bound)
   std::uint64_t bytes_protected = 0;
   std::uint64_t bytes_dirty = 0;
   std::uint64_t chunks_total = 0;

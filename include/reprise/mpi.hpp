@@ -81,8 +81,11 @@ class MpiRuntime : public Runtime {
   /// a failure. Uniform: either every rank returns, or every rank takes part in a recovery and throws Rollback.
   /// Without it a rank whose group is done could leave while another still has to roll back.
   void finish();
-  /// Call once at the start of every step: failure injection (REPRISE_KILL) and a check for failures the
-  /// runtime's own threads detected. May throw Rollback.
+  /// Call once at the start of every step, with the number of steps done (the version checkpoint() is given
+  /// after a step): failure injection (REPRISE_KILL) and a check for failures the runtime's own threads detected.
+  /// May throw Rollback. With a message log bound (Config::log_bound_bytes) it may also take checkpoint(step)
+  /// itself when the group was asked to, so the protected data must then be those of `step` steps done, with no
+  /// message inside the group in flight: the same state as right after the previous step's checkpoint() would be.
   void step(std::uint64_t step);
 
   /// Newest version whose whole chain this rank's buddy acknowledged (it holds it in host memory), and the

@@ -92,6 +92,15 @@ class Runtime {
   /// For the distributed runtime (MpiRuntime in <reprise/mpi.hpp>): `coordination` supplies the store and the
   /// group hooks.
   Runtime(Config config, std::unique_ptr<detail::Coordination> coordination);
+  /// A host region of the runtime's own whose place and size change between versions (reprise::Comm's message
+  /// log snapshot). `locate(std::nullopt)` says where it is now; it is asked after the coordination's
+  /// before_capture hook, and a new place or size makes that version a full one. `locate(bytes)` makes it `bytes`
+  /// long before a restore of a version that recorded that size, and says where it is.
+  using Locate = std::function<std::pair<void*, std::size_t>(std::optional<std::size_t>)>;
+  void protect_resizable(const std::string& name, Locate locate);
+  /// checkpoint(version) that the runtime decided on (its metrics say `forced`); nothing when `version` is not
+  /// newer than the last one. Returns whether it was taken.
+  bool forced_checkpoint(std::uint64_t version);
 
  private:
   struct Impl;

@@ -22,6 +22,7 @@ constexpr int kCollectiveTag = 32767;         // reserved: application tags are 
 constexpr int kViewTag = 1;
 constexpr int kNotifyTag = 2;   // control: a rolled-back process re-executed an orphan send (to the coordinator)
 constexpr int kReleaseTag = 3;  // control: the coordinator released an item of the receiving process
+constexpr int kAskTag = 4;      // on the view communicator: "your group, please checkpoint" (log bound)
 static int payload_tag(std::uint64_t seq) { return static_cast<int>(seq & 0x7fff); }
 constexpr unsigned kPollEvery = 64;  // committed views are polled every this many operations (and at checkpoints)
 }  // namespace
@@ -55,11 +56,14 @@ PendingMessage::~PendingMessage() {
   }
 }
 
-CommState::CommState(CommHost& host, int rank, std::vector<int> group_of)
+CommState::CommState(CommHost& host, int rank, std::vector<int> group_of, logging::LogOptions log_options,
+                     logging::MessageLog::Allocate log_memory)
     : host_(host),
       rank_(rank),
       group_of_(std::move(group_of)),
-      p_(std::make_unique<proto::Process>(rank, group_of_)),
+      log_options_(log_options),
+      log_memory_(std::move(log_memory)),
+      p_(std::make_unique<proto::Process>(rank, group_of_, log_options_, log_memory_)),
       region_(1 + 4 * group_of_.size(), 0),
       chan_(group_of_.size(), 0),
       comm_(*this) {}
@@ -318,6 +322,20 @@ void CommState::poll_views() {
   for (;;) {
     int flag = 0;
     MPI_Status st;
+    host_.check_mpi(probe_any_source(host_.view_comm(), kAskTag, &flag, &st));
+    if (!flag || st.MPI_SOURCE < 0) break;
+    std::uint64_t v[2];
+    const int rc = polled::recv(v, 2, MPI_UINT64_T, st.MPI_SOURCE, kAskTag, host_.view_comm(), MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      host_.check_mpi(rc);
+      continue;
+    }
+    asked_ = true;
+    ++stats_.asks_received;
+  }
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
     host_.check_mpi(probe_any_source(host_.view_comm(), kViewTag, &flag, &st));
     if (!flag) break;
     if (st.MPI_SOURCE < 0 || st.MPI_SOURCE >= size()) {
@@ -386,6 +404,7 @@ void CommState::barrier_result(const std::vector<const std::uint64_t*>& member, 
     }
   }
   ++stats_.channel_checks;
+  asks_sent_ = false;
   p_->raise_phase(phase);
   // Capture into the region (counters and views) and keep the log snapshot in memory.
   const std::size_t N = group_of_.size();
@@ -396,7 +415,82 @@ void CommState::barrier_result(const std::vector<const std::uint64_t*>& member, 
     region_[1 + 2 * N + q] = p_->view(static_cast<int>(q)).delivered;
     region_[1 + 3 * N + q] = p_->view(static_cast<int>(q)).sent;
   }
-  captures_[version] = p_->capture();
+  write_log_region(captures_[version] = p_->capture());
+}
+
+std::pair<void*, std::size_t> CommState::locate_log_region(std::optional<std::size_t> bytes) {
+  if (bytes) {
+    log_region_.assign(*bytes, std::byte{0});  // restore() writes all of it
+    log_region_used_ = *bytes;
+  }
+  return {log_region_.data(), log_region_.size()};
+}
+
+void CommState::write_log_region(const proto::Capture& c) {
+  const std::size_t log_bytes = logging::MessageLog::serialized_size(c.log);
+  std::size_t need = 8 + log_bytes + 8;
+  for (const auto& r : c.orphan_record) need += 8 + 16 * r.size();
+  if (need > log_region_.size()) {
+    // Room for growth (each change of size makes a full version): half as much again, in 64 KiB steps.
+    constexpr std::size_t kStep = std::size_t{64} << 10;
+    const std::size_t want = std::max(need + need / 2, 2 * log_region_.size());
+    log_region_.resize((want + kStep - 1) / kStep * kStep, std::byte{0});
+  }
+  std::byte* const base = log_region_.data();
+  std::byte* p = base;
+  auto put = [&p](std::uint64_t v) {
+    std::memcpy(p, &v, 8);
+    p += 8;
+  };
+  put(log_bytes);
+  logging::MessageLog::serialize_to(c.log, p);
+  p += log_bytes;
+  put(c.orphan_record.size());
+  for (const auto& r : c.orphan_record) {
+    put(r.size());
+    for (const auto& [seq, phase] : r) {
+      put(seq);
+      put(phase);
+    }
+  }
+  const std::size_t used = static_cast<std::size_t>(p - base);
+  // Stale bytes of a longer earlier snapshot would only make chunks differ from one version to the next.
+  if (used < log_region_used_) std::memset(p, 0, log_region_used_ - used);
+  log_region_used_ = used;
+}
+
+void CommState::read_log_region(proto::Capture& c) {
+  const std::byte* const base = log_region_.data();
+  const std::size_t size = log_region_.size();
+  std::size_t at = 0;
+  auto corrupt = [&](const std::string& what) {
+    return CorruptCheckpointError("region 'reprise.log'", what + " (at byte " + std::to_string(at) + " of " +
+                                                               std::to_string(size) + ")");
+  };
+  auto get = [&]() {
+    if (size - at < 8) throw corrupt("truncated");
+    std::uint64_t v = 0;
+    std::memcpy(&v, base + at, 8);
+    at += 8;
+    return v;
+  };
+  const std::uint64_t log_bytes = get();
+  if (log_bytes > size - at) throw corrupt("a log snapshot of " + std::to_string(log_bytes) + " bytes does not fit");
+  c.log = p_->log().deserialize(base + at, static_cast<std::size_t>(log_bytes));
+  at += static_cast<std::size_t>(log_bytes);
+  const std::uint64_t ranks = get();
+  if (ranks != group_of_.size())
+    throw corrupt("an orphan record for " + std::to_string(ranks) + " ranks in a job of " +
+                  std::to_string(group_of_.size()) + " (a version of another job?)");
+  c.orphan_record.assign(group_of_.size(), {});
+  for (auto& r : c.orphan_record) {
+    const std::uint64_t k = get();
+    if (k > (size - at) / 16) throw corrupt("an orphan record of " + std::to_string(k) + " entries does not fit");
+    for (std::uint64_t i = 0; i < k; ++i) {
+      const std::uint64_t seq = get();
+      r.emplace_back(seq, get());
+    }
+  }
 }
 
 void CommState::committed(std::uint64_t version) {
@@ -417,6 +511,24 @@ void CommState::committed(std::uint64_t version) {
   captures_.erase(captures_.begin(), captures_.lower_bound(version));  // older ones are obsolete
 }
 
+bool CommState::checkpoint_wanted() {
+  poll_views();
+  const bool over = p_->log().over_bound();
+  if (over) {
+    ++stats_.log_over_bound;
+    if (!asks_sent_) {
+      asks_sent_ = true;
+      for (int q : p_->log().dests()) {
+        view_sends_.push_back({MPI_REQUEST_NULL, {0, 0}});
+        auto& back = view_sends_.back();
+        host_.check_mpi(MPI_Isend(back.second.data(), 2, MPI_UINT64_T, q, kAskTag, host_.view_comm(), &back.first));
+        ++stats_.asks_sent;
+      }
+    }
+  }
+  return over || std::exchange(asked_, false);
+}
+
 void CommState::after_restore(std::uint64_t version) {
   const std::size_t N = group_of_.size();
   proto::Capture c;
@@ -426,12 +538,14 @@ void CommState::after_restore(std::uint64_t version) {
                      region_.begin() + 1 + 2 * static_cast<std::ptrdiff_t>(N));
   c.view.resize(N);
   for (std::size_t q = 0; q < N; ++q) c.view[q] = proto::View{region_[1 + 2 * N + q], region_[1 + 3 * N + q]};
-  // The log snapshot of that version, when this process took it (a replacement starts with an empty log: with
-  // every rank rolling back to the same version nothing is replayed from it).
+  // The log snapshot and orphan record of that version: still in memory when this process took it, otherwise (a
+  // replacement, a relaunch) from the version's own region.
   auto it = captures_.find(version);
   if (it != captures_.end()) {
     c.log = it->second.log;
     c.orphan_record = it->second.orphan_record;
+  } else {
+    read_log_region(c);
   }
   captures_.erase(captures_.upper_bound(version), captures_.end());
   if (announced_ && *announced_ > version) announced_ = version;
@@ -439,7 +553,7 @@ void CommState::after_restore(std::uint64_t version) {
 }
 
 void CommState::start_over() {
-  p_ = std::make_unique<proto::Process>(rank_, group_of_);
+  p_ = std::make_unique<proto::Process>(rank_, group_of_, log_options_, log_memory_);
   std::fill(region_.begin(), region_.end(), 0);
   captures_.clear();
   announced_.reset();
@@ -730,6 +844,9 @@ std::string CommState::stats_json() const {
     << ",\"replays_sent\":" << stats_.replayed_sent << ",\"replayed_bytes\":" << stats_.replayed_bytes
     << ",\"orphans_notified\":" << stats_.orphans_notified << ",\"duplicates_dropped\":" << stats_.duplicates_dropped
     << ",\"duplicates_skipped\":" << stats_.duplicates_skipped
+    << ",\"log_bound_bytes\":" << log_options_.bound_bytes << ",\"log_over_bound\":" << stats_.log_over_bound
+    << ",\"checkpoint_asks_sent\":" << stats_.asks_sent << ",\"checkpoint_asks_received\":" << stats_.asks_received
+    << ",\"forced_checkpoints\":" << stats_.forced_checkpoints
     << ",\"phase\":" << p_->phase() << "}";
   return o.str();
 }

@@ -91,7 +91,9 @@ struct PendingMessage {
 
 class CommState {
  public:
-  CommState(CommHost& host, int rank, std::vector<int> group_of);
+  /// `log_options` and `log_memory`: the message log's bound and segment memory (pinned when a GPU exists).
+  CommState(CommHost& host, int rank, std::vector<int> group_of, logging::LogOptions log_options = {},
+            logging::MessageLog::Allocate log_memory = nullptr);
 
   Comm& comm() { return comm_; }
   int rank() const { return rank_; }
@@ -117,8 +119,20 @@ class CommState {
   void barrier_result(const std::vector<const std::uint64_t*>& member, std::uint64_t version);
   /// The group committed `version`: announce the delivered/sent counts of that version to every other group.
   void committed(std::uint64_t version);
-  /// restore(version) rewrote the region: the protocol state comes back from it.
+  /// The protected region holding the message log snapshot and the orphan record of the newest capture, so that
+  /// they travel with the version to the buddy and come back with it (a replacement process gets the log it
+  /// owes replays from). Layout: u64 n, n bytes of MessageLog::serialize, u64 ranks, per rank u64 k and k
+  /// (seq, phase) pairs; zeros up to the end. It grows when a snapshot does not fit (that version is a full one);
+  /// `bytes`: the size recorded in a version about to be restored.
+  std::pair<void*, std::size_t> locate_log_region(std::optional<std::size_t> bytes);
+  /// restore(version) rewrote the regions: the protocol state comes back from them.
   void after_restore(std::uint64_t version);
+  /// Log bound (Config::log_bound_bytes): whether this member wants its group to checkpoint now, because its
+  /// log holds more than the bound (it then also asks, once per checkpoint, every process it holds log entries
+  /// for: their groups' commits release those entries) or because a process of another group asked it. Clears
+  /// the request.
+  bool checkpoint_wanted();
+  void note_forced_checkpoint() { ++stats_.forced_checkpoints; }
   /// The run starts over from the beginning (nothing was committed before a failure).
   void start_over();
   /// A repair made new message communicators: channels moved to them use them from then on. The first call
@@ -181,8 +195,16 @@ class CommState {
   CommHost& host_;
   int rank_;
   std::vector<int> group_of_;
+  logging::LogOptions log_options_;
+  logging::MessageLog::Allocate log_memory_;
+  bool asked_ = false;       // a process of another group asked this one's group to checkpoint (log bound)
+  bool asks_sent_ = false;   // since the last checkpoint
   std::unique_ptr<proto::Process> p_;
   std::vector<std::uint64_t> region_;
+  void write_log_region(const proto::Capture& c);
+  void read_log_region(proto::Capture& c);
+  std::vector<std::byte> log_region_ = std::vector<std::byte>(4096);
+  std::size_t log_region_used_ = 0;  // bytes before the zeros
   std::map<std::uint64_t, proto::Capture> captures_;  // versions not yet committed, and the newest committed
   std::optional<std::uint64_t> announced_;
   unsigned ops_since_poll_ = 0;
@@ -208,11 +230,12 @@ class CommState {
   std::vector<std::unique_ptr<Outbound>> buried_;     // abandoned by a repair: kept, MPI may still read them
   std::vector<std::pair<MPI_Request, std::vector<std::byte>>> graveyard_;  // receives a cancel did not stop
   std::deque<std::pair<MPI_Request, std::array<std::uint64_t, 3>>> control_sends_;
-  std::deque<std::pair<MPI_Request, std::array<std::uint64_t, 2>>> view_sends_;
+  std::deque<std::pair<MPI_Request, std::array<std::uint64_t, 2>>> view_sends_;  // committed views, checkpoint asks
   struct Stats {
     std::uint64_t intra_messages = 0, intra_bytes = 0, inter_messages = 0, inter_bytes = 0, received = 0;
     std::uint64_t views_sent = 0, views_received = 0, released = 0, channel_checks = 0;
     std::size_t log_max_held = 0;
+    std::uint64_t log_over_bound = 0, asks_sent = 0, asks_received = 0, forced_checkpoints = 0;
     std::uint64_t replayed = 0, replayed_sent = 0, replayed_bytes = 0, orphans_notified = 0, duplicates_dropped = 0, duplicates_skipped = 0, recoveries = 0;
   } stats_;
   Comm comm_;

@@ -49,6 +49,7 @@
 #include "coord/recovery_plan.hpp"
 #include "core/format.hpp"
 #include "coord/coordination.hpp"
+#include "gpu/backend.hpp"
 
 
 extern char** environ;
@@ -251,7 +252,9 @@ class MpiCoordination : public Coordination, public CommHost {
       agree_on_restart();
     }
     cfg = cfg_;
-    comm_state_ = std::make_unique<CommState>(*this, rank_, layout_.group_of);
+    logging::LogOptions log_options;
+    log_options.bound_bytes = cfg.log_bound_bytes;
+    comm_state_ = std::make_unique<CommState>(*this, rank_, layout_.group_of, log_options, log_memory());
     comm_state_->add_epoch(msg_, payload_);
     if (joined_group_recovery_) comm_state_->begin_recovery(epoch_, joined_rolled_back_, joined_coordinator_);
   }
@@ -365,6 +368,7 @@ class MpiCoordination : public Coordination, public CommHost {
   // is still to detect a failure and roll back, and the recovery would wait for it forever.
   void finish() {
     if (down_) recover("a failure was detected by the runtime's background threads");
+    comm_state_->enter();  // a rolled-back rank that goes straight to finish() still owes the restart exchange
 #if REPRISE_HAVE_ULFM
     if (group_rollback_) {
       // Survivors of a group rollback wait here for the re-executing groups while serving their replays and
@@ -463,6 +467,33 @@ class MpiCoordination : public Coordination, public CommHost {
 #else
     (void)where;
 #endif
+  }
+
+  // The message log's segments: pinned memory when a GPU is usable (device payloads are then copied D2H straight
+  // into the log, and a log replayed from it needs no staging), plain host memory otherwise.
+  static logging::MessageLog::Allocate log_memory() {
+    if (gpu::cuda_device_count() <= 0) return nullptr;
+    try {
+      std::shared_ptr<gpu::Backend> be = gpu::make_cuda_backend();
+      return [be](std::size_t bytes) { return be->alloc_pinned(bytes); };
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "reprise: warning: the message log uses pageable memory (%s)\n", e.what());
+      return nullptr;
+    }
+  }
+
+  // Log bound (Config::log_bound_bytes): at every log_check_every-th step the members of the group learn, in a
+  // group reduction, whether one of them wants a checkpoint (its log is over the bound, or another group asked).
+  // Every member calls step() with the same numbers, so they all decide alike.
+  bool log_checkpoint_due(std::uint64_t s) {
+    if (cfg_.log_bound_bytes == 0 || s % cfg_.log_check_every != 0) return false;
+    int want = comm_state_->checkpoint_wanted() ? 1 : 0;
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MAX, group_, &req);
+    if (rc == MPI_SUCCESS) rc = wait_group(req);
+    if (is_failure(rc) || down_) recover("the group's log check failed: " + mpi_error(rc));
+    ok(rc);
+    return want != 0;
   }
 
   void step(std::uint64_t s) {
@@ -885,6 +916,12 @@ class MpiCoordination : public Coordination, public CommHost {
         recover_group(plan, failed, rolls_back, t0, repaired, attempt);
         return;
       }
+      // Coordinated fallback: every rank rolls back, to one version. Messages between groups that were in flight
+      // at that version's cut (sent before it, delivered after it) are not sent again by the re-execution: the
+      // restart exchange makes their senders replay them from the logs restored with that version.
+      std::set<int> everyone;
+      for (int r = 0; r < size_; ++r) everyone.insert(r);
+      comm_state_->begin_recovery(++epoch_, everyone, -1);
       RecoveryRecord rec;
       rec.failed = failed;
       rec.version = plan.version;
@@ -1078,8 +1115,8 @@ class MpiCoordination : public Coordination, public CommHost {
     p.push_back(env.size());
     for (char ch : env) p.push_back(static_cast<unsigned char>(ch));
     p.push_back(plan.partial ? 1 : 0);
+    p.push_back(epoch_ + 1);  // the epoch the recovery starts (recover_group(), or every rank's restart exchange)
     if (plan.partial) {
-      p.push_back(epoch_ + 1);  // the epoch recover_group() starts
       std::vector<char> in_r(static_cast<std::size_t>(size_), 0);
       for (int r : plan.rolled_back) in_r[static_cast<std::size_t>(r)] = 1;
       for (int r = 0; r < size_; ++r) {
@@ -1125,8 +1162,8 @@ class MpiCoordination : public Coordination, public CommHost {
     std::istringstream in(env);
     for (std::string line; std::getline(in, line);) k.env.push_back(line);
     k.plan.partial = p.at(i++) != 0;
+    k.epoch = static_cast<std::uint32_t>(p.at(i++));
     if (k.plan.partial) {
-      k.epoch = static_cast<std::uint32_t>(p.at(i++));
       k.plan.version_of.assign(static_cast<std::size_t>(size), 0);
       k.plan.starts_over.assign(static_cast<std::size_t>(size), 0);
       for (int r = 0; r < size; ++r) {
@@ -1196,14 +1233,15 @@ class MpiCoordination : public Coordination, public CommHost {
       rec.version = k.plan.version_of.at(static_cast<std::size_t>(rank_));
       k.plan.version = rec.version;
       k.plan.from_start = k.plan.starts_over.at(static_cast<std::size_t>(rank_)) != 0;
-      epoch_ = k.epoch;
-      joined_group_recovery_ = true;
-      joined_rolled_back_ = std::set<int>(k.plan.rolled_back.begin(), k.plan.rolled_back.end());
-      for (int r = 0; r < size_ && joined_coordinator_ < 0; ++r)
-        if (!joined_rolled_back_.count(r)) joined_coordinator_ = r;
     } else {
       for (int r = 0; r < size_; ++r) rec.rolled_back.push_back(r);  // coordinated fallback: every rank
     }
+    // Every rank of R (here: of its group, or of the job) takes part in the restart exchange once restored.
+    epoch_ = k.epoch;
+    joined_group_recovery_ = true;
+    joined_rolled_back_ = std::set<int>(rec.rolled_back.begin(), rec.rolled_back.end());
+    for (int r = 0; r < size_ && joined_coordinator_ < 0; ++r)
+      if (!joined_rolled_back_.count(r)) joined_coordinator_ = r;
     rec.repair_seconds = since(t0);
     if (k.plan.partial && k.plan.from_start) {
       // Its group starts over, the others go on: it still takes part in the data exchange with its buddies
@@ -1402,6 +1440,8 @@ MpiRuntime::MpiRuntime(Parts parts) : Runtime(std::move(parts.config), std::move
   // The channel counters of reprise::Comm are part of every version (restored with the application's data).
   detail::CommState& c = coord_->comm_state();
   protect("reprise.channels", c.region(), c.region_bytes(), MemorySpace::Host);
+  // The message log snapshot and orphan record: a replacement replays from the log its predecessor checkpointed.
+  protect_resizable("reprise.log", [&c](std::optional<std::size_t> bytes) { return c.locate_log_region(bytes); });
 }
 
 Comm& MpiRuntime::messages() {
@@ -1435,6 +1475,8 @@ void MpiRuntime::check(int mpi_result) {
 }
 void MpiRuntime::step(std::uint64_t s) {
   coord_->step(s);
+  // Log bound: the group checkpoints here when one of its members was asked to (see Config::log_bound_bytes).
+  if (coord_->log_checkpoint_due(s) && forced_checkpoint(s)) coord_->comm_state().note_forced_checkpoint();
 }
 std::optional<std::uint64_t> MpiRuntime::acknowledged() const {
   return coord_->acknowledged();

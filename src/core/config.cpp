@@ -81,6 +81,8 @@ Config Config::from_env(Config c) {
       throw ConfigError("REPRISE_ROLLBACK='" + s + "' (use group: only the groups of failed ranks roll back, their "
                         "messages replayed from the senders' logs; or all: every rank rolls back)");
   }
+  if (auto v = env("REPRISE_LOG_BOUND")) c.log_bound_bytes = parse_bytes(v, "REPRISE_LOG_BOUND");
+  if (auto v = env("REPRISE_LOG_CHECK_EVERY")) c.log_check_every = parse_unsigned(v, "REPRISE_LOG_CHECK_EVERY");
   if (auto v = env("REPRISE_PINNED_PAYLOAD")) c.pinned_payload = parse_bool(v, "REPRISE_PINNED_PAYLOAD");
   if (auto v = env("REPRISE_PINNED_ARENA_BYTES")) c.pinned_arena_bytes = parse_bytes(v, "REPRISE_PINNED_ARENA_BYTES");
   if (auto v = env("REPRISE_DEVICE_BACKEND")) {
@@ -112,6 +114,7 @@ void Config::validate() const {
   if (staging_bytes < chunk_bytes + 256)
     throw ConfigError("staging_bytes (REPRISE_STAGING_BYTES) must hold at least one chunk");
   if (max_inflight < 1) throw ConfigError("max_inflight (REPRISE_MAX_INFLIGHT) must be >= 1");
+  if (log_check_every < 1) throw ConfigError("log_check_every (REPRISE_LOG_CHECK_EVERY) must be >= 1");
 }
 
 }  // namespace reprise

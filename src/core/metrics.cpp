@@ -14,6 +14,7 @@ std::string to_json(const std::vector<CheckpointMetrics>& all) {
   for (const auto& m : all)
     out.push_back({{"version", m.version},
                    {"full", m.full},
+                   {"forced", m.forced},
                    {"bytes_protected", m.bytes_protected},
                    {"bytes_dirty", m.bytes_dirty},
                    {"dirty_ratio", m.dirty_ratio()},

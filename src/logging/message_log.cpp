@@ -73,7 +73,7 @@ MessageLog::MessageLog(Options options, Allocate allocate)
 }
 
 std::shared_ptr<Segment> MessageLog::room_for(std::size_t bytes) {
-  if (current_ && current_->memory.size() - current_->used >= bytes) return current_;
+  if (auto open = current_.lock(); open && open->memory.size() - open->used >= bytes) return open;
   auto seg = std::make_shared<Segment>();
   const std::size_t want = std::max(bytes, options_.segment_bytes);
   seg->memory = pool_->take(want);
@@ -116,7 +116,6 @@ void MessageLog::append_copy(int dest, std::uint64_t seq, std::uint64_t phase, s
 Snapshot MessageLog::snapshot() {
   Snapshot s;
   for (const auto& [dest, list] : live_) s.entries.insert(s.entries.end(), list.begin(), list.end());
-  current_.reset();  // sealed: later appends go to a fresh segment
   return s;
 }
 
@@ -156,6 +155,13 @@ const Entry* MessageLog::find(int dest, std::uint64_t seq) const {
   return e != it->second.end() && e->seq == seq ? &*e : nullptr;
 }
 
+std::vector<int> MessageLog::dests() const {
+  std::vector<int> out;
+  for (const auto& [dest, list] : live_)
+    if (!list.empty()) out.push_back(dest);
+  return out;
+}
+
 std::size_t MessageLog::live_entries() const {
   std::size_t n = 0;
   for (const auto& [dest, list] : live_) n += list.size();
@@ -169,16 +175,31 @@ std::size_t MessageLog::live_payload_bytes() const {
   return n;
 }
 
-std::vector<std::byte> MessageLog::serialize(const Snapshot& snapshot) {
-  std::vector<std::byte> out;
-  out.reserve(32 + snapshot.entries.size() * sizeof(WireEntry) + snapshot.payload_bytes());
-  out.insert(out.end(), reinterpret_cast<const std::byte*>(kMagic), reinterpret_cast<const std::byte*>(kMagic) + 8);
-  put(out, static_cast<std::uint64_t>(snapshot.entries.size()));
+std::size_t MessageLog::serialized_size(const Snapshot& snapshot) {
+  return 8 + 8 + snapshot.entries.size() * sizeof(WireEntry) + snapshot.payload_bytes() + 8;
+}
+
+void MessageLog::serialize_to(const Snapshot& snapshot, std::byte* out) {
+  std::byte* p = out;
+  auto put_raw = [&](const void* src, std::size_t n) {
+    if (n) std::memcpy(p, src, n);
+    p += n;
+  };
+  put_raw(kMagic, 8);
+  const std::uint64_t count = snapshot.entries.size();
+  put_raw(&count, 8);
   for (const Entry& e : snapshot.entries) {
-    put(out, WireEntry{e.dest, e.seq, e.phase, e.tag, e.bytes});
-    out.insert(out.end(), e.data(), e.data() + e.bytes);
+    const WireEntry w{e.dest, e.seq, e.phase, e.tag, e.bytes};
+    put_raw(&w, sizeof w);
+    put_raw(e.data(), e.bytes);
   }
-  put(out, static_cast<std::uint64_t>(XXH3_64bits(out.data(), out.size())));
+  const std::uint64_t sum = XXH3_64bits(out, static_cast<std::size_t>(p - out));
+  put_raw(&sum, 8);
+}
+
+std::vector<std::byte> MessageLog::serialize(const Snapshot& snapshot) {
+  std::vector<std::byte> out(serialized_size(snapshot));
+  serialize_to(snapshot, out.data());
   return out;
 }
 

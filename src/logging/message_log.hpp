@@ -8,8 +8,10 @@
 // into the log on a stream. A payload larger than a segment gets a segment of its own.
 //
 // Copy-on-write snapshots: snapshot() returns the live entries as references to their segments (no payload is
-// copied) and seals the current segment, so appends after it go to a fresh segment and never touch bytes a
-// snapshot can see. A segment is freed when neither the live log nor any retained snapshot references it.
+// copied). Entries are never written again once appended, and appends only go behind the bytes in use, so later
+// appends may fill the same segment without touching bytes a snapshot can see (sealing the open segment at every
+// snapshot would waste most of a segment per checkpoint when checkpoints are frequent). A segment is freed when
+// neither the live log nor any retained snapshot references it.
 //
 // Thread safety: none; the owner serialises calls (the protocol core holds it under its lock).
 #pragma once
@@ -98,7 +100,7 @@ class MessageLog {
   void append_copy(int dest, std::uint64_t seq, std::uint64_t phase, std::int32_t tag, const void* payload,
                    std::size_t bytes);
 
-  /// Copy-on-write snapshot of the live log; seals the current segment.
+  /// Copy-on-write snapshot of the live log (entries referenced, nothing copied).
   Snapshot snapshot();
   /// The live log becomes the snapshot's entries (a rolled-back process restores its log with its version).
   void restore(const Snapshot& snapshot);
@@ -111,6 +113,8 @@ class MessageLog {
   std::vector<const Entry*> range(int dest, std::uint64_t lo, std::uint64_t hi) const;
   const Entry* find(int dest, std::uint64_t seq) const;
 
+  /// The receivers this log holds live entries for, ascending.
+  std::vector<int> dests() const;
   std::size_t live_entries() const;
   std::size_t live_payload_bytes() const;
   /// Bytes of every segment still allocated: the live log's and those only retained snapshots reference.
@@ -124,6 +128,9 @@ class MessageLog {
 
   /// A snapshot as bytes (part of the version shipped to the buddy): header, entries, payloads, XXH3 checksum.
   static std::vector<std::byte> serialize(const Snapshot& snapshot);
+  /// The same into `out`, which has room for serialized_size(snapshot) bytes (no intermediate copy).
+  static std::size_t serialized_size(const Snapshot& snapshot);
+  static void serialize_to(const Snapshot& snapshot, std::byte* out);
   /// The inverse, into this log's memory. Throws FormatError on truncated or corrupt input.
   Snapshot deserialize(const std::byte* data, std::size_t size);
 
@@ -135,7 +142,7 @@ class MessageLog {
   std::shared_ptr<std::size_t> held_ = std::make_shared<std::size_t>(0);
   std::shared_ptr<SegmentPool> pool_;
   std::size_t allocated_ = 0, reused_ = 0;
-  std::shared_ptr<Segment> current_;
+  std::weak_ptr<Segment> current_;  // the open segment, while an entry (live or in a snapshot) references it
   std::map<int, std::vector<Entry>> live_;  // per dest, seq ascending (released from the front)
 };
 

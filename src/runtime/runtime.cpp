@@ -76,6 +76,7 @@ struct Runtime::Impl {
   struct Entry {
     core::Region region;
     std::variant<core::HostTracker, core::DeviceTracker> tracker;
+    Runtime::Locate locate;  // a resizable region of the runtime's own (protect_resizable)
   };
   struct Known {
     core::VersionKind kind;
@@ -173,6 +174,10 @@ struct Runtime::Impl {
   }
 
   // Waits until at most `limit` jobs are queued or running.
+  bool next_forced = false;  // the checkpoint being taken is forced_checkpoint()'s
+  /// A resizable region moved or changed size: a fresh tracker, and the next version is a full one.
+  void relocate(Entry& e, std::pair<void*, std::size_t> where);
+
   void wait_queue(std::size_t limit) {
     std::unique_lock<std::mutex> lock(mutex);
     cv.wait(lock, [&] { return queue.size() + (busy ? 1 : 0) <= limit; });
@@ -367,12 +372,12 @@ void Runtime::protect(const std::string& name, void* data, std::size_t bytes, Me
   core::Region region{name, data, bytes, space, std::move(keepalive)};
   const std::size_t chunk = impl_->cfg.chunk_bytes;
   if (space == MemorySpace::Host) {
-    impl_->entries.push_back({region, core::HostTracker(region, chunk)});
+    impl_->entries.push_back({region, core::HostTracker(region, chunk), nullptr});
   } else {
     impl_->wait_queue(0);  // the background thread reads the arena and the staging pool
     gpu::Backend& be = impl_->device();
     impl_->entries.push_back(
-        {region, std::variant<core::HostTracker, core::DeviceTracker>(std::in_place_index<1>, region, chunk, be)});
+        {region, std::variant<core::HostTracker, core::DeviceTracker>(std::in_place_index<1>, region, chunk, be), nullptr});
     impl_->device_bytes += bytes;
     if (impl_->cfg.pinned_payload) {
       // Pinned now, before the compute loop, so that no checkpoint pins memory (see core/pinned_arena.hpp).
@@ -382,6 +387,29 @@ void Runtime::protect(const std::string& name, void* data, std::size_t bytes, Me
     }
   }
   impl_->regions_changed = true;
+}
+
+void Runtime::protect_resizable(const std::string& name, Locate locate) {
+  const auto [data, bytes] = locate(std::nullopt);
+  protect(name, data, bytes, MemorySpace::Host);
+  impl_->entries.back().locate = std::move(locate);
+}
+
+bool Runtime::forced_checkpoint(std::uint64_t version) {
+  if (impl_->last_version && version <= *impl_->last_version) return false;
+  impl_->next_forced = true;
+  checkpoint(version);
+  return true;
+}
+
+void Runtime::Impl::relocate(Entry& e, std::pair<void*, std::size_t> where) {
+  if (where.first == e.region.data && where.second == e.region.bytes) return;
+  if (!where.first && where.second)
+    throw Error("region '" + e.region.name + "': null pointer with " + std::to_string(where.second) + " bytes");
+  e.region.data = where.first;
+  e.region.bytes = where.second;
+  e.tracker = core::HostTracker(e.region, cfg.chunk_bytes);
+  regions_changed = true;
 }
 
 void Runtime::unprotect(const std::string& name) {
@@ -418,6 +446,8 @@ void Runtime::checkpoint(std::uint64_t version) {
   d.wait_queue(d.cfg.max_inflight > 0 ? d.cfg.max_inflight - 1 : 0);
   d.run_fences();
   if (d.coord) d.coord->before_capture(version);
+  for (auto& e : d.entries)
+    if (e.locate) d.relocate(e, e.locate(std::nullopt));
 
   bool full;
   {
@@ -568,6 +598,7 @@ void Runtime::checkpoint(std::uint64_t version) {
   CheckpointMetrics& mt = job.metrics;
   mt.version = version;
   mt.full = full;
+  mt.forced = std::exchange(d.next_forced, false);
   mt.bytes_protected = m.protected_bytes();
   mt.bytes_dirty = payload_bytes;
   for (const auto& r : m.regions) {
@@ -605,9 +636,13 @@ std::uint64_t Runtime::restore(std::uint64_t version) {
   Impl& d = *impl_;
   d.wait_queue(0);
   d.run_fences();
+  const core::RestoreChain chain = core::load_chain(*d.store, version);
+  for (auto& e : d.entries) {
+    const core::RegionRecord* r = e.locate ? chain.target().find(e.region.name) : nullptr;
+    if (r && r->bytes != e.region.bytes) d.relocate(e, e.locate(r->bytes));
+  }
   std::vector<core::Region> regions;
   for (const auto& e : d.entries) regions.push_back(e.region);
-  const core::RestoreChain chain = core::load_chain(*d.store, version);
   core::verify_chain(chain, regions, d.cfg.verify_restore, d.pool);
   // Everything checked: from here on protected data are written.
   core::apply_chain(chain, regions, d.backend.get(), d.cfg.staging_bytes);

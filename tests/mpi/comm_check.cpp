@@ -4,7 +4,8 @@
 // once the receiving group commits. Prints `checksum 0x...` (independent of failures), the Comm counters of rank
 // 0, and `comm ok` when the log was garbage-collected (entries released, few held at the end).
 //   REPRISE_RANKS_PER_NODE=2 scripts/mpirun.sh -n 4 -- reprise-mpi-comm-check [--steps N] [--mode MODE]
-// MODE: normal; dirty-channel (rank 0 leaves a message to its group partner unreceived before a checkpoint: a
+// MODE: normal; late-receive (each rank also sends one message that its receiver takes only two checkpoints
+// later: a failure in between needs it replayed from the log the sender checkpointed); dirty-channel (rank 0 leaves a message to its group partner unreceived before a checkpoint: a
 // clear ProtocolError); any-source (a wildcard receive: a clear UsageError).
 #include <mpi.h>
 
@@ -59,6 +60,8 @@ int run(int argc, char** argv) {
   auto inter_messages = [&] { return stat("inter_messages"); };
   std::vector<std::uint64_t> inter_at_checkpoint;  // since this process started or rolled back
   int rollbacks = 0;
+  reprise::Comm::Request late;  // late-receive mode: the message received two checkpoints after it was sent
+  std::vector<std::uint64_t> late_out;
   auto fold = [&](int from) {
     for (std::size_t i = 0; i < words; ++i) state[i] = mix(state[i] ^ in[i] ^ static_cast<std::uint64_t>(from));
   };
@@ -87,7 +90,10 @@ int run(int argc, char** argv) {
           for (std::size_t i = 0; i < words; ++i) in[i] = a[i] ^ (b[i] << 1);
           fold(prev);
         }
-        if (step % 3 == 0) {
+        // (late-receive: no all-pairs round while the late message is out: a channel's messages are received in
+        // the order they were sent)
+        const bool late_out_now = mode == "late-receive" && step >= 2 * every - 1 && step <= 3 * every + 2;
+        if (step % 3 == 0 && !late_out_now) {
           std::vector<std::vector<std::uint64_t>> got(static_cast<std::size_t>(n), std::vector<std::uint64_t>(words));
           std::vector<reprise::Comm::Request> reqs;
           for (int q = 0; q < n; ++q)
@@ -100,6 +106,19 @@ int run(int argc, char** argv) {
               in = got[static_cast<std::size_t>(q)];
               fold(q);
             }
+        }
+        if (mode == "late-receive" && n > 2) {
+          // A message in flight across checkpoints: sent before version 2*every, received after version 3*every.
+          // Whoever rolls back to a version in between, its sender (or the sender's replacement) owes it again.
+          if (step == 2 * every - 1) {
+            late_out = state;
+            late = c.isend(late_out.data(), words * 8, (me + 2) % n, 5);
+          }
+          if (step == 3 * every + 2) {
+            c.recv(in.data(), words * 8, (me + n - 2) % n, 5);
+            fold((me + n - 2) % n);
+            if (late.pending()) c.wait(late);  // (none when this rank rolled back past the send)
+          }
         }
         if (mode == "any-source" && step == 1) c.recv(in.data(), 8, MPI_ANY_SOURCE, 3);
         if (mode == "dirty-channel" && step == every - 1 && me == 0) c.send(in.data(), 8, 1, 4);  // never received
@@ -138,8 +157,21 @@ int run(int argc, char** argv) {
   const std::size_t k = inter_at_checkpoint.size();
   if (k >= 4) ok = ok && stat("log_entries_released") > 0 &&
                    stat("log_live_entries") <= inter_messages() - inter_at_checkpoint[k - 4];
+  // Log bound (REPRISE_LOG_BOUND): the runtime forced checkpoints, and the log stayed near the bound (it is held
+  // in 1 MiB segments; a group learns it was asked at its next step and its commit releases the log one
+  // checkpoint later).
+  const std::size_t bound = rt.config().log_bound_bytes;
+  if (bound) {
+    const bool held = stat("forced_checkpoints") > 0 && stat("log_max_held_bytes") <= 2 * bound + (2u << 20);
+    if (!held)
+      std::printf("rank %d: log bound %zu: forced %llu, log held at most %llu\n", me, bound,
+                  static_cast<unsigned long long>(stat("forced_checkpoints")),
+                  static_cast<unsigned long long>(stat("log_max_held_bytes")));
+    ok = ok && held;
+  }
   rt.check(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, rt.comm()));
   if (me == 0) std::printf(ok ? "comm ok: logs garbage-collected on every rank\n" : "comm: log not collected\n");
+  if (me == 0 && bound && ok) std::printf("log bound held on every rank\n");
   return ok ? 0 : 1;
 }
 

@@ -326,5 +326,61 @@ TEST(Runtime, RestartFromDirectoryRestoresTheLatestVersion) {
   EXPECT_FALSE(rt.metrics().back().full);
 }
 
+// A region of the runtime's own that changes size (reprise::Comm's log snapshot): asked where it is at every
+// checkpoint (a change makes a full version), and resized to what a version recorded before that version is
+// restored, also in a process that never had it at that size.
+class ResizingRuntime : public Runtime {
+ public:
+  using Runtime::Runtime;
+  using Runtime::protect_resizable;
+};
+
+TEST(Runtime, ResizableRegionTravelsWithItsVersionsAtTheirOwnSize) {
+  test::ScratchDir dir;
+  Config c;
+  c.dir = dir.path();
+  c.chunk_bytes = kChunk;
+  c.full_every = 100;
+  std::vector<unsigned char> blob(3 * kChunk, 1);
+  std::vector<std::vector<unsigned char>> kept;
+  std::vector<std::size_t> asked;
+  {
+    ResizingRuntime rt(c);
+    rt.protect_resizable("blob", [&](std::optional<std::size_t> bytes) {
+      if (bytes) blob.assign(*bytes, 0);
+      return std::make_pair(static_cast<void*>(blob.data()), blob.size());
+    });
+    for (std::uint64_t v = 1; v <= 4; ++v) {
+      if (v == 3) blob.resize(5 * kChunk + 17, 3);  // grows (moves) before version 3
+      blob[v] = static_cast<unsigned char>(10 + v);
+      rt.checkpoint(v);
+      kept.push_back(blob);
+    }
+    rt.wait();
+    const auto m = rt.metrics();
+    ASSERT_EQ(m.size(), 4u);
+    EXPECT_TRUE(m[0].full);
+    EXPECT_FALSE(m[1].full);
+    EXPECT_TRUE(m[2].full);  // the region changed size
+    EXPECT_FALSE(m[3].full);
+    EXPECT_EQ(m[3].chunks_dirty, 1u);
+  }
+  for (std::uint64_t v : {2u, 4u}) {
+    std::vector<unsigned char>().swap(blob);
+    blob.assign(7, 9);  // a new process: another size
+    ResizingRuntime rt(c);
+    rt.protect_resizable("blob", [&](std::optional<std::size_t> bytes) {
+      if (bytes) {
+        asked.push_back(*bytes);
+        blob.assign(*bytes, 0);
+      }
+      return std::make_pair(static_cast<void*>(blob.data()), blob.size());
+    });
+    EXPECT_EQ(rt.restore(v), v);
+    EXPECT_EQ(blob, kept[v - 1]);
+  }
+  EXPECT_EQ(asked, (std::vector<std::size_t>{3 * kChunk, 5 * kChunk + 17}));
+}
+
 }  // namespace
 }  // namespace reprise
