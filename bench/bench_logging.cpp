@@ -6,7 +6,10 @@
 // interleaved, repeated: ping-pong on the pair (0,1) with raw MPI_Send/MPI_Recv and with Comm (intra-group: header
 // only), then on (0,2) raw and with Comm (inter-group: every message is also copied into the sender's log), and a
 // memcpy of the same size. Between batches every rank checkpoints, so groups commit and the logs are released.
-// One-way time = round trip / 2. Host buffers (device buffers are not logged from the device yet).
+// One-way time = round trip / 2. With --device, the same two Comm ping-pongs on device buffers (CUDA memory when a
+// GPU is usable; elsewhere host memory through the host-twin backend, REPRISE_DEVICE_BACKEND=host-twin): Comm
+// stages them through pinned memory, and a logged message is staged straight into its log entry, so
+// device_logged_over_unlogged_1MiB (inter-group / intra-group time) says what logging adds to a device message.
 // Headlines (1 MiB, 8 B): intra_over_raw_bw_1MiB (goal >= 0.95), added_time_over_memcpy_1MiB = (logged - raw) /
 // memcpy (goal <= 1.1; below 1 the log copy overlaps the transfer), logged_over_raw_bw_1MiB (reported),
 // added_latency_us_8B (goal <= 0.5), and the log bytes held at the end vs inter-group bytes sent.
@@ -19,13 +22,15 @@
 #include <thread>
 
 #include "bench/bench_common.hpp"
+#include "gpu/backend.hpp"
 #include "reprise/mpi.hpp"
 
 namespace reprise::bench {
 namespace {
 
-enum Variant { kRawIntra, kCommIntra, kRawInter, kCommInter, kVariants };
-const char* kNames[kVariants] = {"raw_intra", "comm_intra", "raw_inter", "comm_inter"};
+enum Variant { kRawIntra, kCommIntra, kRawInter, kCommInter, kDevIntra, kDevInter, kVariants };
+const char* kNames[kVariants] = {"raw_intra", "comm_intra", "raw_inter", "comm_inter", "comm_intra_device",
+                                 "comm_inter_device"};
 
 double now() {
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
@@ -39,6 +44,8 @@ int run(int argc, char** argv) {
   app.add_option("--sizes", size_texts, "message sizes (K/M suffixes)");
   app.add_option("--repeat", repeat, "interleaved repetitions (medians are reported)");
   app.add_option("--json", json, "write the results here (rank 0)");
+  bool device = false;
+  app.add_flag("--device", device, "also ping-pong device buffers through Comm (host twin without a GPU)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -60,12 +67,30 @@ int run(int argc, char** argv) {
     rt.protect("version", &version);
     const std::size_t biggest = *std::max_element(sizes.begin(), sizes.end());
     auto out = touched_buffer(biggest, 1), in = touched_buffer(biggest, 2), dst = touched_buffer(biggest, 3);
+    // Device buffers: the backend Comm uses (REPRISE_DEVICE_BACKEND), filled once so no first touch is timed.
+    std::unique_ptr<gpu::Backend> be;
+    gpu::Buffer dev_out, dev_in;
+    if (device) {
+      be = rt.config().device_backend == DeviceBackendKind::HostTwin ? gpu::make_host_twin_backend()
+                                                                     : gpu::make_cuda_backend();
+      dev_out = be->alloc_device(biggest);
+      dev_in = be->alloc_device(biggest);
+      auto s = be->create_stream(false);
+      be->copy_to_device(dev_out.data(), out.data(), biggest, *s);
+      be->copy_to_device(dev_in.data(), in.data(), biggest, *s);
+      be->synchronize(*s);
+    }
+    const int variants = device ? kVariants : kDevIntra;
     nlohmann::json rows = nlohmann::json::array();
     std::map<std::size_t, std::vector<double>> per[kVariants];
     std::map<std::size_t, std::vector<double>> copy;
     auto pingpong = [&](Variant v, std::size_t bytes, int iters) {
-      const int peer = v == kRawIntra || v == kCommIntra ? 1 : 2;
+      const int peer = v == kRawIntra || v == kCommIntra || v == kDevIntra ? 1 : 2;
       const bool raw = v == kRawIntra || v == kRawInter;
+      const bool dev = v == kDevIntra || v == kDevInter;
+      const MemorySpace sp = dev ? MemorySpace::Device : MemorySpace::Host;
+      void* o = dev ? dev_out.data() : out.data();
+      void* i_ = dev ? dev_in.data() : in.data();
       rt.check(MPI_Barrier(rt.comm()));
       // The other ranks sleep until the pair is done (on 2 cores, spinning ranks would take the pair's CPU).
       auto idle_barrier = [&] {
@@ -87,16 +112,16 @@ int run(int argc, char** argv) {
             rt.check(MPI_Send(out.data(), static_cast<int>(bytes), MPI_BYTE, peer, 5, rt.comm()));
             rt.check(MPI_Recv(in.data(), static_cast<int>(bytes), MPI_BYTE, peer, 5, rt.comm(), MPI_STATUS_IGNORE));
           } else {
-            c.send(out.data(), bytes, peer, 5);
-            c.recv(in.data(), bytes, peer, 5);
+            c.send(o, bytes, peer, 5, sp);
+            c.recv(i_, bytes, peer, 5, sp);
           }
         } else {
           if (raw) {
             rt.check(MPI_Recv(in.data(), static_cast<int>(bytes), MPI_BYTE, 0, 5, rt.comm(), MPI_STATUS_IGNORE));
             rt.check(MPI_Send(out.data(), static_cast<int>(bytes), MPI_BYTE, 0, 5, rt.comm()));
           } else {
-            c.recv(in.data(), bytes, 0, 5);
-            c.send(out.data(), bytes, 0, 5);
+            c.recv(i_, bytes, 0, 5, sp);
+            c.send(o, bytes, 0, 5, sp);
           }
         }
       }
@@ -112,10 +137,11 @@ int run(int argc, char** argv) {
       // Five untimed warm-up batches: the log reaches its steady state, where segments released by the commits
       // are reused (first use of memory costs a page fault per 4 KiB on this kind of VM).
       for (int r = -5; r < repeat; ++r) {
-        for (int v = 0; v < kVariants; ++v) {
+        for (int v = 0; v < variants; ++v) {
           const double t = pingpong(static_cast<Variant>(v), bytes, iters);
           if (r >= 0 && me == 0) per[v][bytes].push_back(t);
-          if (v == kCommInter && (me == 0 || me == 2)) inter_bytes_sent += bytes * static_cast<std::size_t>(iters);
+          if ((v == kCommInter || v == kDevInter) && (me == 0 || me == 2))
+            inter_bytes_sent += bytes * static_cast<std::size_t>(iters);
         }
         if (me == 0) {
           const double t0 = now();
@@ -144,7 +170,7 @@ int run(int argc, char** argv) {
       for (std::size_t b : sizes) {
         nlohmann::json row = {{"bytes", b}, {"memcpy_seconds", median(copy[b])},
                               {"log_segments_allocated_while_timed", allocated_during[b]}};
-        for (int v = 0; v < kVariants; ++v) {
+        for (int v = 0; v < variants; ++v) {
           row[std::string(kNames[v]) + "_seconds"] = med(v, b);
           row[std::string(kNames[v]) + "_gbps"] = static_cast<double>(b) / med(v, b) / 1e9;
         }
@@ -177,6 +203,12 @@ int run(int argc, char** argv) {
                           {"added_latency_us_8B_intra", lat_intra},
                           {"inter_bytes_sent_rank0", inter_bytes_sent},
                           {"comm_stats_rank0", st}};
+      double dev_ratio = 0;
+      if (device) {
+        dev_ratio = med(kDevInter, m) / med(kDevIntra, m);
+        j["device_backend"] = be->name();
+        j["device_logged_over_unlogged_1MiB"] = dev_ratio;
+      }
       std::printf("%10s %12s %12s %12s %12s %12s  (one-way microseconds, medians of %d)\n", "bytes", "raw_intra",
                   "comm_intra", "raw_inter", "comm_inter", "memcpy", repeat);
       for (std::size_t b : sizes)
@@ -187,6 +219,12 @@ int run(int argc, char** argv) {
       print_key("added_time_over_memcpy_1MiB", added);
       print_key("added_latency_us_8B", lat_inter);
       print_key("added_latency_us_8B_intra", lat_intra);
+      if (device) {
+        std::printf("%10s %12s %12s  (device buffers, %s backend)\n", "bytes", "intra_dev", "inter_dev", be->name());
+        for (std::size_t b : sizes)
+          std::printf("%10zu %12.2f %12.2f\n", b, med(kDevIntra, b) * 1e6, med(kDevInter, b) * 1e6);
+        print_key("device_logged_over_unlogged_1MiB", dev_ratio);
+      }
       std::printf("log_held_bytes %zu log_live_entries %zu inter_bytes_sent %zu log_entries_released %zu\n",
                   st["log_held_bytes"].get<std::size_t>(), st["log_live_entries"].get<std::size_t>(),
                   inter_bytes_sent, st["log_entries_released"].get<std::size_t>());

@@ -10,8 +10,8 @@
 // The log lives in pinned memory when a GPU is usable, in plain host memory otherwise; its snapshot and the
 // orphan record travel with every checkpoint version (region "reprise.log"), so a replacement process replays
 // what its predecessor owed. Config::log_bound_bytes bounds it (a process over the bound makes the groups it
-// logs for checkpoint; see MpiRuntime::step). Buffers are host memory (device buffers: stage them through host
-// memory; not yet logged from the device).
+// logs for checkpoint; see MpiRuntime::step). Buffers are host or device memory (see the overloads taking a
+// MemorySpace); collectives take host memory.
 // Receives name their source: MPI_ANY_SOURCE would make the delivery order depend on timing, which the protocol's
 // replay cannot reproduce, so it is refused with a UsageError. Collectives (barrier, bcast, allreduce) are built
 // on these point-to-point messages, so they follow the same rules. A process failure surfaces as the runtime's
@@ -28,6 +28,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "reprise/memory_space.hpp"
 
 namespace reprise {
 
@@ -71,6 +73,15 @@ class Comm {
   bool test(Request& request);
   void sendrecv(const void* send_buf, std::size_t send_bytes, int dest, int send_tag, void* recv_buf,
                 std::size_t recv_bytes, int src, int recv_tag);
+
+  /// The same with the buffer's memory space said (MemorySpace::Device: CUDA device memory; without it Comm asks
+  /// CUDA where a buffer lives when a GPU is usable). Device buffers are staged through pinned host memory (no
+  /// MPI here is CUDA-aware): a message to another group is copied D2H straight into its log entry and sent from
+  /// there; a received one is copied H2D once delivered.
+  void send(const void* buf, std::size_t bytes, int dest, int tag, MemorySpace space);
+  std::size_t recv(void* buf, std::size_t bytes, int src, int tag, MemorySpace space);
+  Request isend(const void* buf, std::size_t bytes, int dest, int tag, MemorySpace space);
+  Request irecv(void* buf, std::size_t bytes, int src, int tag, MemorySpace space);
 
   void barrier();
   void bcast(void* buf, std::size_t bytes, int root);

@@ -47,6 +47,8 @@ int probe_any_source(MPI_Comm comm, int tag, int* flag, MPI_Status* st) {
 
 PendingMessage::~PendingMessage() {
   if (owner) owner->forget(this);
+  if (owner && hold && (request != MPI_REQUEST_NULL || payload != MPI_REQUEST_NULL))
+    owner->keep(std::move(hold));  // staging MPI may still use
   // Abandoned (a Rollback unwound past it): a send completes or fails on its own; a receive is cancelled, so that
   // it cannot write into the application's memory later.
   for (MPI_Request* r : {&request, &payload}) {
@@ -111,7 +113,8 @@ int CommState::post_send(int dest, int tag, WireHeader& header, const void* buf,
   return rc;
 }
 
-Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int tag) {
+Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int tag,
+                               std::optional<MemorySpace> space) {
   check_peer(dest, size(), "isend");
   enter();
   auto m = std::make_unique<PendingMessage>();
@@ -119,6 +122,7 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
   m->tag = tag;
   m->bytes = bytes;
   m->result = bytes;
+  m->device = bytes > 0 && on_device(buf, space);
   const proto::Process::Send s = p_->send(dest, tag, nullptr, bytes);
   if (s.logged) {
     ++stats_.inter_messages;
@@ -128,32 +132,83 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
     ++stats_.intra_messages;
     stats_.intra_bytes += bytes;
   }
+  const void* host = buf;  // what MPI sends
+  if (m->device) {
+    // No MPI here is CUDA-aware: the payload goes D2H first. A logged message goes straight into its log entry
+    // (pinned when a GPU exists) and is sent from there, so the log costs no copy beyond that staging; others
+    // go through a pinned staging buffer.
+    ++stats_.device_messages;
+    stats_.device_bytes += bytes;
+    if (s.log_slot) {
+      device_to_host(s.log_slot, buf, bytes);
+      m->hold = p_->log().find(dest, s.header.seq)->segment;
+      host = s.log_slot;
+    } else {
+      auto staging = take_staging(bytes);
+      device_to_host(staging.get(), buf, bytes);
+      host = staging.get();
+      m->hold = std::move(staging);
+    }
+  }
   const bool now = !s.orphan && !s.duplicate && !p_->send_blocked() && !p_->has_queue(dest);
   if (!now) {
-    if (s.log_slot && bytes) std::memcpy(s.log_slot, buf, bytes);
+    if (s.log_slot && bytes && !m->device) std::memcpy(s.log_slot, buf, bytes);
     if (s.duplicate) {  // the rolled-back receiver already has it
       ++stats_.duplicates_skipped;
     } else if (s.orphan) {  // a re-executed send the receiver already has (group rollback): notify the coordinator
       control_send(coordinator_rank_, kNotifyTag, s.header.phase, 0);
       ++stats_.orphans_notified;
     } else {  // behind replays, or the coordinator has not released this survivor yet: buffered
-      p_->queue_new(dest, s.header, tag, buf, bytes);
+      p_->queue_new(dest, s.header, tag, host, bytes);
       flush_outbox();
     }
     m->done = true;
     return Comm::Request(std::move(m));
   }
   m->header = WireHeader{s.header.seq, s.header.phase, bytes, s.header.group, kMagic};
-  const int rc = post_send(dest, tag, m->header, buf, m->packed, m->request, m->payload, m->epoch);
+  const int rc = post_send(dest, tag, m->header, host, m->packed, m->request, m->payload, m->epoch);
   // The log copy overlaps the transfer; it is done before the send can be reported complete.
-  if (s.log_slot && bytes) std::memcpy(s.log_slot, buf, bytes);
+  if (s.log_slot && bytes && !m->device) std::memcpy(s.log_slot, buf, bytes);
   m->owner = this;
   live_.push_back(m.get());
   host_.check_mpi(rc);
   return Comm::Request(std::move(m));
 }
 
-Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag) {
+bool CommState::on_device(const void* buf, std::optional<MemorySpace> space) {
+  if (space) return *space == MemorySpace::Device;
+  return host_.device_pointers_possible() && host_.device().is_device_pointer(buf);
+}
+
+std::shared_ptr<std::byte> CommState::take_staging(std::size_t bytes) {
+  gpu::Buffer b = staging_pool_->take(bytes);
+  if (!b) {
+    b = host_.device().alloc_pinned(bytes);
+    std::memset(b.data(), 0, b.size());  // first touch now (see logging::MessageLog::room_for)
+  }
+  auto* p = static_cast<std::byte*>(b.data());
+  auto owned = std::make_shared<gpu::Buffer>(std::move(b));
+  std::weak_ptr<logging::SegmentPool> pool = staging_pool_;
+  return std::shared_ptr<std::byte>(p, [owned, pool](std::byte*) {
+    if (auto q = pool.lock()) q->give(std::move(*owned));
+  });
+}
+
+void CommState::device_to_host(void* dst, const void* src, std::size_t bytes) {
+  gpu::Backend& be = host_.device();
+  if (!stream_) stream_ = be.create_stream(false);
+  be.copy_to_host(dst, src, bytes, *stream_);
+  be.synchronize(*stream_);
+}
+
+void CommState::host_to_device(void* dst, const void* src, std::size_t bytes) {
+  gpu::Backend& be = host_.device();
+  if (!stream_) stream_ = be.create_stream(false);
+  be.copy_to_device(dst, src, bytes, *stream_);
+  be.synchronize(*stream_);
+}
+
+Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag, std::optional<MemorySpace> space) {
   check_peer(src, size(), "irecv");
   enter();
   auto m = std::make_unique<PendingMessage>();
@@ -162,6 +217,7 @@ Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag) {
   m->tag = tag;
   m->buf = buf;
   m->bytes = bytes;
+  m->device = bytes > 0 && on_device(buf, space);
   m->owner = this;
   live_.push_back(m.get());
   post_receive(*m);
@@ -241,9 +297,18 @@ void CommState::header_arrived(PendingMessage& m, const MPI_Status& st) {
                      std::to_string(st.MPI_TAG) + ") into a receive of " + std::to_string(m.bytes) + " bytes");
   m.result = m.header.bytes;
   if (m.header.bytes <= kPackLimit) {
-    if (m.result) std::memcpy(m.buf, m.packed.data() + sizeof(WireHeader), m.result);
+    // (a device buffer gets its bytes once the message is delivered, not a dropped duplicate: see progress())
+    if (m.result && !m.device) std::memcpy(m.buf, m.packed.data() + sizeof(WireHeader), m.result);
+    if (m.device) m.staged = m.packed.data() + sizeof(WireHeader);
   } else {
-    host_.check_mpi(MPI_Irecv(m.buf, static_cast<int>(m.header.bytes), MPI_BYTE, st.MPI_SOURCE,
+    void* into = m.buf;
+    if (m.device) {
+      auto staging = take_staging(m.header.bytes);
+      m.staged = staging.get();
+      m.hold = std::move(staging);
+      into = m.staged;
+    }
+    host_.check_mpi(MPI_Irecv(into, static_cast<int>(m.header.bytes), MPI_BYTE, st.MPI_SOURCE,
                               payload_tag(m.header.seq), epochs_.at(static_cast<std::size_t>(m.epoch)).second,
                               &m.payload));
   }
@@ -270,7 +335,10 @@ bool CommState::progress(PendingMessage& m, bool block) {
     }
     if (m.payload != MPI_REQUEST_NULL && !finish(m.payload, MPI_STATUS_IGNORE, block, &m)) return false;
     if (m.request != MPI_REQUEST_NULL) continue;  // a repair posted it again
-    if (deliver(m)) break;
+    if (deliver(m)) {
+      if (m.device && m.result) host_to_device(m.buf, m.staged, m.result);
+      break;
+    }
     post_receive(m);  // a duplicate was dropped: receive again
     if (!block) return false;
   }
@@ -583,6 +651,8 @@ void CommState::abandon(PendingMessage& m) {
     }
   }
   awaiting_header_.erase(std::remove(awaiting_header_.begin(), awaiting_header_.end(), &m), awaiting_header_.end());
+  if (m.hold) kept_.push_back(std::move(m.hold));  // MPI may still read (a send) or write (a receive) it
+  m.staged = nullptr;
 }
 
 void CommState::after_repair() {
@@ -844,6 +914,7 @@ std::string CommState::stats_json() const {
     << ",\"replays_sent\":" << stats_.replayed_sent << ",\"replayed_bytes\":" << stats_.replayed_bytes
     << ",\"orphans_notified\":" << stats_.orphans_notified << ",\"duplicates_dropped\":" << stats_.duplicates_dropped
     << ",\"duplicates_skipped\":" << stats_.duplicates_skipped
+    << ",\"device_messages\":" << stats_.device_messages << ",\"device_bytes\":" << stats_.device_bytes
     << ",\"log_bound_bytes\":" << log_options_.bound_bytes << ",\"log_over_bound\":" << stats_.log_over_bound
     << ",\"checkpoint_asks_sent\":" << stats_.asks_sent << ",\"checkpoint_asks_received\":" << stats_.asks_received
     << ",\"forced_checkpoints\":" << stats_.forced_checkpoints
@@ -882,6 +953,22 @@ Comm::Request Comm::isend(const void* buf, std::size_t bytes, int dest, int tag)
 Comm::Request Comm::irecv(void* buf, std::size_t bytes, int src, int tag) {
   s_->check_tag(tag);
   return s_->irecv(buf, bytes, src, tag);
+}
+Comm::Request Comm::isend(const void* buf, std::size_t bytes, int dest, int tag, MemorySpace space) {
+  s_->check_tag(tag);
+  return s_->isend(buf, bytes, dest, tag, space);
+}
+Comm::Request Comm::irecv(void* buf, std::size_t bytes, int src, int tag, MemorySpace space) {
+  s_->check_tag(tag);
+  return s_->irecv(buf, bytes, src, tag, space);
+}
+void Comm::send(const void* buf, std::size_t bytes, int dest, int tag, MemorySpace space) {
+  Request r = isend(buf, bytes, dest, tag, space);
+  s_->wait(r);
+}
+std::size_t Comm::recv(void* buf, std::size_t bytes, int src, int tag, MemorySpace space) {
+  Request r = irecv(buf, bytes, src, tag, space);
+  return s_->wait(r);
 }
 std::size_t Comm::wait(Request& r) { return s_->wait(r); }
 void Comm::waitall(std::vector<Request>& rs) {

@@ -49,6 +49,10 @@ class CommHost {
   /// For the restart exchange: MPI_SUCCESS: nothing; a process failure: throw the runtime's internal PeerFailure
   /// (the caller starts a new repair attempt); other errors: throw Error.
   virtual void collective_ok(int rc) = 0;
+  /// The device backend for Comm's device buffers (created on first use; DeviceError when there is none).
+  virtual gpu::Backend& device() = 0;
+  /// Whether a pointer may be device memory (CUDA with a usable GPU): only then is CUDA asked where it lives.
+  virtual bool device_pointers_possible() = 0;
   /// A failure code from a blocking call although no process of the job failed and no communicator of this
   /// rank is revoked: Open MPI wakes every blocking wait of the process with such a code when it learns of any
   /// failure or revocation (e.g. a late notice of a failure already recovered from). The call is to be repeated.
@@ -85,6 +89,11 @@ struct PendingMessage {
   bool done = false;
   std::size_t result = 0;
   int epoch = 0;               // the communicators its MPI requests are on (CommState::epochs_)
+  // A device buffer (no MPI here is CUDA-aware): the host bytes MPI sends or receives are `staged` (pinned), held
+  // by `hold` (a staging buffer, or the log segment a logged send goes from).
+  bool device = false;
+  std::byte* staged = nullptr;
+  std::shared_ptr<void> hold;
   CommState* owner = nullptr;  // pending messages are registered there (repairs reach them)
   ~PendingMessage();
 };
@@ -100,8 +109,10 @@ class CommState {
   int size() const { return static_cast<int>(group_of_.size()); }
   int group_of(int r) const { return group_of_.at(static_cast<std::size_t>(r)); }
 
-  Comm::Request isend(const void* buf, std::size_t bytes, int dest, int tag);
-  Comm::Request irecv(void* buf, std::size_t bytes, int src, int tag);
+  /// `space`: where the buffer lives; none: asked of CUDA (device_pointers_possible()), host otherwise.
+  Comm::Request isend(const void* buf, std::size_t bytes, int dest, int tag,
+                      std::optional<MemorySpace> space = std::nullopt);
+  Comm::Request irecv(void* buf, std::size_t bytes, int src, int tag, std::optional<MemorySpace> space = std::nullopt);
   std::size_t wait(Comm::Request& r);
   bool test(Comm::Request& r);
 
@@ -153,6 +164,8 @@ class CommState {
   /// `in_recovery`: a failure throws the host's PeerFailure (collective_ok) instead of starting a recovery.
   void restart_exchange(bool in_recovery);
   bool exchange_pending() const { return exchange_pending_; }
+  /// This process rolled back in an earlier recovery and has not caught up yet (see Process::reexecuting()).
+  bool reexecuting() const { return exchange_pending_ || p_->reexecuting(); }
   const std::vector<std::pair<MPI_Comm, MPI_Comm>>& epochs() const { return epochs_; }
   /// Runtime entry points of the application: the pending exchange, control messages, and a rolled-back process
   /// waits here for the coordinator's release before it re-executes.
@@ -201,6 +214,15 @@ class CommState {
   bool asks_sent_ = false;   // since the last checkpoint
   std::unique_ptr<proto::Process> p_;
   std::vector<std::uint64_t> region_;
+  bool on_device(const void* buf, std::optional<MemorySpace> space);
+  void keep(std::shared_ptr<void> memory) { kept_.push_back(std::move(memory)); }
+  /// Pinned host memory for a device buffer's bytes, from a pool (pinning is slow); back to it when released.
+  std::shared_ptr<std::byte> take_staging(std::size_t bytes);
+  void device_to_host(void* dst, const void* src, std::size_t bytes);
+  void host_to_device(void* dst, const void* src, std::size_t bytes);
+  std::unique_ptr<gpu::Stream> stream_;
+  std::shared_ptr<logging::SegmentPool> staging_pool_ = std::make_shared<logging::SegmentPool>(std::size_t{64} << 20);
+  std::vector<std::shared_ptr<void>> kept_;  // staging that MPI may still use after its request was abandoned
   void write_log_region(const proto::Capture& c);
   void read_log_region(proto::Capture& c);
   std::vector<std::byte> log_region_ = std::vector<std::byte>(4096);
@@ -235,6 +257,7 @@ class CommState {
     std::uint64_t intra_messages = 0, intra_bytes = 0, inter_messages = 0, inter_bytes = 0, received = 0;
     std::uint64_t views_sent = 0, views_received = 0, released = 0, channel_checks = 0;
     std::size_t log_max_held = 0;
+    std::uint64_t device_messages = 0, device_bytes = 0;
     std::uint64_t log_over_bound = 0, asks_sent = 0, asks_received = 0, forced_checkpoints = 0;
     std::uint64_t replayed = 0, replayed_sent = 0, replayed_bytes = 0, orphans_notified = 0, duplicates_dropped = 0, duplicates_skipped = 0, recoveries = 0;
   } stats_;

@@ -305,6 +305,24 @@ class MpiCoordination : public Coordination, public CommHost {
   bool take_start_over() override { return std::exchange(start_over_, false); }
 
   // ---- CommHost ---------------------------------------------------------------------------------------------
+  gpu::Backend& device() override {
+    if (device_) return *device_;
+    switch (cfg_.device_backend) {
+      case DeviceBackendKind::HostTwin:
+        device_ = gpu::make_host_twin_backend();
+        break;
+      case DeviceBackendKind::Cuda:
+      case DeviceBackendKind::Auto:
+        device_ = gpu::make_cuda_backend();  // DeviceError saying what to do when there is no GPU
+        break;
+    }
+    return *device_;
+  }
+  bool device_pointers_possible() override {
+    if (!device_possible_)
+      device_possible_ = cfg_.device_backend != DeviceBackendKind::HostTwin && gpu::cuda_device_count() > 0;
+    return *device_possible_;
+  }
   MPI_Comm view_comm() const override { return view_; }
   MPI_Comm control_comm() const override { return ctl_; }
   // No process of the job failed and none of this rank's communicators is revoked.
@@ -856,9 +874,21 @@ class MpiCoordination : public Coordination, public CommHost {
       try {
         ok(polled::allreduce(MPI_IN_PLACE, &max_step, 1, MPI_UINT64_T, MPI_MAX, shrunk));
         const auto all = allgather_u64(shrunk, my_records(failed));
+        // Groups with a member still re-executing after an earlier group rollback roll back again: the orphan and
+        // duplicate limits it re-executes under are only valid in the recovery that computed them (cleared, it
+        // would send again what its receivers already delivered, and nobody would receive it).
+        std::set<int> also;
+        if (group_rollback_) {
+          const std::uint64_t behind = comm_state_ && comm_state_->reexecuting() ? 1 : 0;
+          const auto flags = allgather_u64(shrunk, {static_cast<std::uint64_t>(rank_), behind});
+          for (std::size_t i = 0; i + 1 < flags.size(); i += 2)
+            if (flags[i + 1] && flags[i] < static_cast<std::uint64_t>(size_))
+              also.insert(layout_.group_of[static_cast<std::size_t>(flags[i])]);
+        }
         try {
           plan = group_rollback_
-                     ? coord::plan_group_recovery(layout_, failed, holdings_from(all, size_), !cfg_.dir.empty())
+                     ? coord::plan_group_recovery(layout_, failed, holdings_from(all, size_), !cfg_.dir.empty(),
+                                                  also)
                      : coord::plan_recovery(layout_, failed, holdings_from(all, size_), !cfg_.dir.empty());
         } catch (const UnrecoverableFailure&) {
           plan_error = std::current_exception();
@@ -1395,6 +1425,8 @@ class MpiCoordination : public Coordination, public CommHost {
   bool group_rollback_ = false;      // REPRISE_ROLLBACK=group
   bool trace_ = std::getenv("REPRISE_TRACE") != nullptr;  // diagnostics of failures and revocations on stderr
   std::uint32_t epoch_ = 0;          // recoveries of the job so far (group rollback)
+  std::unique_ptr<gpu::Backend> device_;      // reprise::Comm's device buffers
+  std::optional<bool> device_possible_;
   bool joined_group_recovery_ = false;  // a replacement of a group rollback: begin_recovery once Comm exists
   std::set<int> joined_rolled_back_;
   int joined_coordinator_ = -1;

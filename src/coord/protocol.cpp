@@ -156,6 +156,14 @@ RecoveryWork Process::recover(bool rolled_back, const std::vector<PeerCounts>& p
   return work;
 }
 
+bool Process::reexecuting() const {
+  if (blocked_) return true;
+  for (const auto* limits : {&orphan_limit_, &dup_limit_})
+    for (const auto& [peer, limit] : *limits)
+      if (sent(peer) < limit) return true;
+  return false;
+}
+
 void Process::release(ItemKind kind, std::uint64_t phase) {
   if (kind == ItemKind::Block)
     blocked_ = send_blocked_ = false;

@@ -134,6 +134,10 @@ class Process {
   /// The coordinator released one of this process's items.
   void release(ItemKind kind, std::uint64_t phase);
   bool blocked() const { return blocked_; }
+  /// Still re-executing after a rollback: waiting for the coordinator's release, or not yet past the sends its
+  /// receivers had already delivered (orphans and duplicates it must not send again). A new recovery must roll
+  /// such a process back again: its limits are only valid in the recovery that computed them.
+  bool reexecuting() const;
   bool send_blocked() const { return send_blocked_; }
   /// What repair discards at a process of R: the outbox (its replays are recomputed) and any gating.
   void reset_recovery_state();

@@ -113,7 +113,8 @@ RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
 }
 
 RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& failed,
-                                 const std::vector<RankHoldings>& holdings, bool persistent_level) {
+                                 const std::vector<RankHoldings>& holdings, bool persistent_level,
+                                 const std::set<int>& also) {
   const int n = layout.size();
   if (static_cast<int>(holdings.size()) != n)
     throw Error("recovery plan: " + std::to_string(holdings.size()) + " holdings for " + std::to_string(n) + " ranks");
@@ -124,7 +125,7 @@ RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& f
   plan.source.assign(static_cast<std::size_t>(n), DataSource::Own);
   plan.version_of.assign(static_cast<std::size_t>(n), 0);
   plan.starts_over.assign(static_cast<std::size_t>(n), 0);
-  std::set<int> groups;
+  std::set<int> groups = also;
   for (int f : plan.failed) groups.insert(layout.group_of[static_cast<std::size_t>(f)]);
   for (int g : groups) {
     std::vector<int> members;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,8 +47,11 @@ RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
 /// The plan for a group rollback: each group with a failed rank is planned alone (as plan_recovery does for the
 /// whole job): the newest version restorable on every member, or a fresh start when its group never committed.
 /// The other groups do not roll back. Throws UnrecoverableFailure as plan_recovery does, for one of those groups.
+/// `also`: groups that roll back too although none of their members failed (a member still re-executing after
+/// an earlier recovery: the limits it re-executes under hold only within that recovery).
 RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& failed,
-                                 const std::vector<RankHoldings>& holdings, bool persistent_level);
+                                 const std::vector<RankHoldings>& holdings, bool persistent_level,
+                                 const std::set<int>& also = {});
 
 /// Human-readable list "1, 3 and 5".
 std::string list_ranks(const std::vector<int>& ranks);

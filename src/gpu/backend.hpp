@@ -77,6 +77,9 @@ class Backend {
   virtual std::string device_description() const = 0;
 
   virtual Buffer alloc_device(std::size_t bytes) = 0;
+  /// Whether `p` points into memory the host cannot read directly (CUDA device memory; managed and host memory
+  /// are host-readable). The host twin has no such memory.
+  virtual bool is_device_pointer(const void* p) const = 0;
   /// Page-locked host memory (cudaHostAlloc) where the backend has it; plain host memory otherwise.
   virtual Buffer alloc_pinned(std::size_t bytes) = 0;
   virtual std::unique_ptr<Stream> create_stream(bool low_priority) = 0;

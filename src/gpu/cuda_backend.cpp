@@ -125,6 +125,14 @@ class CudaBackend final : public Backend {
     const int device = device_;
     return Buffer(p, bytes, [device](void* q) { release_on(device, [q] { return cudaFree(q); }); });
   }
+  bool is_device_pointer(const void* p) const override {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      cudaGetLastError();  // not a pointer CUDA knows: host memory
+      return false;
+    }
+    return a.type == cudaMemoryTypeDevice;
+  }
   Buffer alloc_pinned(std::size_t bytes) override {
     DeviceScope on(device_);
     void* p = nullptr;

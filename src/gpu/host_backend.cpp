@@ -24,6 +24,7 @@ class HostTwinBackend final : public Backend {
  public:
   const char* name() const override { return "host-twin"; }
   std::string device_description() const override { return "host (kernel host twins)"; }
+  bool is_device_pointer(const void*) const override { return false; }
   Buffer alloc_device(std::size_t bytes) override { return host_alloc(bytes); }
   Buffer alloc_pinned(std::size_t bytes) override { return host_alloc(bytes); }
   std::unique_ptr<Stream> create_stream(bool) override { return std::make_unique<InlineStream>(); }

@@ -265,6 +265,19 @@ TEST(GroupRecoveryPlan, GroupsArePlannedAloneAndOnlyANeverCommittedGroupStartsOv
   EXPECT_FALSE(p.from_start);  // the job as a whole does not start over
 }
 
+TEST(GroupRecoveryPlan, AGroupStillReexecutingRollsBackAgain) {
+  auto h = holdings_all({{10, 10, true}, {20, 10, false}});
+  h[7].own = {};
+  h[7].at_buddy = {{10, 10, true}, {20, 10, false}};
+  h[2].own = {{10, 10, true}};  // group 1 (ranks 2, 3) rolled back earlier, to 10, and re-executes
+  h[3].own = {{10, 10, true}};
+  const RecoveryPlan p = plan_group_recovery(eight(), {7}, h, false, {1});
+  EXPECT_EQ(p.rolled_back, (std::vector<int>{2, 3, 6, 7}));
+  EXPECT_EQ(p.version_of[2], 10u);  // its own newest version again
+  EXPECT_EQ(p.version_of[6], 20u);
+  EXPECT_FALSE(p.starts_over[2]);
+}
+
 TEST(GroupRecoveryPlan, OwnerAndBuddyLostTogetherIsStillUnrecoverable) {
   auto h = holdings_all({{10, 10, true}});
   h[0].own = {};

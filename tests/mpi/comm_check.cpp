@@ -4,6 +4,7 @@
 // once the receiving group commits. Prints `checksum 0x...` (independent of failures), the Comm counters of rank
 // 0, and `comm ok` when the log was garbage-collected (entries released, few held at the end).
 //   REPRISE_RANKS_PER_NODE=2 scripts/mpirun.sh -n 4 -- reprise-mpi-comm-check [--steps N] [--mode MODE]
+//       [--checkpoint-every K] [--words W] [--space host|device]
 // MODE: normal; late-receive (each rank also sends one message that its receiver takes only two checkpoints
 // later: a failure in between needs it replayed from the log the sender checkpointed); dirty-channel (rank 0 leaves a message to its group partner unreceived before a checkpoint: a
 // clear ProtocolError); any-source (a wildcard receive: a clear UsageError).
@@ -30,12 +31,18 @@ int run(int argc, char** argv) {
   std::uint64_t steps = 30, every = 5;
   std::size_t words = 2048;  // 16 KiB per message: above the packing limit (header + payload datatype)
   std::string mode = "normal";
+  // --space device: every point-to-point buffer is said to be device memory, so Comm stages it through pinned host
+  // memory (D2H into the log entry or a staging buffer, H2D on delivery); with REPRISE_DEVICE_BACKEND=host-twin the
+  // "device" is host memory and the copies are the backend's host twins. The checksum is the host run's.
+  reprise::MemorySpace space = reprise::MemorySpace::Host;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--steps") steps = std::stoull(argv[i + 1]);
     else if (a == "--checkpoint-every") every = std::stoull(argv[i + 1]);
     else if (a == "--words") words = std::stoull(argv[i + 1]);
     else if (a == "--mode") mode = argv[i + 1];
+    else if (a == "--space") space = std::string(argv[i + 1]) == "device" ? reprise::MemorySpace::Device
+                                                                          : reprise::MemorySpace::Host;
     else throw reprise::UsageError("unknown option " + a);
   }
   reprise::MpiRuntime rt(MPI_COMM_WORLD);
@@ -70,7 +77,14 @@ int run(int argc, char** argv) {
       while (step < steps) {
         rt.step(step);
         const int next = (me + 1) % n, prev = (me + n - 1) % n;
-        c.sendrecv(state.data(), words * 8, next, 1, in.data(), words * 8, prev, 1);
+        if (space == reprise::MemorySpace::Host) {
+          c.sendrecv(state.data(), words * 8, next, 1, in.data(), words * 8, prev, 1);
+        } else {
+          reprise::Comm::Request r = c.irecv(in.data(), words * 8, prev, 1, space);
+          reprise::Comm::Request s = c.isend(state.data(), words * 8, next, 1, space);
+          c.wait(s);
+          c.wait(r);
+        }
         fold(prev);
         {
           // Two large messages in flight on one channel with one tag, of different sizes: each receive must get
@@ -78,10 +92,10 @@ int run(int argc, char** argv) {
           std::vector<std::uint64_t> a(words), half(words / 2), b(words, 0);
           for (std::size_t i = 0; i < half.size(); ++i) half[i] = mix(state[i] + 7);
           std::vector<reprise::Comm::Request> two;
-          two.push_back(c.irecv(a.data(), words * 8, prev, 6));
-          two.push_back(c.irecv(b.data(), words * 8, prev, 6));
-          two.push_back(c.isend(state.data(), words * 8, next, 6));
-          two.push_back(c.isend(half.data(), half.size() * 8, next, 6));
+          two.push_back(c.irecv(a.data(), words * 8, prev, 6, space));
+          two.push_back(c.irecv(b.data(), words * 8, prev, 6, space));
+          two.push_back(c.isend(state.data(), words * 8, next, 6, space));
+          two.push_back(c.isend(half.data(), half.size() * 8, next, 6, space));
           const std::size_t got_a = c.wait(two[0]), got_b = c.wait(two[1]);
           c.waitall(two);
           if (got_a != words * 8 || got_b != half.size() * 8)
@@ -97,9 +111,9 @@ int run(int argc, char** argv) {
           std::vector<std::vector<std::uint64_t>> got(static_cast<std::size_t>(n), std::vector<std::uint64_t>(words));
           std::vector<reprise::Comm::Request> reqs;
           for (int q = 0; q < n; ++q)
-            if (q != me) reqs.push_back(c.irecv(got[static_cast<std::size_t>(q)].data(), words * 8, q, 2));
+            if (q != me) reqs.push_back(c.irecv(got[static_cast<std::size_t>(q)].data(), words * 8, q, 2, space));
           for (int q = 0; q < n; ++q)
-            if (q != me) reqs.push_back(c.isend(state.data(), words * 8, q, 2));
+            if (q != me) reqs.push_back(c.isend(state.data(), words * 8, q, 2, space));
           c.waitall(reqs);
           for (int q = 0; q < n; ++q)
             if (q != me) {
@@ -112,10 +126,10 @@ int run(int argc, char** argv) {
           // Whoever rolls back to a version in between, its sender (or the sender's replacement) owes it again.
           if (step == 2 * every - 1) {
             late_out = state;
-            late = c.isend(late_out.data(), words * 8, (me + 2) % n, 5);
+            late = c.isend(late_out.data(), words * 8, (me + 2) % n, 5, space);
           }
           if (step == 3 * every + 2) {
-            c.recv(in.data(), words * 8, (me + n - 2) % n, 5);
+            c.recv(in.data(), words * 8, (me + n - 2) % n, 5, space);
             fold((me + n - 2) % n);
             if (late.pending()) c.wait(late);  // (none when this rank rolled back past the send)
           }
@@ -160,6 +174,7 @@ int run(int argc, char** argv) {
   // Log bound (REPRISE_LOG_BOUND): the runtime forced checkpoints, and the log stayed near the bound (it is held
   // in 1 MiB segments; a group learns it was asked at its next step and its commit releases the log one
   // checkpoint later).
+  if (space == reprise::MemorySpace::Device) ok = ok && stat("device_messages") > 0;
   const std::size_t bound = rt.config().log_bound_bytes;
   if (bound) {
     const bool held = stat("forced_checkpoints") > 0 && stat("log_max_held_bytes") <= 2 * bound + (2u << 20);
