@@ -921,6 +921,7 @@ class MpiCoordination : public Coordination, public CommHost {
         MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
         std::vector<std::uint64_t> packet = make_packet(plan, max_step);
         broadcast_packet(merged, packet);
+        kill_floors_ = kill_floors(plan.failed, max_step);
         ok(MPI_Comm_split(merged, 0, rank_, &world));
       } catch (const PeerFailure&) {
         flag = 0;
@@ -1156,7 +1157,24 @@ class MpiCoordination : public Coordination, public CommHost {
         p.push_back(static_cast<std::uint64_t>(plan.starts_over[i]));
       }
     }
+    for (std::uint64_t f : kill_floors(plan.failed, max_step)) p.push_back(f);
     return p;
+  }
+
+  // Failure injection across replacements: per rank, the step up to which REPRISE_KILL orders already fired. A
+  // failed rank's order fired at the first of its kill steps above its previous floor, which may be ahead of every
+  // survivor (max_step): its replacement must not fire it again when it re-executes that step.
+  std::vector<std::uint64_t> kill_floors(const std::vector<int>& failed, std::uint64_t max_step) const {
+    std::vector<std::uint64_t> floors = kill_floors_;
+    floors.resize(static_cast<std::size_t>(size_), 0);
+    for (int f : failed) {
+      std::uint64_t& floor = floors[static_cast<std::size_t>(f)];
+      std::uint64_t fired = 0;
+      for (const auto& k : kills_)
+        if (k.rank == f && k.step > floor && (fired == 0 || k.step < fired)) fired = k.step;
+      floor = std::max({floor, max_step, fired});
+    }
+    return floors;
   }
 
   static void broadcast_packet(MPI_Comm merged, std::vector<std::uint64_t>& p) {
@@ -1171,6 +1189,7 @@ class MpiCoordination : public Coordination, public CommHost {
     std::uint64_t max_step = 0;
     std::vector<std::string> env;
     std::uint32_t epoch = 0;
+    std::vector<std::uint64_t> kill_floors;
   };
 
   static Packet parse_packet(const std::vector<std::uint64_t>& p, int size) {
@@ -1202,6 +1221,7 @@ class MpiCoordination : public Coordination, public CommHost {
         k.plan.starts_over[static_cast<std::size_t>(r)] = static_cast<char>(p.at(i++));
       }
     }
+    for (int r = 0; r < size; ++r) k.kill_floors.push_back(p.at(i++));
     return k;
   }
 
@@ -1244,11 +1264,12 @@ class MpiCoordination : public Coordination, public CommHost {
       if (eq != std::string::npos) setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
     }
     kills_ = coord::parse_kill_spec(std::getenv("REPRISE_KILL") ? std::getenv("REPRISE_KILL") : "");
-    kill_floor_ = k.max_step;
+    kill_floors_ = k.kill_floors;
     group_rollback_ = Config::from_env(cfg).group_rollback;  // the job's REPRISE_* environment is set now
     MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
     MPI_Comm_free(&merged);
     adopt(world);
+    kill_floor_ = std::max(k.max_step, kill_floors_.at(static_cast<std::size_t>(rank_)));  // rank_: set by adopt
     cfg = Config::from_env(cfg);
     cfg.rank = rank_;
     cfg_ = cfg;
@@ -1432,6 +1453,7 @@ class MpiCoordination : public Coordination, public CommHost {
   int joined_coordinator_ = -1;
   MPI_Request* pending_group_ = nullptr;  // the group collective this rank waits for (wait_group)
   std::uint64_t kill_floor_ = 0;
+  std::vector<std::uint64_t> kill_floors_;  // per rank (see kill_floors())
   std::uint64_t current_step_ = 0;
   std::atomic<bool> down_{false};
   std::atomic<bool> stop_{false};

@@ -131,6 +131,30 @@ RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& f
     std::vector<int> members;
     for (int r = 0; r < n; ++r)
       if (layout.group_of[static_cast<std::size_t>(r)] == g) members.push_back(r);
+    bool has_failed = false;
+    for (int r : members) has_failed |= std::binary_search(plan.failed.begin(), plan.failed.end(), r);
+    if (!has_failed) {
+      // A group that rolls back again while it re-executes (`also`): every member is alive and holds its own
+      // versions; the newest one all of them hold, or, when it committed nothing since it started over, the
+      // beginning again.
+      std::vector<std::uint64_t> common;
+      for (std::size_t i = 0; i < members.size(); ++i) {
+        const auto mine = complete_versions(holdings[static_cast<std::size_t>(members[i])].own);
+        if (i == 0) {
+          common = mine;
+        } else {
+          std::vector<std::uint64_t> next;
+          std::set_intersection(common.begin(), common.end(), mine.begin(), mine.end(), std::back_inserter(next));
+          common = std::move(next);
+        }
+      }
+      for (int r : members) {
+        plan.rolled_back.push_back(r);
+        plan.version_of[static_cast<std::size_t>(r)] = common.empty() ? 0 : common.back();
+        plan.starts_over[static_cast<std::size_t>(r)] = common.empty() ? 1 : 0;
+      }
+      continue;
+    }
     // Every failure counts (a member whose buddy in another group failed too lost its data).
     const RecoveryPlan p = plan_over(layout, plan.failed, holdings, persistent_level, members);
     for (int r : members) {

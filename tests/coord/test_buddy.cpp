@@ -276,6 +276,13 @@ TEST(GroupRecoveryPlan, AGroupStillReexecutingRollsBackAgain) {
   EXPECT_EQ(p.version_of[2], 10u);  // its own newest version again
   EXPECT_EQ(p.version_of[6], 20u);
   EXPECT_FALSE(p.starts_over[2]);
+  // A re-executing group that committed nothing since it started over starts over again (nothing is lost).
+  h[2].own = {};
+  h[3].own = {{10, 10, true}};  // drained here, not yet at rank 2: never committed
+  const RecoveryPlan q = plan_group_recovery(eight(), {7}, h, false, {1});
+  EXPECT_TRUE(q.starts_over[2]);
+  EXPECT_TRUE(q.starts_over[3]);
+  EXPECT_FALSE(q.starts_over[6]);
 }
 
 TEST(GroupRecoveryPlan, OwnerAndBuddyLostTogetherIsStillUnrecoverable) {
