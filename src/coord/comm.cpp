@@ -9,6 +9,9 @@
 #include <string>
 #include <utility>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "coord/comm_state.hpp"
 #include "coord/polled_mpi.hpp"
 #include "reprise/errors.hpp"
@@ -489,15 +492,41 @@ void CommState::barrier_result(const std::vector<const std::uint64_t*>& member, 
 std::pair<void*, std::size_t> CommState::locate_log_region(std::optional<std::size_t> bytes) {
   if (bytes) {
     log_region_.assign(*bytes, std::byte{0});  // restore() writes all of it
-    log_region_used_ = *bytes;
+    region_compact_ = true;
   }
   return {log_region_.data(), log_region_.size()};
 }
 
+namespace {
+constexpr std::uint64_t kRegionMagic = 0x31474552474f4c50ull;  // "PLOGREG1"
+constexpr std::size_t kRegionHeader = 64, kIndexEntry = 48;
+std::size_t align64(std::size_t n) { return (n + 63) & ~std::size_t{63}; }
+}  // namespace
+
 void CommState::write_log_region(const proto::Capture& c) {
-  const std::size_t log_bytes = logging::MessageLog::serialized_size(c.log);
-  std::size_t need = 8 + log_bytes + 8;
-  for (const auto& r : c.orphan_record) need += 8 + 16 * r.size();
+  const std::vector<logging::Entry>& live = c.log.entries;
+  // Released entries leave the map (their bytes stay, unchanged); new ones need room behind the others.
+  std::set<std::pair<int, std::uint64_t>> keys;
+  for (const auto& e : live) keys.insert({e.dest, e.seq});
+  for (auto it = region_offset_.begin(); it != region_offset_.end();)
+    it = keys.count(it->first) ? std::next(it) : region_offset_.erase(it);
+  std::size_t tail = 8;  // index and orphan record
+  for (const auto& r : c.orphan_record) tail += 8 + 16 * r.size();
+  tail += kIndexEntry * live.size();
+  auto added = [&] {
+    std::size_t n = 0;
+    for (const auto& e : live)
+      if (!region_offset_.count({e.dest, e.seq})) n += align64(e.bytes);
+    return n;
+  };
+  std::size_t add = added();
+  if (region_compact_ || region_bump_ + add + tail > log_region_.size()) {
+    region_offset_.clear();  // rewrite compactly from the start
+    region_bump_ = kRegionHeader;
+    region_compact_ = false;
+    add = added();
+  }
+  const std::size_t need = region_bump_ + add + tail;
   if (need > log_region_.size()) {
     // Room for growth (each change of size makes a full version): half as much again, in 64 KiB steps.
     constexpr std::size_t kStep = std::size_t{64} << 10;
@@ -505,14 +534,25 @@ void CommState::write_log_region(const proto::Capture& c) {
     log_region_.resize((want + kStep - 1) / kStep * kStep, std::byte{0});
   }
   std::byte* const base = log_region_.data();
-  std::byte* p = base;
+  for (const auto& e : live) {
+    auto [it, fresh] = region_offset_.try_emplace({e.dest, e.seq}, region_bump_);
+    if (!fresh) continue;
+    if (e.bytes) std::memcpy(base + region_bump_, e.data(), e.bytes);
+    region_bump_ += align64(e.bytes);
+  }
+  std::byte* p = base + region_bump_;
   auto put = [&p](std::uint64_t v) {
     std::memcpy(p, &v, 8);
     p += 8;
   };
-  put(log_bytes);
-  logging::MessageLog::serialize_to(c.log, p);
-  p += log_bytes;
+  for (const auto& e : live) {
+    put(static_cast<std::uint64_t>(e.dest));
+    put(e.seq);
+    put(e.phase);
+    put(static_cast<std::uint64_t>(static_cast<std::int64_t>(e.tag)));
+    put(e.bytes);
+    put(region_offset_.at({e.dest, e.seq}));
+  }
   put(c.orphan_record.size());
   for (const auto& r : c.orphan_record) {
     put(r.size());
@@ -521,31 +561,44 @@ void CommState::write_log_region(const proto::Capture& c) {
       put(phase);
     }
   }
-  const std::size_t used = static_cast<std::size_t>(p - base);
-  // Stale bytes of a longer earlier snapshot would only make chunks differ from one version to the next.
-  if (used < log_region_used_) std::memset(p, 0, log_region_used_ - used);
-  log_region_used_ = used;
+  const std::uint64_t end = static_cast<std::uint64_t>(p - base);
+  const std::uint64_t header[6] = {kRegionMagic, region_bump_, live.size(), end,
+                                   XXH3_64bits(base + region_bump_, end - region_bump_), 0};
+  std::memcpy(base, header, sizeof header);
 }
 
 void CommState::read_log_region(proto::Capture& c) {
   const std::byte* const base = log_region_.data();
   const std::size_t size = log_region_.size();
-  std::size_t at = 0;
   auto corrupt = [&](const std::string& what) {
-    return CorruptCheckpointError("region 'reprise.log'", what + " (at byte " + std::to_string(at) + " of " +
-                                                               std::to_string(size) + ")");
+    return CorruptCheckpointError("region 'reprise.log'", what + " (region of " + std::to_string(size) + " bytes)");
   };
+  std::uint64_t h[6] = {};
+  if (size < kRegionHeader) throw corrupt("truncated header");
+  std::memcpy(h, base, sizeof h);
+  if (h[0] != kRegionMagic) throw corrupt("not a message log region (bad magic)");
+  const std::uint64_t index = h[1], count = h[2], end = h[3];
+  if (index < kRegionHeader || end > size || index > end || (end - index) / kIndexEntry < count)
+    throw corrupt("index out of bounds");
+  if (XXH3_64bits(base + index, end - index) != h[4]) throw corrupt("index checksum mismatch");
+  std::size_t at = index;
   auto get = [&]() {
-    if (size - at < 8) throw corrupt("truncated");
+    if (end - at < 8) throw corrupt("truncated index");
     std::uint64_t v = 0;
     std::memcpy(&v, base + at, 8);
     at += 8;
     return v;
   };
-  const std::uint64_t log_bytes = get();
-  if (log_bytes > size - at) throw corrupt("a log snapshot of " + std::to_string(log_bytes) + " bytes does not fit");
-  c.log = p_->log().deserialize(base + at, static_cast<std::size_t>(log_bytes));
-  at += static_cast<std::size_t>(log_bytes);
+  c.log.entries.clear();
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const auto dest = static_cast<int>(get());
+    const std::uint64_t seq = get(), phase = get();
+    const auto tag = static_cast<std::int32_t>(static_cast<std::int64_t>(get()));
+    const std::uint64_t bytes = get(), offset = get();
+    if (offset < kRegionHeader || offset > index || bytes > index - offset)
+      throw corrupt("entry " + std::to_string(i) + " outside the payload area");
+    c.log.entries.push_back(p_->log().copy_in(dest, seq, phase, tag, base + offset, static_cast<std::size_t>(bytes)));
+  }
   const std::uint64_t ranks = get();
   if (ranks != group_of_.size())
     throw corrupt("an orphan record for " + std::to_string(ranks) + " ranks in a job of " +
@@ -553,7 +606,7 @@ void CommState::read_log_region(proto::Capture& c) {
   c.orphan_record.assign(group_of_.size(), {});
   for (auto& r : c.orphan_record) {
     const std::uint64_t k = get();
-    if (k > (size - at) / 16) throw corrupt("an orphan record of " + std::to_string(k) + " entries does not fit");
+    if (k > (end - at) / 16) throw corrupt("an orphan record of " + std::to_string(k) + " entries does not fit");
     for (std::uint64_t i = 0; i < k; ++i) {
       const std::uint64_t seq = get();
       r.emplace_back(seq, get());
@@ -616,6 +669,7 @@ void CommState::after_restore(std::uint64_t version) {
     read_log_region(c);
   }
   captures_.erase(captures_.upper_bound(version), captures_.end());
+  region_compact_ = true;  // the restored region's offsets are not this process's map
   if (announced_ && *announced_ > version) announced_ = version;
   p_->restore(c);
 }
@@ -625,6 +679,7 @@ void CommState::start_over() {
   std::fill(region_.begin(), region_.end(), 0);
   captures_.clear();
   announced_.reset();
+  region_compact_ = true;
 }
 
 // ---- repairs and recovery --------------------------------------------------------------------------------------

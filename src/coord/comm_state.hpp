@@ -132,8 +132,12 @@ class CommState {
   void committed(std::uint64_t version);
   /// The protected region holding the message log snapshot and the orphan record of the newest capture, so that
   /// they travel with the version to the buddy and come back with it (a replacement process gets the log it
-  /// owes replays from). Layout: u64 n, n bytes of MessageLog::serialize, u64 ranks, per rank u64 k and k
-  /// (seq, phase) pairs; zeros up to the end. It grows when a snapshot does not fit (that version is a full one);
+  /// owes replays from). Append-stable, so that a differential version carries only what changed: a payload is
+  /// written once, at an offset it keeps while it is live (released ones leave their bytes, unchanged); new
+  /// payloads go behind the others, then the index (per entry dest, seq, phase, tag, bytes, offset) and the
+  /// orphan record (u64 ranks, per rank u64 k and k (seq, phase) pairs); a 64-byte header at the start says where
+  /// the index is and checksums it. When new payloads do not fit, everything is rewritten compactly from the
+  /// start, and the region grows (by half again; that version is a full one) when even that does not fit.
   /// `bytes`: the size recorded in a version about to be restored.
   std::pair<void*, std::size_t> locate_log_region(std::optional<std::size_t> bytes);
   /// restore(version) rewrote the regions: the protocol state comes back from them.
@@ -226,7 +230,9 @@ class CommState {
   void write_log_region(const proto::Capture& c);
   void read_log_region(proto::Capture& c);
   std::vector<std::byte> log_region_ = std::vector<std::byte>(4096);
-  std::size_t log_region_used_ = 0;  // bytes before the zeros
+  std::map<std::pair<int, std::uint64_t>, std::size_t> region_offset_;  // (dest, seq) -> payload offset
+  std::size_t region_bump_ = 64;  // where the next payload goes
+  bool region_compact_ = true;    // the next write rewrites everything (after a restore: offsets unknown)
   std::map<std::uint64_t, proto::Capture> captures_;  // versions not yet committed, and the newest committed
   std::optional<std::uint64_t> announced_;
   unsigned ops_since_poll_ = 0;

@@ -203,6 +203,16 @@ std::vector<std::byte> MessageLog::serialize(const Snapshot& snapshot) {
   return out;
 }
 
+Entry MessageLog::copy_in(int dest, std::uint64_t seq, std::uint64_t phase, std::int32_t tag, const void* payload,
+                          std::size_t bytes) {
+  const std::size_t aligned = (bytes + 15) & ~std::size_t{15};
+  std::shared_ptr<Segment> seg = room_for(aligned);
+  Entry e{dest, seq, phase, tag, bytes, seg, seg->used};
+  seg->used += aligned;
+  if (bytes) std::memcpy(e.data(), payload, bytes);
+  return e;
+}
+
 Snapshot MessageLog::deserialize(const std::byte* data, std::size_t size) {
   struct {
     const std::byte* p;

@@ -131,6 +131,9 @@ class MessageLog {
   /// The same into `out`, which has room for serialized_size(snapshot) bytes (no intermediate copy).
   static std::size_t serialized_size(const Snapshot& snapshot);
   static void serialize_to(const Snapshot& snapshot, std::byte* out);
+  /// An entry in this log's memory holding a copy of `payload` (a snapshot read back from a checkpoint); not live.
+  Entry copy_in(int dest, std::uint64_t seq, std::uint64_t phase, std::int32_t tag, const void* payload,
+                std::size_t bytes);
   /// The inverse, into this log's memory. Throws FormatError on truncated or corrupt input.
   Snapshot deserialize(const std::byte* data, std::size_t size);
 
