@@ -390,34 +390,26 @@ void CommState::maybe_poll_views() {
 
 void CommState::poll_views() {
   ops_since_poll_ = 0;
+  // One wildcard probe per message: committed views (kViewTag) and checkpoint asks of the log bound (kAskTag).
   for (;;) {
     int flag = 0;
     MPI_Status st;
-    host_.check_mpi(probe_any_source(host_.view_comm(), kAskTag, &flag, &st));
-    if (!flag || st.MPI_SOURCE < 0) break;
-    std::uint64_t v[2];
-    const int rc = polled::recv(v, 2, MPI_UINT64_T, st.MPI_SOURCE, kAskTag, host_.view_comm(), MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      host_.check_mpi(rc);
-      continue;
-    }
-    asked_ = true;
-    ++stats_.asks_received;
-  }
-  for (;;) {
-    int flag = 0;
-    MPI_Status st;
-    host_.check_mpi(probe_any_source(host_.view_comm(), kViewTag, &flag, &st));
+    host_.check_mpi(probe_any_source(host_.view_comm(), MPI_ANY_TAG, &flag, &st));
     if (!flag) break;
-    if (st.MPI_SOURCE < 0 || st.MPI_SOURCE >= size()) {
-      std::fprintf(stderr, "reprise: rank %d: a committed view from rank %d (tag %d, error %d) ignored\n", rank_,
-                   st.MPI_SOURCE, st.MPI_TAG, st.MPI_ERROR);
+    if (st.MPI_SOURCE < 0 || st.MPI_SOURCE >= size() || (st.MPI_TAG != kViewTag && st.MPI_TAG != kAskTag)) {
+      std::fprintf(stderr, "reprise: rank %d: a message from rank %d on the view communicator (tag %d, error %d) "
+                   "ignored\n", rank_, st.MPI_SOURCE, st.MPI_TAG, st.MPI_ERROR);
       break;
     }
     std::uint64_t v[2];
-    const int rc = polled::recv(v, 2, MPI_UINT64_T, st.MPI_SOURCE, kViewTag, host_.view_comm(), MPI_STATUS_IGNORE);
+    const int rc = polled::recv(v, 2, MPI_UINT64_T, st.MPI_SOURCE, st.MPI_TAG, host_.view_comm(), MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {  // spurious (probe again) or a repair (the communicators changed)
       host_.check_mpi(rc);
+      continue;
+    }
+    if (st.MPI_TAG == kAskTag) {
+      asked_ = true;
+      ++stats_.asks_received;
       continue;
     }
     const std::size_t before = p_->log().live_entries();
@@ -736,6 +728,7 @@ void CommState::begin_recovery(std::uint32_t epoch, const std::set<int>& rolled_
   rolled_back_ = rolled_back;
   coordinator_rank_ = coordinator;
   coordinator_.reset();
+  exchanging_ = false;
   in_r_ = rolled_back.count(rank_) > 0;
   if (in_r_) {
     after_repair();  // everything of this process is redone from its group's version
@@ -775,7 +768,9 @@ void CommState::begin_recovery(std::uint32_t epoch, const std::set<int>& rolled_
 }
 
 void CommState::restart_exchange(bool in_recovery) {
+  host_.before_restart_exchange();
   exchange_pending_ = false;
+  exchanging_ = in_r_;  // until it completes: a failure during it rolls this group back again
   auto ok = [&](int rc) { in_recovery ? host_.collective_ok(rc) : host_.check_mpi(rc); };
   const std::size_t N = group_of_.size();
   // This process's counts now, and its group's committed view of each channel (restored state in R).
@@ -825,6 +820,7 @@ void CommState::restart_exchange(bool in_recovery) {
     (void)dest;
   }
   stats_.replayed_bytes += w.replay_bytes;
+  exchanging_ = false;
   if (!gated) {
     flush_outbox();
     return;

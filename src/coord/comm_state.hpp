@@ -46,6 +46,8 @@ class CommHost {
   virtual void check_mpi(int rc) = 0;
   /// A failure the runtime's threads detected: recover as check_mpi does.
   virtual void poll_failure() = 0;
+  /// Called right before this process's restart exchange (failure injection: REPRISE_KILL's `exchange` point).
+  virtual void before_restart_exchange() {}
   /// For the restart exchange: MPI_SUCCESS: nothing; a process failure: throw the runtime's internal PeerFailure
   /// (the caller starts a new repair attempt); other errors: throw Error.
   virtual void collective_ok(int rc) = 0;
@@ -169,7 +171,8 @@ class CommState {
   void restart_exchange(bool in_recovery);
   bool exchange_pending() const { return exchange_pending_; }
   /// This process rolled back in an earlier recovery and has not caught up yet (see Process::reexecuting()).
-  bool reexecuting() const { return exchange_pending_ || p_->reexecuting(); }
+  /// Also while it is in the recovery that rolled it back (its restart exchange not done or interrupted).
+  bool reexecuting() const { return exchange_pending_ || exchanging_ || p_->reexecuting(); }
   const std::vector<std::pair<MPI_Comm, MPI_Comm>>& epochs() const { return epochs_; }
   /// Runtime entry points of the application: the pending exchange, control messages, and a rolled-back process
   /// waits here for the coordinator's release before it re-executes.
@@ -245,6 +248,7 @@ class CommState {
   std::set<int> rolled_back_;
   bool in_r_ = false;
   bool exchange_pending_ = false;
+  bool exchanging_ = false;  // a rolled-back process in its restart exchange (cleared once it completed)
   int coordinator_rank_ = -1;
   std::optional<proto::Coordinator> coordinator_;  // at the coordinator, during an epoch
   struct Outbound {

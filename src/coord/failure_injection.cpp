@@ -18,6 +18,10 @@ const char* to_string(KillPoint p) {
       return "commit";
     case KillPoint::Recovery:
       return "recovery";
+    case KillPoint::Transfer:
+      return "transfer";
+    case KillPoint::Exchange:
+      return "exchange";
   }
   return "?";
 }
@@ -26,7 +30,8 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
   std::vector<KillOrder> out;
   std::stringstream in(spec);
   std::string entry;
-  const std::string form = " (expected RANK:STEP[:POINT], POINT one of compute, checkpoint, drain, commit, recovery)";
+  const std::string form = " (expected RANK:STEP[:POINT], POINT one of compute, checkpoint, drain, commit, recovery, "
+                           "transfer, exchange)";
   while (std::getline(in, entry, ',')) {
     if (entry.empty()) continue;
     std::stringstream e(entry);
@@ -58,6 +63,10 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
       k.point = KillPoint::Commit;
     else if (point == "recovery")
       k.point = KillPoint::Recovery;
+    else if (point == "transfer")
+      k.point = KillPoint::Transfer;
+    else if (point == "exchange")
+      k.point = KillPoint::Exchange;
     else
       throw ConfigError("REPRISE_KILL entry '" + entry + "': unknown point '" + point + "'" + form);
     out.push_back(k);
@@ -65,9 +74,15 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
   return out;
 }
 
+namespace {
+bool in_recovery(KillPoint p) {
+  return p == KillPoint::Recovery || p == KillPoint::Transfer || p == KillPoint::Exchange;
+}
+}  // namespace
+
 bool kill_due(const std::vector<KillOrder>& orders, int rank, std::uint64_t step, KillPoint point) {
   for (const auto& k : orders)
-    if (k.rank == rank && k.point == point && (k.step == step || (point == KillPoint::Recovery && k.step <= step)))
+    if (k.rank == rank && k.point == point && (k.step == step || (in_recovery(point) && k.step <= step)))
       return true;
   return false;
 }

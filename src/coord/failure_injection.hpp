@@ -8,7 +8,10 @@
 
 namespace reprise::coord {
 
-enum class KillPoint { Compute, Checkpoint, Drain, Commit, Recovery };
+/// Recovery points: `recovery` as a recovery attempt begins (before the survivors agree on a plan), `transfer` in
+/// its data phase (as this rank is about to send checkpoints to a replacement or its buddy), `exchange` right
+/// before this rank's restart exchange (a survivor at once, a rolled-back rank once it restored).
+enum class KillPoint { Compute, Checkpoint, Drain, Commit, Recovery, Transfer, Exchange };
 const char* to_string(KillPoint point);
 
 struct KillOrder {
@@ -20,8 +23,8 @@ struct KillOrder {
 /// Parses REPRISE_KILL. Throws ConfigError naming the bad entry and the accepted form.
 std::vector<KillOrder> parse_kill_spec(const std::string& spec);
 
-/// True when `rank` must die at (`step`, `point`). A `recovery` order fires in the first recovery at or after its
-/// step (recoveries happen at whatever step a failure occurs).
+/// True when `rank` must die at (`step`, `point`). A recovery point's order fires in the first recovery at or
+/// after its step (recoveries happen at whatever step a failure occurs).
 bool kill_due(const std::vector<KillOrder>& orders, int rank, std::uint64_t step, KillPoint point);
 
 }  // namespace reprise::coord

@@ -225,6 +225,7 @@ struct RecoveryRecord {
   std::uint64_t bytes_sent = 0, bytes_received = 0;
   bool group = false;           // a group rollback: only `rolled_back` rolled back
   bool this_rank = true;        // this rank rolled back (or started over)
+  bool interrupted = false;     // another process failed during it: a new recovery took over (its own record)
   double at = 0;                // when the recovery began (steady clock, seconds since its epoch)
 };
 
@@ -307,15 +308,7 @@ class MpiCoordination : public Coordination, public CommHost {
   // ---- CommHost ---------------------------------------------------------------------------------------------
   gpu::Backend& device() override {
     if (device_) return *device_;
-    switch (cfg_.device_backend) {
-      case DeviceBackendKind::HostTwin:
-        device_ = gpu::make_host_twin_backend();
-        break;
-      case DeviceBackendKind::Cuda:
-      case DeviceBackendKind::Auto:
-        device_ = gpu::make_cuda_backend();  // DeviceError saying what to do when there is no GPU
-        break;
-    }
+    device_ = gpu::make_backend(cfg_.device_backend, "reprise::Comm was given a device buffer");
     return *device_;
   }
   bool device_pointers_possible() override {
@@ -365,6 +358,9 @@ class MpiCoordination : public Coordination, public CommHost {
       return;  // a survivor of a group rollback: the repair re-posted what involved the rolled-back ranks
     }
     throw Error("MPI error in reprise::Comm: " + mpi_error(rc));
+  }
+  void before_restart_exchange() override {
+    if (should_die(current_step_, coord::KillPoint::Exchange)) die("exchange", current_step_);
   }
   void poll_failure() override {
     if (down_) trace_revoked("poll_failure");
@@ -538,7 +534,8 @@ class MpiCoordination : public Coordination, public CommHost {
                    {"bytes_received", r.bytes_received},
                    {"group_rollback", r.group},
                    {"at_steady_seconds", r.at},
-                   {"this_rank_rolled_back", r.this_rank}});
+                   {"this_rank_rolled_back", r.this_rank},
+                   {"interrupted", r.interrupted}});
     return j.dump();
   }
 
@@ -874,22 +871,26 @@ class MpiCoordination : public Coordination, public CommHost {
       try {
         ok(polled::allreduce(MPI_IN_PLACE, &max_step, 1, MPI_UINT64_T, MPI_MAX, shrunk));
         const auto all = allgather_u64(shrunk, my_records(failed));
-        // Groups with a member still re-executing after an earlier group rollback roll back again: the orphan and
-        // duplicate limits it re-executes under are only valid in the recovery that computed them (cleared, it
-        // would send again what its receivers already delivered, and nobody would receive it).
+        auto holdings = holdings_from(all, size_);
+        // Groups with a member still re-executing after an earlier group rollback, or still inside the recovery
+        // that rolled it back (this failure interrupted it), roll back again: the orphan and duplicate limits it
+        // re-executes under are only valid in the recovery that computed them (cleared, it would send again what
+        // its receivers already delivered, and nobody would receive it). A replacement whose data phase was
+        // interrupted holds only part of its checkpoints and of its wards' (RankHoldings::replacing).
         std::set<int> also;
-        if (group_rollback_) {
-          const std::uint64_t behind = comm_state_ && comm_state_->reexecuting() ? 1 : 0;
-          const auto flags = allgather_u64(shrunk, {static_cast<std::uint64_t>(rank_), behind});
-          for (std::size_t i = 0; i + 1 < flags.size(); i += 2)
-            if (flags[i + 1] && flags[i] < static_cast<std::uint64_t>(size_))
-              also.insert(layout_.group_of[static_cast<std::size_t>(flags[i])]);
+        const bool behind = data_pending_ || (comm_state_ ? comm_state_->reexecuting() : joined_group_recovery_);
+        const auto flags = allgather_u64(
+            shrunk, {static_cast<std::uint64_t>(rank_), behind ? 1u : 0u, data_pending_ ? 1u : 0u});
+        for (std::size_t i = 0; i + 2 < flags.size(); i += 3) {
+          if (flags[i] >= static_cast<std::uint64_t>(size_)) continue;
+          const std::size_t r = static_cast<std::size_t>(flags[i]);
+          if (flags[i + 1] && group_rollback_) also.insert(layout_.group_of[r]);
+          if (flags[i + 2]) holdings[r].replacing = true;
         }
         try {
           plan = group_rollback_
-                     ? coord::plan_group_recovery(layout_, failed, holdings_from(all, size_), !cfg_.dir.empty(),
-                                                  also)
-                     : coord::plan_recovery(layout_, failed, holdings_from(all, size_), !cfg_.dir.empty());
+                     ? coord::plan_group_recovery(layout_, failed, holdings, !cfg_.dir.empty(), also)
+                     : coord::plan_recovery(layout_, failed, holdings, !cfg_.dir.empty());
         } catch (const UnrecoverableFailure&) {
           plan_error = std::current_exception();
         }
@@ -952,7 +953,8 @@ class MpiCoordination : public Coordination, public CommHost {
       // restart exchange makes their senders replay them from the logs restored with that version.
       std::set<int> everyone;
       for (int r = 0; r < size_; ++r) everyone.insert(r);
-      comm_state_->begin_recovery(++epoch_, everyone, -1);
+      ++epoch_;
+      begin_comm_recovery(everyone, -1);
       RecoveryRecord rec;
       rec.failed = failed;
       rec.version = plan.version;
@@ -1009,7 +1011,7 @@ class MpiCoordination : public Coordination, public CommHost {
     int coordinator = -1;
     for (int r = 0; r < size_ && coordinator < 0; ++r)
       if (!R.count(r)) coordinator = r;
-    comm_state_->begin_recovery(epoch_, R, coordinator);
+    begin_comm_recovery(R, coordinator);
     RecoveryRecord rec;
     rec.failed = failed;
     rec.repair_seconds = repaired;
@@ -1031,13 +1033,17 @@ class MpiCoordination : public Coordination, public CommHost {
           store_->resync_after_recovery();
           start_progress();
         }
-        comm_state_->restart_exchange(true);
+        if (comm_state_) comm_state_->restart_exchange(true);
       }
     } catch (const PeerFailure&) {
-      throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": another process failed while the job "
-                                 "recovered from the failure of " + ranks_phrase(failed) +
-                                 "; REPRISE_ROLLBACK=group does not handle a failure during a recovery yet "
-                                 "(REPRISE_ROLLBACK=all does). Files already written were left intact.");
+      // Another process failed during the data phase or the restart exchange: a new recovery takes over. The
+      // groups of this one roll back again (their members report they are still recovering), with the union of
+      // the failures; survivors that are not in them take part in its restart exchange and go on.
+      rec.interrupted = true;
+      rec.total_seconds = since(t0);
+      recoveries_.push_back(rec);
+      recover("a process failed while the job recovered from the failure of " + ranks_phrase(failed));
+      return;  // a survivor of the new recovery (a rank that rolls back left with Rollback)
     }
     rec.total_seconds = since(t0);
     recoveries_.push_back(rec);
@@ -1053,9 +1059,10 @@ class MpiCoordination : public Coordination, public CommHost {
         }
     if (rank_ == coordinator)
       std::fprintf(stderr,
-                   "reprise: recovered from the failure of %s in %.3f s (repair %.3f s, data %.3f s); only "
+                   "reprise: recovered from the failure of %s in %.3f s (repair %.3f s, data %.3f s%s); only "
                    "group%s %s (ranks %s) roll%s back, the other ranks go on; restart coordinator: rank %d%s%s%s\n",
                    ranks_phrase(failed).c_str(), rec.total_seconds, rec.repair_seconds, rec.transfer_seconds,
+                   attempt > 1 ? (", " + std::to_string(attempt) + " attempts").c_str() : "",
                    groups.size() > 1 ? "s" : "", coord::list_ranks(groups).c_str(),
                    coord::list_ranks(plan.rolled_back).c_str(), groups.size() > 1 ? "" : "s", coordinator,
                    fresh.empty() ? "" : "; group ", fresh.empty() ? "" : coord::list_ranks(fresh).c_str(),
@@ -1072,6 +1079,17 @@ class MpiCoordination : public Coordination, public CommHost {
     throw Rollback(plan.version_of[me], "rank " + std::to_string(rank_) + " rolls back to version " +
                                             std::to_string(plan.version_of[me]) + " after the failure of " +
                                             ranks_phrase(failed));
+  }
+
+  // Comm's part of a recovery; deferred to the creation of Comm in a replacement still being constructed.
+  void begin_comm_recovery(const std::set<int>& rolled_back, int coordinator) {
+    if (comm_state_) {
+      comm_state_->begin_recovery(epoch_, rolled_back, coordinator);
+      return;
+    }
+    joined_group_recovery_ = true;
+    joined_rolled_back_ = rolled_back;
+    joined_coordinator_ = coordinator;
   }
 
 #if REPRISE_HAVE_ULFM
@@ -1108,7 +1126,8 @@ class MpiCoordination : public Coordination, public CommHost {
   // Recovery to the initial state: every stored version of this rank and of its wards is dropped (none was
   // committed), and the Runtime forgets its timeline at its next checkpoint (take_start_over).
   void start_over() {
-    comm_state_->start_over();
+    if (comm_state_) comm_state_->start_over();
+    data_pending_ = false;  // nothing to hold
     target_.reset();
     restarted_ = false;
     start_over_ = true;
@@ -1157,6 +1176,8 @@ class MpiCoordination : public Coordination, public CommHost {
         p.push_back(static_cast<std::uint64_t>(plan.starts_over[i]));
       }
     }
+    for (int r = 0; r < size_; ++r)
+      p.push_back(plan.source.at(static_cast<std::size_t>(r)) == coord::DataSource::Buddy ? 1 : 0);
     for (std::uint64_t f : kill_floors(plan.failed, max_step)) p.push_back(f);
     return p;
   }
@@ -1221,6 +1242,8 @@ class MpiCoordination : public Coordination, public CommHost {
         k.plan.starts_over[static_cast<std::size_t>(r)] = static_cast<char>(p.at(i++));
       }
     }
+    for (int r = 0; r < size; ++r)
+      k.plan.source.at(static_cast<std::size_t>(r)) = p.at(i++) ? coord::DataSource::Buddy : coord::DataSource::Own;
     for (int r = 0; r < size; ++r) k.kill_floors.push_back(p.at(i++));
     return k;
   }
@@ -1265,11 +1288,12 @@ class MpiCoordination : public Coordination, public CommHost {
     }
     kills_ = coord::parse_kill_spec(std::getenv("REPRISE_KILL") ? std::getenv("REPRISE_KILL") : "");
     kill_floors_ = k.kill_floors;
+    data_pending_ = true;  // until its data phase completes (see RankHoldings::replacing)
     group_rollback_ = Config::from_env(cfg).group_rollback;  // the job's REPRISE_* environment is set now
     MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
     MPI_Comm_free(&merged);
     adopt(world);
-    kill_floor_ = std::max(k.max_step, kill_floors_.at(static_cast<std::size_t>(rank_)));  // rank_: set by adopt
+    kill_floor_ = kill_floors_.at(static_cast<std::size_t>(rank_));  // rank_: set by adopt; includes max_step
     cfg = Config::from_env(cfg);
     cfg.rank = rank_;
     cfg_ = cfg;
@@ -1298,19 +1322,13 @@ class MpiCoordination : public Coordination, public CommHost {
       // Its group starts over, the others go on: it still takes part in the data exchange with its buddies
       // (it holds nothing for its own group's sake, but its wards re-ship what they have).
       rec.from_start = true;
-      try {
-        move_data(k.plan, rec);
-      } catch (const PeerFailure&) {
-        throw UnrecoverableFailure("replacement rank " + std::to_string(rank_) + ": another process failed while "
-                                   "checkpoints were moved; REPRISE_ROLLBACK=group does not handle a failure "
-                                   "during a recovery yet (REPRISE_ROLLBACK=all does)");
-      }
-      rec.total_seconds = since(t0);
-      recoveries_.push_back(rec);
+      const auto t1 = Clock::now();
+      move_data_or_recover(k.plan, rec, t0, t1);
       return;
     }
     if (k.plan.from_start) {  // nothing committed: this process starts from the beginning like the others
       rec.from_start = true;
+      data_pending_ = false;  // every rank starts over: nobody holds anything
       rec.total_seconds = since(t0);
       recoveries_.push_back(rec);
       return;
@@ -1318,24 +1336,33 @@ class MpiCoordination : public Coordination, public CommHost {
     const auto t1 = Clock::now();
     target_ = k.plan.version;
     restarted_ = true;
+    move_data_or_recover(k.plan, rec, t0, t1);
+#endif
+  }
+
+#if REPRISE_HAVE_ULFM
+  // A replacement's data phase. When another process fails during it, the replacement takes part in the new
+  // recovery like a survivor (reporting that it holds only part of its data); that recovery rolls its group back
+  // again and sets target_ (or starts it over); the application restores at start either way.
+  void move_data_or_recover(const coord::RecoveryPlan& plan, RecoveryRecord& rec, Clock::time_point t0,
+                            Clock::time_point t1) {
     try {
-      move_data(k.plan, rec);
+      move_data(plan, rec);
     } catch (const PeerFailure&) {
-      if (k.plan.partial)
-        throw UnrecoverableFailure("replacement rank " + std::to_string(rank_) + ": another process failed while "
-                                   "its checkpoints were moved; REPRISE_ROLLBACK=group does not handle a failure "
-                                   "during a recovery yet (REPRISE_ROLLBACK=all does)");
+      rec.interrupted = true;
+      rec.total_seconds = since(t0);
+      recoveries_.push_back(rec);
       try {
         recover("a process failed while checkpoints were moved to the replacements");
       } catch (const Rollback&) {
-        // target_ now names the version of the new recovery; the application restores it at start.
       }
+      return;
     }
     rec.transfer_seconds = since(t1);
     rec.total_seconds = since(t0);
     recoveries_.push_back(rec);
-#endif
   }
+#endif
 
   // After the repair: (1) each replacement gets its chain for the planned version from its buddy (unless it reads
   // its own files); (2) every rank makes sure its buddy holds that chain: the buddy says what it holds, the owner
@@ -1344,6 +1371,7 @@ class MpiCoordination : public Coordination, public CommHost {
   void move_data(const coord::RecoveryPlan& plan, RecoveryRecord& rec) {
     core::VersionStore& own = store_ ? store_->local() : *local_;
     auto send_versions = [&](int dest, core::VersionStore& from, const std::vector<std::uint64_t>& versions) {
+      if (should_die(current_step_, coord::KillPoint::Transfer)) die("transfer", current_step_);
       const std::uint64_t n = versions.size();
       ok(polled::send(&n, 1, MPI_UINT64_T, dest, kMoveCount, world_));
       for (std::uint64_t v : versions) {
@@ -1373,7 +1401,8 @@ class MpiCoordination : public Coordination, public CommHost {
     auto survivor = [&](int w) {
       return plan.partial && !std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), w);
     };
-    for (int f : plan.failed) {
+    // The ranks whose chain comes from their buddy: failed ones, and replacements of an interrupted recovery.
+    for (int f = 0; f < size_; ++f) {
       if (plan.source[static_cast<std::size_t>(f)] != coord::DataSource::Buddy || !target(f)) continue;
       const int b = layout_.buddy_of[static_cast<std::size_t>(f)];
       if (rank_ == b) {
@@ -1414,6 +1443,7 @@ class MpiCoordination : public Coordination, public CommHost {
       if (survivor(ward)) return UINT64_MAX;  // keeps all
       return target(ward);
     });
+    data_pending_ = false;  // a replacement holds its chain and its wards' now
   }
 
   // Per ward: the version whose chain it keeps (UINT64_MAX: all; none: nothing).
@@ -1449,6 +1479,7 @@ class MpiCoordination : public Coordination, public CommHost {
   std::unique_ptr<gpu::Backend> device_;      // reprise::Comm's device buffers
   std::optional<bool> device_possible_;
   bool joined_group_recovery_ = false;  // a replacement of a group rollback: begin_recovery once Comm exists
+  bool data_pending_ = false;  // a replacement whose recovery's data phase has not completed yet
   std::set<int> joined_rolled_back_;
   int joined_coordinator_ = -1;
   MPI_Request* pending_group_ = nullptr;  // the group collective this rank waits for (wait_group)

@@ -31,35 +31,47 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,
   const std::set<int> failed(plan.failed.begin(), plan.failed.end());
 
   std::vector<std::set<std::uint64_t>> restorable(static_cast<std::size_t>(n));
+  std::vector<std::set<std::uint64_t>> in_own(static_cast<std::size_t>(n));
   std::vector<std::set<std::uint64_t>> from_buddy(static_cast<std::size_t>(n));
   std::vector<std::string> lost;
   std::vector<int> lost_ranks;
-  std::vector<int> never_committed;  // failed ranks whose surviving buddy holds no complete version of theirs
+  std::vector<int> never_committed;  // ranks with nothing restorable, where a store proves none was committed
   for (int r : scope) {
-    const auto& h = holdings[static_cast<std::size_t>(r)];
-    for (auto v : complete_versions(h.own)) restorable[static_cast<std::size_t>(r)].insert(v);
-    if (failed.count(r))
-      for (auto v : complete_versions(h.at_buddy)) {
-        restorable[static_cast<std::size_t>(r)].insert(v);
-        from_buddy[static_cast<std::size_t>(r)].insert(v);
-      }
-    if (!restorable[static_cast<std::size_t>(r)].empty()) continue;
+    const std::size_t i = static_cast<std::size_t>(r);
+    const auto& h = holdings[i];
+    for (auto v : complete_versions(h.own)) in_own[i].insert(v);
+    // A live rank's own store is authoritative, unless it is a replacement whose recovery was interrupted.
+    if (failed.count(r) || h.replacing)
+      for (auto v : complete_versions(h.at_buddy)) from_buddy[i].insert(v);
+    restorable[i] = in_own[i];
+    restorable[i].insert(from_buddy[i].begin(), from_buddy[i].end());
+    if (!restorable[i].empty()) continue;
+    const int b = layout.buddy_of[i];
+    // Every committed version of r is in its own store while it lives (unless it is a replacement that had not
+    // got its chain back), and in its buddy's copy while that one lives (unless the buddy is such a replacement).
+    const bool own_proves = !failed.count(r) && !h.replacing;
+    const bool buddy_proves = !failed.count(b) && !holdings[static_cast<std::size_t>(b)].replacing;
+    if (own_proves || buddy_proves) {
+      never_committed.push_back(r);
+      continue;
+    }
     lost_ranks.push_back(r);
-    const int b = layout.buddy_of[static_cast<std::size_t>(r)];
+    const std::string files = persistent_level ? " and rank " + std::to_string(r) + " has no intact file either"
+                                               : " and no persistent level is configured (set REPRISE_DIR to keep "
+                                                 "committed versions in files)";
     if (failed.count(r) && failed.count(b))
       lost.push_back("rank " + std::to_string(r) + " and its buddy rank " + std::to_string(b) +
-                     " were lost together" +
-                     (persistent_level ? " and rank " + std::to_string(r) + " has no intact file either"
-                                       : " and no persistent level is configured (set REPRISE_DIR to keep "
-                                         "committed versions in files)"));
+                     " were lost together" + files);
     else if (failed.count(r))
-      never_committed.push_back(r);
+      lost.push_back("rank " + std::to_string(r) + " failed before its buddy rank " + std::to_string(b) +
+                     ", a replacement, got its checkpoints back" + files);
     else
-      lost.push_back("rank " + std::to_string(r) + " holds no complete checkpoint");
+      lost.push_back("replacement rank " + std::to_string(r) + " had not got its checkpoints back when its buddy rank " +
+                     std::to_string(b) + (failed.count(b) ? " failed" : ", a replacement too, lost them") + files);
   }
-  // A failed rank whose buddy survived yet holds no complete version never had a version acknowledged, so its
-  // group never committed one: no version is common to every rank, and the consistent state every rank can
-  // reach is the initial one. Nothing committed is lost by starting over.
+  // A rank that provably never had a version committed means its group never committed one: no version is
+  // common to every rank of the scope, and the consistent state they can all reach is the initial one. Nothing
+  // committed is lost by starting over.
   if (!never_committed.empty()) {
     plan.from_start = true;
     plan.source.assign(static_cast<std::size_t>(n), DataSource::Own);
@@ -94,8 +106,12 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,
   }
   plan.version = *common.rbegin();
   plan.source.assign(static_cast<std::size_t>(n), DataSource::Own);
-  for (int r : plan.failed)
-    if (from_buddy[static_cast<std::size_t>(r)].count(plan.version)) plan.source[static_cast<std::size_t>(r)] = DataSource::Buddy;
+  for (int r : scope) {
+    const std::size_t i = static_cast<std::size_t>(r);
+    // A failed rank reads its buddy's copy when there is one (memory, not files); a live rank its own store.
+    const bool buddy = failed.count(r) ? from_buddy[i].count(plan.version) > 0 : !in_own[i].count(plan.version);
+    if (buddy) plan.source[i] = DataSource::Buddy;
+  }
   plan.rolled_back = scope;
   return plan;
 }
@@ -131,31 +147,9 @@ RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& f
     std::vector<int> members;
     for (int r = 0; r < n; ++r)
       if (layout.group_of[static_cast<std::size_t>(r)] == g) members.push_back(r);
-    bool has_failed = false;
-    for (int r : members) has_failed |= std::binary_search(plan.failed.begin(), plan.failed.end(), r);
-    if (!has_failed) {
-      // A group that rolls back again while it re-executes (`also`): every member is alive and holds its own
-      // versions; the newest one all of them hold, or, when it committed nothing since it started over, the
-      // beginning again.
-      std::vector<std::uint64_t> common;
-      for (std::size_t i = 0; i < members.size(); ++i) {
-        const auto mine = complete_versions(holdings[static_cast<std::size_t>(members[i])].own);
-        if (i == 0) {
-          common = mine;
-        } else {
-          std::vector<std::uint64_t> next;
-          std::set_intersection(common.begin(), common.end(), mine.begin(), mine.end(), std::back_inserter(next));
-          common = std::move(next);
-        }
-      }
-      for (int r : members) {
-        plan.rolled_back.push_back(r);
-        plan.version_of[static_cast<std::size_t>(r)] = common.empty() ? 0 : common.back();
-        plan.starts_over[static_cast<std::size_t>(r)] = common.empty() ? 1 : 0;
-      }
-      continue;
-    }
-    // Every failure counts (a member whose buddy in another group failed too lost its data).
+    // Every failure counts (a member whose buddy in another group failed too lost its data). A group in `also`
+    // has no failed member: its members restore their own newest common version (or their buddy's copy, for a
+    // replacement that had not got its chain back), or start over when the group committed nothing since it did.
     const RecoveryPlan p = plan_over(layout, plan.failed, holdings, persistent_level, members);
     for (int r : members) {
       plan.rolled_back.push_back(r);

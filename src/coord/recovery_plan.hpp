@@ -18,6 +18,9 @@ struct RankHoldings {
   std::vector<VersionRecord> own;
   /// What its buddy holds for it in host memory (empty when the buddy failed too).
   std::vector<VersionRecord> at_buddy;
+  /// The rank is a replacement whose recovery was interrupted before it had received its checkpoints and those
+  /// of its wards: neither what it holds of its own nor what it holds for its wards proves anything is missing.
+  bool replacing = false;
 };
 
 enum class DataSource { Own, Buddy };
@@ -25,7 +28,9 @@ enum class DataSource { Own, Buddy };
 struct RecoveryPlan {
   std::uint64_t version = 0;        ///< every rank restores this version
   std::vector<int> failed;          ///< ascending
-  std::vector<DataSource> source;   ///< per rank: where its chain for `version` is read
+  /// Per rank: where its chain for `version` is read. Buddy for a failed rank whose buddy holds it, and for a live
+  /// rank that lacks it (a replacement whose earlier recovery was interrupted).
+  std::vector<DataSource> source;
   std::vector<int> rolled_back;     ///< ranks that roll back (coordinated fallback: every rank)
   /// Nothing was committed yet (a failed rank's buddy survived and holds nothing of it): every rank starts the
   /// run over from its initial state; `version` and `source` mean nothing then.
@@ -37,10 +42,12 @@ struct RecoveryPlan {
   std::vector<char> starts_over;
 };
 
-/// `holdings[r]` for every rank r of `layout`. When a failed rank never got a version to its surviving buddy, no
-/// version can have been committed by its group and the plan is `from_start`. Throws UnrecoverableFailure naming
-/// the ranks whose data are lost (a rank and its buddy lost together without a persistent level, a survivor with
-/// no complete version while others have one) or saying that no version is restorable on every rank.
+/// `holdings[r]` for every rank r of `layout`. A rank's chain is restorable from its own store or from its buddy's
+/// copy. When a rank has nothing restorable and a store that would hold its committed versions proves it has
+/// none (its surviving buddy's copy, or its own store when it is alive and not an interrupted replacement), its
+/// group never committed and the plan is `from_start`. Throws UnrecoverableFailure naming the ranks whose data
+/// are lost (a rank and its buddy lost together without a persistent level, a replacement whose buddy failed
+/// before it got its checkpoints back) or saying that no version is restorable on every rank.
 RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
                            const std::vector<RankHoldings>& holdings, bool persistent_level);
 
@@ -48,7 +55,8 @@ RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
 /// whole job): the newest version restorable on every member, or a fresh start when its group never committed.
 /// The other groups do not roll back. Throws UnrecoverableFailure as plan_recovery does, for one of those groups.
 /// `also`: groups that roll back too although none of their members failed (a member still re-executing after
-/// an earlier recovery: the limits it re-executes under hold only within that recovery).
+/// an earlier recovery, or still in it: the limits it re-executes under hold only within that recovery); they are
+/// planned like the others (a group that committed nothing since it started over starts over again).
 RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& failed,
                                  const std::vector<RankHoldings>& holdings, bool persistent_level,
                                  const std::set<int>& also = {});

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "reprise/config.hpp"
+
 namespace reprise::gpu {
 
 /// Digest algorithms, as recorded in checkpoint manifests.
@@ -119,5 +121,8 @@ int cuda_device_count();
 std::vector<std::string> cuda_pci_bus_ids();
 /// The CUDA backend on the current device. Throws DeviceError when not built with CUDA or no GPU is usable.
 std::unique_ptr<Backend> make_cuda_backend();
+/// The backend Config::device_backend (REPRISE_DEVICE_BACKEND) names: Auto is CUDA when a GPU is usable; otherwise
+/// a DeviceError saying what to do (`what`: what needed device memory, e.g. "a device-memory region was protected").
+std::unique_ptr<Backend> make_backend(DeviceBackendKind kind, const std::string& what);
 
 }  // namespace reprise::gpu

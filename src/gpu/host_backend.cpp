@@ -69,6 +69,21 @@ std::unique_ptr<Backend> make_host_twin_backend() {
   return std::make_unique<HostTwinBackend>();
 }
 
+std::unique_ptr<Backend> make_backend(DeviceBackendKind kind, const std::string& what) {
+  switch (kind) {
+    case DeviceBackendKind::HostTwin:
+      return make_host_twin_backend();
+    case DeviceBackendKind::Cuda:
+      return make_cuda_backend();
+    case DeviceBackendKind::Auto:
+      break;
+  }
+  if (cuda_device_count() > 0) return make_cuda_backend();
+  throw DeviceError(what + " but " +
+                    (cuda_compiled() ? "no CUDA device is usable" : "this Reprise was built without CUDA") +
+                    " (REPRISE_DEVICE_BACKEND=host-twin runs the kernels' host twins on host memory, for tests)");
+}
+
 #if !defined(REPRISE_HAVE_CUDA)
 bool cuda_compiled() {
   return false;

@@ -145,25 +145,7 @@ struct Runtime::Impl {
 
   gpu::Backend& device() {
     if (backend) return *backend;
-    switch (cfg.device_backend) {
-      case DeviceBackendKind::HostTwin:
-        backend = gpu::make_host_twin_backend();
-        break;
-      case DeviceBackendKind::Cuda:
-        backend = gpu::make_cuda_backend();
-        break;
-      case DeviceBackendKind::Auto:
-        if (gpu::cuda_device_count() > 0) {
-          backend = gpu::make_cuda_backend();
-        } else {
-          throw DeviceError(
-              std::string("a device-memory region was protected but ") +
-              (gpu::cuda_compiled() ? "no CUDA device is usable" : "this Reprise was built without CUDA") +
-              " (REPRISE_DEVICE_BACKEND=host-twin runs the kernels' host twins on host memory, "
-              "for tests)");
-        }
-        break;
-    }
+    backend = gpu::make_backend(cfg.device_backend, "a device-memory region was protected");
     scan_stream = backend->create_stream(false);
     drain_stream = backend->create_stream(true);
     return *backend;

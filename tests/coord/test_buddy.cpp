@@ -277,12 +277,78 @@ TEST(GroupRecoveryPlan, AGroupStillReexecutingRollsBackAgain) {
   EXPECT_EQ(p.version_of[6], 20u);
   EXPECT_FALSE(p.starts_over[2]);
   // A re-executing group that committed nothing since it started over starts over again (nothing is lost).
-  h[2].own = {};
+  h[2].own = h[2].at_buddy = {};
   h[3].own = {{10, 10, true}};  // drained here, not yet at rank 2: never committed
+  h[3].at_buddy = {};
   const RecoveryPlan q = plan_group_recovery(eight(), {7}, h, false, {1});
   EXPECT_TRUE(q.starts_over[2]);
   EXPECT_TRUE(q.starts_over[3]);
   EXPECT_FALSE(q.starts_over[6]);
+}
+
+// A failure during the data phase of a recovery: the replacement of rank 2 (group 1) had not got its chain back
+// from its buddy (rank 4) when rank 7 failed. Group 1 rolls back again (it was still recovering); rank 2's chain
+// comes from its buddy again, the other member's from its own store.
+TEST(GroupRecoveryPlan, AnInterruptedReplacementGetsItsChainFromItsBuddyAgain) {
+  auto h = holdings_all({{10, 10, true}, {20, 10, false}});
+  h[2].own = {{10, 10, true}};  // only part of its chain arrived
+  h[2].replacing = true;
+  h[7].own = {};
+  const RecoveryPlan p = plan_group_recovery(eight(), {7}, h, false, {1});
+  EXPECT_EQ(p.rolled_back, (std::vector<int>{2, 3, 6, 7}));
+  EXPECT_EQ(p.version_of[2], 20u);
+  EXPECT_EQ(p.source[2], DataSource::Buddy);  // alive, but it lacks 20
+  EXPECT_EQ(p.source[3], DataSource::Own);
+  EXPECT_EQ(p.source[7], DataSource::Buddy);
+  EXPECT_FALSE(p.starts_over[2]);
+  // The same with every rank rolling back.
+  const RecoveryPlan q = plan_recovery(eight(), {7}, h, false);
+  EXPECT_EQ(q.version, 20u);
+  EXPECT_EQ(q.source[2], DataSource::Buddy);
+  EXPECT_EQ(q.source[0], DataSource::Own);
+}
+
+TEST(GroupRecoveryPlan, AReplacementWhoseBuddyFailedBeforeItGotItsChainIsUnrecoverable) {
+  auto h = holdings_all({{10, 10, true}});
+  h[2].own = {};  // the replacement of rank 2 had received nothing yet ...
+  h[2].replacing = true;
+  h[2].at_buddy = {};  // ... when its buddy, rank 4, failed
+  h[4].own = {};
+  try {
+    (void)plan_group_recovery(eight(), {4}, h, false, {1});
+    FAIL() << "expected UnrecoverableFailure";
+  } catch (const UnrecoverableFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("replacement rank 2 had not got its checkpoints back when its buddy rank 4 "
+                                         "failed"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("REPRISE_DIR"), std::string::npos) << e.what();
+  }
+  // With a persistent level, rank 2's files (reported as its own records) bring it back.
+  h[2].own = {{10, 10, true}};
+  const RecoveryPlan p = plan_group_recovery(eight(), {4}, h, true, {1});
+  EXPECT_EQ(p.version_of[2], 10u);
+  EXPECT_EQ(p.source[2], DataSource::Own);
+}
+
+TEST(GroupRecoveryPlan, AFailedRankWhoseBuddyIsAnInterruptedReplacementIsLost) {
+  // Rank 0 failed; its buddy (rank 2) is a replacement that had not received rank 0's versions again: its empty
+  // copy proves nothing, so rank 0's data are lost (not "never committed").
+  auto h = holdings_all({{10, 10, true}});
+  h[2].replacing = true;
+  h[0].own = {};
+  h[0].at_buddy = {};
+  try {
+    (void)plan_group_recovery(eight(), {0}, h, false, {1});
+    FAIL() << "expected UnrecoverableFailure";
+  } catch (const UnrecoverableFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 failed before its buddy rank 2, a replacement, got its checkpoints"),
+              std::string::npos)
+        << e.what();
+  }
+  // The same with a buddy that is not recovering: rank 0's group never committed and starts over.
+  h[2].replacing = false;
+  EXPECT_TRUE(plan_group_recovery(eight(), {0}, h, false, {1}).starts_over[0]);
 }
 
 TEST(GroupRecoveryPlan, OwnerAndBuddyLostTogetherIsStillUnrecoverable) {

@@ -79,6 +79,17 @@ TEST(FailureInjection, ParsesEntriesAndPoints) {
   EXPECT_TRUE(kill_due(k, 0, 7, KillPoint::Recovery));
   EXPECT_TRUE(kill_due(k, 0, 25, KillPoint::Recovery));
   EXPECT_TRUE(parse_kill_spec("").empty());
+  // The points inside a recovery (its data phase, the restart exchange) behave the same way.
+  const auto r = parse_kill_spec("2:12:transfer,4:30:exchange");
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].point, KillPoint::Transfer);
+  EXPECT_EQ(r[1].point, KillPoint::Exchange);
+  EXPECT_TRUE(kill_due(r, 2, 25, KillPoint::Transfer));
+  EXPECT_FALSE(kill_due(r, 2, 25, KillPoint::Exchange));
+  EXPECT_FALSE(kill_due(r, 4, 29, KillPoint::Exchange));
+  EXPECT_TRUE(kill_due(r, 4, 31, KillPoint::Exchange));
+  EXPECT_STREQ(to_string(KillPoint::Transfer), "transfer");
+  EXPECT_STREQ(to_string(KillPoint::Exchange), "exchange");
 }
 
 TEST(FailureInjection, RejectsMalformedEntries) {

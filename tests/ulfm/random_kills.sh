@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # random_kills.sh RUNS SEED [PROGRAM ARGS...]: runs PROGRAM (default reprise-mpi-comm-check) on 8 ranks (4 groups of
 # 2) with group rollback RUNS times, each time SIGKILLing one random rank at a random step and point (and in one
-# run out of three a second rank of another group too), and requires every run to print the failure-free run's
-# checksum and to report that only the failed groups rolled back. Prints one line per run and a summary.
+# run out of three a second rank of another group too, half of those during the recovery from the first), and
+# requires every run to print the failure-free run's checksum and to report that only the failed groups rolled
+# back. Prints one line per run and a summary.
 set -u
 runs=${1:-10}
 seed=${2:-1}
@@ -16,6 +17,7 @@ ref=$(bash "$here/scripts/mpirun.sh" -n 8 --timeout 300 -- "${program[@]}" 2>&1 
 [ -n "$ref" ] || { echo "random_kills: the failure-free run printed no checksum"; exit 1; }
 echo "random_kills: failure-free $ref"
 points=(compute compute checkpoint drain commit)
+points2=(compute compute compute recovery transfer exchange)
 bad=0
 for ((i = 1; i <= runs; i++)); do
   r1=$((RANDOM % 8)); s1=$((2 + RANDOM % 26)); p1=${points[$((RANDOM % 5))]}
@@ -25,8 +27,11 @@ for ((i = 1; i <= runs; i++)); do
   if ((RANDOM % 3 == 0)); then
     # A second failure in another group, at the same or a later step; never r1's buddy (r1 + 2) nor the rank whose
     # buddy r1 is (r1 - 2): an owner and its buddy lost together is unrecoverable by design (tested elsewhere).
-    r2=$(( (r1 + 4 + RANDOM % 2) % 8 )); s2=$((s1 + RANDOM % 6))
-    kill="$kill,$r2:$s2"
+    # Half the time it strikes inside the recovery from the first one: as it begins, in its data phase or right
+    # before the restart exchange (a recovery point fires in the first recovery at or after its step).
+    r2=$(( (r1 + 4 + RANDOM % 2) % 8 )); s2=$((s1 + RANDOM % 6)); p2=${points2[$((RANDOM % 6))]}
+    [ "$p2" != compute ] && s2=2
+    kill="$kill,$r2:$s2:$p2"
   fi
   out=$(REPRISE_KILL=$kill timeout 200 bash "$here/scripts/mpirun.sh" -n 8 --timeout 120 -- "${program[@]}" 2>&1)
   rc=$?
