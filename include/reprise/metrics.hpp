@@ -32,6 +32,9 @@ struct CheckpointMetrics {
   std::uint64_t released_versions = 0;
   std::string device_backend;   ///< "cuda", "host-twin" or "" when no device region
   bool payload_pinned = false;  ///< the version went to pinned memory (else through the bounce buffers)
+  /// Payload bytes already on their way to the buddy when the drain's last part reached host memory (the
+  /// transfer overlapping the drain; 0 without a buddy level or without device regions).
+  std::uint64_t streamed_bytes = 0;
 };
 
 /// JSON array of the given metrics.

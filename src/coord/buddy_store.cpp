@@ -65,13 +65,58 @@ std::string BuddyStore::locate(std::uint64_t version) const {
   return local_->locate(version);
 }
 
+namespace {
+class WholeShip final : public ShipStream {
+ public:
+  WholeShip(Shipper& s, const core::Manifest& m, std::shared_ptr<const core::HostBytes> payload)
+      : shipper_(s), manifest_(m), payload_(std::move(payload)) {}
+  void ready(std::size_t, std::size_t) override {}
+  bool finish(std::uint64_t checksum) override { return shipper_.ship(manifest_, *payload_, checksum); }
+
+ private:
+  Shipper& shipper_;
+  core::Manifest manifest_;
+  std::shared_ptr<const core::HostBytes> payload_;
+};
+}  // namespace
+
+std::unique_ptr<ShipStream> Shipper::stream(const core::Manifest& manifest,
+                                            std::shared_ptr<const core::HostBytes> payload) {
+  return std::make_unique<WholeShip>(*this, manifest, std::move(payload));
+}
+
+class BuddyStore::Put final : public core::PutStream {
+ public:
+  Put(BuddyStore& s, const core::Manifest& m, std::shared_ptr<const core::HostBytes> payload)
+      : store_(s), manifest_(m), payload_(payload), ship_(s.shipper_->stream(m, std::move(payload))) {}
+  void ready(std::size_t offset, std::size_t bytes) override { ship_->ready(offset, bytes); }
+  void finish(std::uint64_t checksum) override {
+    store_.local_->put(manifest_, payload_, checksum);
+    if (ship_->finish(checksum)) {
+      std::lock_guard<std::mutex> lock(store_.mutex_);
+      store_.acked_.push_back({manifest_.version, manifest_.base_version, manifest_.kind == core::VersionKind::Full});
+    }
+  }
+  std::size_t handed_on() const override { return ship_->handed_on(); }
+
+ private:
+  BuddyStore& store_;
+  core::Manifest manifest_;
+  std::shared_ptr<const core::HostBytes> payload_;
+  std::unique_ptr<ShipStream> ship_;
+};
+
+std::unique_ptr<core::PutStream> BuddyStore::begin_put(const core::Manifest& manifest,
+                                                       std::shared_ptr<const core::HostBytes> payload) {
+  return std::make_unique<Put>(*this, manifest, std::move(payload));
+}
+
 void BuddyStore::put(const core::Manifest& manifest, std::shared_ptr<const core::HostBytes> payload,
                      std::uint64_t payload_checksum) {
-  local_->put(manifest, payload, payload_checksum);
-  if (shipper_->ship(manifest, *payload, payload_checksum)) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    acked_.push_back({manifest.version, manifest.base_version, manifest.kind == core::VersionKind::Full});
-  }
+  const std::size_t bytes = payload->size();
+  auto p = begin_put(manifest, std::move(payload));
+  p->ready(0, bytes);
+  p->finish(payload_checksum);
 }
 
 std::vector<std::uint64_t> BuddyStore::list() const {

@@ -16,6 +16,18 @@
 
 namespace reprise::coord {
 
+/// A version on its way to the buddy while its payload is still being filled (Shipper::stream).
+class ShipStream {
+ public:
+  virtual ~ShipStream() = default;
+  /// Bytes [offset, offset + bytes) of the payload hold their final content: what can go, goes.
+  virtual void ready(std::size_t offset, std::size_t bytes) = 0;
+  /// Every byte is ready: true once the buddy acknowledged the version, false when the link is down.
+  virtual bool finish(std::uint64_t checksum) = 0;
+  /// Payload bytes handed to the transfer so far.
+  virtual std::size_t handed_on() const { return 0; }
+};
+
 /// Moves versions to the buddy. Called from the runtime's background thread.
 class Shipper {
  public:
@@ -23,6 +35,10 @@ class Shipper {
   /// Sends a stored version; true once the buddy acknowledged it, false when the link is down (a failure is
   /// pending and recovery will sort out what the buddy holds).
   virtual bool ship(const core::Manifest& manifest, const core::HostBytes& payload, std::uint64_t checksum) = 0;
+  /// Starts sending a version whose payload is still being filled (the drain streams it: each part goes as soon
+  /// as it is in host memory). The default sends it whole with ship() at finish().
+  virtual std::unique_ptr<ShipStream> stream(const core::Manifest& manifest,
+                                             std::shared_ptr<const core::HostBytes> payload);
   /// Tells the buddy to drop a version.
   virtual void release(std::uint64_t version) = 0;
 };
@@ -50,6 +66,9 @@ class BuddyStore : public core::VersionStore {
   std::string locate(std::uint64_t version) const override;
   void put(const core::Manifest& manifest, std::shared_ptr<const core::HostBytes> payload,
            std::uint64_t payload_checksum) override;
+  /// Streams the version to the buddy as its parts become ready; stores it locally at finish().
+  std::unique_ptr<core::PutStream> begin_put(const core::Manifest& manifest,
+                                             std::shared_ptr<const core::HostBytes> payload) override;
   std::vector<std::uint64_t> list() const override;
   core::Manifest load_manifest(std::uint64_t version) const override;
   core::StoredVersion load(std::uint64_t version) const override;
@@ -72,6 +91,7 @@ class BuddyStore : public core::VersionStore {
   core::VersionStore& local() { return *local_; }
 
  private:
+  class Put;
   bool needed_by_commit(std::uint64_t version) const;  // caller holds mutex_
   void release_now(std::uint64_t version);
 

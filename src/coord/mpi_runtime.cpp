@@ -77,7 +77,9 @@ enum Tag : int {
   kMovePiece = 23,
   kMoveList = 24,
 };
-constexpr std::size_t kPieceBytes = std::size_t{64} << 20;
+// A version travels as a head (manifest), pieces of kPieceBytes in order, and a trailer with the payload checksum
+// (known only once a streamed payload is whole). Pieces small enough that the buddy transfer starts early.
+constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
 
 std::string mpi_error(int rc) {
   char text[MPI_MAX_ERROR_STRING];
@@ -136,14 +138,14 @@ void revoke(MPI_Comm c) {
 
 // One version on the wire: head (header + manifest, format.hpp) then the payload in pieces.
 void send_version(MPI_Comm comm, int dest, int head_tag, int piece_tag, const core::Manifest& m,
-                  const core::HostBytes& payload, std::uint64_t checksum, const std::function<void()>& mid = {}) {
+                  const core::HostBytes& payload, std::uint64_t checksum) {
   const std::vector<std::byte> head = core::encode_head(m, checksum);
   ok(polled::send(head.data(), static_cast<int>(head.size()), MPI_BYTE, dest, head_tag, comm));
   for (std::size_t off = 0; off < payload.size(); off += kPieceBytes) {
     const std::size_t n = std::min(kPieceBytes, payload.size() - off);
     ok(polled::send(payload.data() + off, static_cast<int>(n), MPI_BYTE, dest, piece_tag, comm));
-    if (mid) mid();
   }
+  ok(polled::send(&checksum, 1, MPI_UINT64_T, dest, piece_tag, comm));  // the trailer
 }
 
 struct Received {
@@ -162,12 +164,12 @@ Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const
   const core::Header h = core::decode_header(head.data(), head.size(), where);
   Received r;
   r.manifest = core::decode_head_manifest(h, head.data() + core::kHeaderBytes, where);
-  r.checksum = h.payload_checksum;
   r.payload = std::make_shared<core::HostBytes>(h.payload_bytes);
   for (std::size_t off = 0; off < h.payload_bytes; off += kPieceBytes) {
     const std::size_t n = std::min<std::size_t>(kPieceBytes, h.payload_bytes - off);
     ok(polled::recv(r.payload->data() + off, static_cast<int>(n), MPI_BYTE, src, piece_tag, comm, MPI_STATUS_IGNORE));
   }
+  ok(polled::recv(&r.checksum, 1, MPI_UINT64_T, src, piece_tag, comm, MPI_STATUS_IGNORE));  // the trailer
   return r;
 }
 
@@ -544,23 +546,15 @@ class MpiCoordination : public Coordination, public CommHost {
   class Link : public coord::Shipper {
    public:
     explicit Link(MpiCoordination& c) : c_(c) {}
+    // A whole version: streamed with every byte ready (the payload outlives the call; not owned here).
     bool ship(const core::Manifest& m, const core::HostBytes& payload, std::uint64_t checksum) override {
-      if (c_.down_) return false;
-      const bool die_mid = c_.should_die(m.version, coord::KillPoint::Drain);
-      const MPI_Comm data = c_.data_;  // a failure seen on a communicator a repair already replaced is old news
-      try {
-        const int buddy = c_.layout_.buddy_of[static_cast<std::size_t>(c_.rank_)];
-        // drain: die once part of the version reached the buddy (or right after the head when it is empty).
-        send_version(c_.data_, buddy, kPutHead, kPutPiece, m, payload, checksum,
-                     die_mid ? std::function<void()>([&] { c_.die("drain", m.version); }) : nullptr);
-        if (die_mid) c_.die("drain", m.version);
-        std::uint64_t acked = 0;
-        ok(polled::recv(&acked, 1, MPI_UINT64_T, buddy, kAck, c_.ack_, MPI_STATUS_IGNORE));
-        return acked == m.version;
-      } catch (const PeerFailure&) {
-        if (data == c_.data_) c_.link_down("buddy ship");
-        return false;
-      }
+      Stream st(c_, m, std::shared_ptr<const core::HostBytes>(std::shared_ptr<void>(), &payload));
+      st.ready(0, payload.size());
+      return st.finish(checksum);
+    }
+    std::unique_ptr<coord::ShipStream> stream(const core::Manifest& m,
+                                              std::shared_ptr<const core::HostBytes> payload) override {
+      return std::make_unique<Stream>(c_, m, std::move(payload));
     }
     void release(std::uint64_t version) override {
       if (c_.down_) return;
@@ -578,6 +572,117 @@ class MpiCoordination : public Coordination, public CommHost {
 
    private:
     MpiCoordination& c_;
+  };
+
+  // A version streamed to the buddy while the drain fills it: the head at once, each piece (in order) as soon
+  // as it and every piece before it are in host memory, non-blocking so the drain goes on; the trailer with the
+  // checksum and the wait for the acknowledgement at finish().
+  class Stream : public coord::ShipStream {
+   public:
+    Stream(MpiCoordination& c, const core::Manifest& m, std::shared_ptr<const core::HostBytes> payload)
+        : c_(c),
+          m_(m),
+          payload_(std::move(payload)),
+          data_(c.data_),
+          buddy_(c.layout_.buddy_of[static_cast<std::size_t>(c.rank_)]),
+          frontier_(payload_->size(), kPieceBytes),
+          die_mid_(c.should_die(m.version, coord::KillPoint::Drain)) {
+      if (c_.down_) {
+        dead_ = true;
+        return;
+      }
+      guarded([&] {
+        const std::vector<std::byte> head = core::encode_head(m_, 0);  // the checksum follows in the trailer
+        ok(polled::send(head.data(), static_cast<int>(head.size()), MPI_BYTE, buddy_, kPutHead, data_));
+      });
+    }
+    ~Stream() override { abandon(); }
+
+    void ready(std::size_t offset, std::size_t bytes) override {
+      const std::size_t go = frontier_.add(offset, bytes);
+      guarded([&] {
+        post(go);
+        for (auto& r : requests_)  // progress for what is in flight
+          if (r != MPI_REQUEST_NULL) {
+            int flag = 0;
+            ok(MPI_Test(&r, &flag, MPI_STATUS_IGNORE));
+          }
+      });
+    }
+
+    bool finish(std::uint64_t checksum) override {
+      bool acked = false;
+      guarded([&] {
+        post(frontier_.pieces());
+        if (posted_ < frontier_.pieces())
+          throw Error("version " + std::to_string(m_.version) + " was finished before its payload was whole");
+        for (auto& r : requests_) ok(polled::wait(r));
+        requests_.clear();
+        if (die_mid_) c_.die("drain", m_.version);  // (a version without pieces)
+        ok(polled::send(&checksum, 1, MPI_UINT64_T, buddy_, kPutPiece, data_));
+        std::uint64_t v = 0;
+        ok(polled::recv(&v, 1, MPI_UINT64_T, buddy_, kAck, c_.ack_, MPI_STATUS_IGNORE));
+        acked = v == m_.version;
+      });
+      return acked;
+    }
+
+    std::size_t handed_on() const override { return handed_; }
+
+   private:
+    template <class F>
+    void guarded(F&& f) {
+      if (dead_) return;
+      try {
+        f();
+      } catch (const PeerFailure&) {
+        dead_ = true;
+        if (data_ == c_.data_) c_.link_down("buddy ship");  // old news when a repair replaced the communicator
+        abandon();
+      }
+    }
+    void post(std::size_t upto) {
+      for (; posted_ < upto; ++posted_) {
+        const std::size_t n = frontier_.piece_bytes(posted_);
+        MPI_Request r = MPI_REQUEST_NULL;
+        ok(MPI_Isend(payload_->data() + frontier_.piece_offset(posted_), static_cast<int>(n), MPI_BYTE, buddy_,
+                     kPutPiece, data_, &r));
+        requests_.push_back(r);
+        handed_ += n;
+        if (die_mid_) {  // drain: die once part of the version reached the buddy
+          ok(polled::wait(requests_.back()));
+          c_.die("drain", m_.version);
+        }
+      }
+    }
+    // After a failure: sends still in flight on the revoked communicator complete with an error; one that does
+    // not keeps the payload alive for good (MPI may still read it).
+    void abandon() {
+      for (auto& r : requests_) {
+        for (int i = 0; i < 20000 && r != MPI_REQUEST_NULL; ++i) {
+          int flag = 0;
+          if (MPI_Test(&r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag) r = MPI_REQUEST_NULL;
+        }
+        if (r != MPI_REQUEST_NULL) {
+          static std::mutex m;
+          static std::vector<std::shared_ptr<const core::HostBytes>> kept;
+          std::lock_guard<std::mutex> lock(m);
+          kept.push_back(payload_);
+        }
+      }
+      requests_.clear();
+    }
+
+    MpiCoordination& c_;
+    core::Manifest m_;
+    std::shared_ptr<const core::HostBytes> payload_;
+    MPI_Comm data_;
+    int buddy_;
+    core::PieceFrontier frontier_;
+    bool die_mid_;
+    bool dead_ = false;
+    std::size_t posted_ = 0, handed_ = 0;
+    std::vector<MPI_Request> requests_;
   };
 
   bool should_die(std::uint64_t step, coord::KillPoint point) const {

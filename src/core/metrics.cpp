@@ -29,7 +29,8 @@ std::string to_json(const std::vector<CheckpointMetrics>& all) {
                    {"durable_seconds", m.durable_seconds},
                    {"released_versions", m.released_versions},
                    {"device_backend", m.device_backend},
-                   {"payload_pinned", m.payload_pinned}});
+                   {"payload_pinned", m.payload_pinned},
+                   {"streamed_bytes", m.streamed_bytes}});
   return out.dump(2);
 }
 

@@ -20,6 +20,36 @@ struct StoredVersion {
   std::string where;  ///< file path or store entry, for messages
 };
 
+/// A version being stored while its payload is still being filled (VersionStore::begin_put): a store that
+/// moves versions elsewhere (the buddy level) sends each part as soon as it holds its final bytes.
+class PutStream {
+ public:
+  virtual ~PutStream() = default;
+  /// Bytes [offset, offset + bytes) of the payload hold their final content (any order, no overlaps).
+  virtual void ready(std::size_t offset, std::size_t bytes) = 0;
+  /// Every byte is ready: stores the version, durable as far as this store goes when it returns (as put()).
+  virtual void finish(std::uint64_t payload_checksum) = 0;
+  /// Payload bytes handed on so far (e.g. to the transfer to the buddy), before finish().
+  virtual std::size_t handed_on() const { return 0; }
+};
+
+/// Which fixed-size pieces of a payload can go, in order: a piece goes once every byte of it and of every piece
+/// before it is ready (messages of one channel are matched in order, so pieces are sent in order).
+class PieceFrontier {
+ public:
+  PieceFrontier(std::size_t payload_bytes, std::size_t piece);
+  /// Marks [offset, offset + bytes) ready; returns how many pieces (from the first) can go now, in all.
+  std::size_t add(std::size_t offset, std::size_t bytes);
+  std::size_t pieces() const { return missing_.size(); }
+  std::size_t piece_bytes(std::size_t piece) const;
+  std::size_t piece_offset(std::size_t piece) const { return piece * piece_; }
+
+ private:
+  std::size_t payload_, piece_;
+  std::vector<std::size_t> missing_;  // per piece: bytes not ready yet
+  std::size_t ready_pieces_ = 0;
+};
+
 class VersionStore {
  public:
   virtual ~VersionStore() = default;
@@ -39,6 +69,9 @@ class VersionStore {
   virtual StoredVersion load(std::uint64_t version) const = 0;
   /// Removes a version (no-op when absent).
   virtual void release(std::uint64_t version) = 0;
+  /// Starts storing a version whose payload is still being filled; `payload` stays alive and unchanged once
+  /// ready. The default waits for finish() and calls put().
+  virtual std::unique_ptr<PutStream> begin_put(const Manifest& manifest, std::shared_ptr<const HostBytes> payload);
 };
 
 std::unique_ptr<VersionStore> make_memory_store();

@@ -6,7 +6,9 @@
 // snapshot. A background thread then drains device staging into the version (one DMA into pinned memory from the
 // arena, or through two pinned bounce buffers), checksums it, stores it and releases versions no chain needs.
 // wait() returns when the store holds everything.
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <condition_variable>
 #include <cstring>
 #include <ctime>
@@ -194,18 +196,35 @@ struct Runtime::Impl {
   }
 
   // Staging -> payload. Into a pinned payload directly; otherwise through two pinned buffers, alternating,
-  // the D2H copy of piece k overlapping the host copy of piece k-1.
-  void drain(const gpu::Buffer& staging, const std::vector<DrainSegment>& segments, core::HostBytes& payload) {
+  // the D2H copy of piece k overlapping the host copy of piece k-1. `on_ready(offset, bytes)`: those payload bytes
+  // are in host memory (the buddy level sends them at once, overlapping the rest of the drain).
+  using ReadyFn = std::function<void(std::size_t, std::size_t)>;
+  void drain(const gpu::Buffer& staging, const std::vector<DrainSegment>& segments, core::HostBytes& payload,
+             const ReadyFn& on_ready = nullptr) {
     gpu::Backend& be = *backend;
+    const std::size_t piece = cfg.pinned_piece_bytes;
     if (payload.pinned()) {
-      // The version buffer is page-locked: DMA each segment straight into it, no bounce copy.
+      // The version buffer is page-locked: DMA each segment straight into it, no bounce copy; in pieces with an
+      // event each when someone waits for the parts.
+      struct Part {
+        std::unique_ptr<gpu::Event> event;
+        std::size_t offset, bytes;
+      };
+      std::vector<Part> parts;
       for (const DrainSegment& s : segments)
-        be.copy_to_host(payload.data() + s.payload_offset, staging.as<std::byte>() + s.staging_offset, s.bytes,
-                        *drain_stream);
+        for (std::size_t off = 0; off < s.bytes; off += on_ready ? piece : s.bytes) {
+          const std::size_t n = on_ready ? std::min(piece, s.bytes - off) : s.bytes;
+          be.copy_to_host(payload.data() + s.payload_offset + off, staging.as<std::byte>() + s.staging_offset + off,
+                          n, *drain_stream);
+          if (on_ready) parts.push_back(Part{be.record(*drain_stream), s.payload_offset + off, n});
+        }
+      for (Part& p : parts) {
+        be.wait(*p.event);
+        on_ready(p.offset, p.bytes);
+      }
       be.synchronize(*drain_stream);
       return;
     }
-    const std::size_t piece = cfg.pinned_piece_bytes;
     for (auto& p : pinned)
       if (!p) p = be.alloc_pinned(piece);
     struct Pending {
@@ -218,6 +237,7 @@ struct Runtime::Impl {
     auto finish = [&](Pending& p) {
       be.wait(*p.event);
       std::memcpy(p.dst, pinned[p.buffer].data(), p.bytes);
+      if (on_ready) on_ready(static_cast<std::size_t>(p.dst - payload.data()), p.bytes);
     };
     int next = 0;
     for (const DrainSegment& s : segments)
@@ -276,14 +296,33 @@ struct Runtime::Impl {
     }
     for (std::uint64_t v : job.obsolete) store->release(v);
     ensure_payload(job);
+    // The store gets the version while the drain fills it: the buddy level sends each part as soon as it is in
+    // host memory. What the drain does not write (host regions, earlier synchronous rounds) is ready now.
+    std::unique_ptr<core::PutStream> put = store->begin_put(job.manifest, job.payload);
+    {
+      std::vector<std::pair<std::size_t, std::size_t>> drained;
+      for (const DrainSegment& s : job.segments) drained.emplace_back(s.payload_offset, s.bytes);
+      std::sort(drained.begin(), drained.end());
+      std::size_t at = 0;
+      for (const auto& [off, n] : drained) {
+        if (off > at) put->ready(at, off - at);
+        at = std::max(at, off + n);
+      }
+      if (job.payload->size() > at) put->ready(at, job.payload->size() - at);
+    }
     if (!job.segments.empty()) {
       const auto t0 = Clock::now();
-      drain(job.staging, job.segments, *job.payload);
+      std::size_t before_last = 0;
+      drain(job.staging, job.segments, *job.payload, [&](std::size_t off, std::size_t n) {
+        before_last = put->handed_on();  // sampled before each part: what was already on its way
+        put->ready(off, n);
+      });
       job.metrics.drain.seconds += seconds_since(t0);  // plus the synchronous rounds, if any
+      job.metrics.streamed_bytes = before_last;
     }
     const auto t1 = Clock::now();
     const std::uint64_t sum = core::payload_checksum(job.payload->data(), job.payload->size(), cfg.digest_threads);
-    store->put(job.manifest, job.payload, sum);
+    put->finish(sum);
     job.metrics.store.seconds = seconds_since(t1);
     job.metrics.store.bytes = job.payload->size();
     job.payload.reset();

@@ -7,6 +7,7 @@
 #include "coord/buddy_store.hpp"
 #include "coord/recovery_plan.hpp"
 #include "core/format.hpp"
+#include "core/version_store.hpp"
 #include "reprise/errors.hpp"
 #include "support/test_support.hpp"
 
@@ -75,6 +76,86 @@ TEST(BuddyStore, EveryVersionReachesTheBuddyWithTheSameBytes) {
   ASSERT_EQ(here.payload->size(), there.payload->size());
   EXPECT_EQ(std::memcmp(here.payload->data(), there.payload->data(), here.payload->size()), 0);
   EXPECT_EQ(store.newest_acked_chain(), 20u);
+}
+
+TEST(PieceFrontier, PiecesGoInOrderOnceWhole) {
+  core::PieceFrontier f(10, 4);  // pieces [0,4) [4,8) [8,10)
+  EXPECT_EQ(f.pieces(), 3u);
+  EXPECT_EQ(f.piece_bytes(2), 2u);
+  EXPECT_EQ(f.piece_offset(2), 8u);
+  EXPECT_EQ(f.add(4, 4), 0u);  // piece 1 whole, piece 0 not yet: nothing goes
+  EXPECT_EQ(f.add(0, 3), 0u);
+  EXPECT_EQ(f.add(3, 1), 2u);  // pieces 0 and 1
+  EXPECT_EQ(f.add(8, 2), 3u);
+  EXPECT_THROW(f.add(9, 1), Error);   // ready twice
+  EXPECT_THROW(f.add(9, 5), Error);   // outside the payload
+  core::PieceFrontier empty(0, 4);
+  EXPECT_EQ(empty.pieces(), 0u);
+  EXPECT_EQ(empty.add(0, 0), 0u);
+}
+
+// A shipper that streams: records what it was handed, in order, and whether the owner's store held the version
+// by then.
+class StreamingShipper : public InProcessShipper {
+ public:
+  std::vector<std::pair<std::size_t, std::size_t>> handed;
+  std::vector<std::string> events;
+  class S : public ShipStream {
+   public:
+    S(StreamingShipper& o, const core::Manifest& m, std::shared_ptr<const core::HostBytes> p)
+        : o_(o), m_(m), p_(std::move(p)) {}
+    void ready(std::size_t off, std::size_t n) override {
+      o_.handed.emplace_back(off, n);
+      o_.events.push_back("ready");
+      bytes_ += n;
+    }
+    bool finish(std::uint64_t sum) override {
+      o_.events.push_back("finish");
+      return o_.ship(m_, *p_, sum);
+    }
+    std::size_t handed_on() const override { return bytes_; }
+
+   private:
+    StreamingShipper& o_;
+    core::Manifest m_;
+    std::shared_ptr<const core::HostBytes> p_;
+    std::size_t bytes_ = 0;
+  };
+  std::unique_ptr<ShipStream> stream(const core::Manifest& m, std::shared_ptr<const core::HostBytes> p) override {
+    events.push_back("stream");
+    return std::make_unique<S>(*this, m, std::move(p));
+  }
+};
+
+TEST(BuddyStore, AStreamedVersionReachesTheBuddyPartByPartAndIsStoredAtFinish) {
+  auto ship = std::make_shared<StreamingShipper>();
+  BuddyStore store(core::make_memory_store(), ship);
+  Sample x = make_version(10, 10);
+  auto put = store.begin_put(x.manifest, x.payload);
+  put->ready(8192, 8192);
+  put->ready(0, 8192);
+  EXPECT_EQ(put->handed_on(), 16384u);
+  EXPECT_TRUE(store.list().empty());  // not stored before finish()
+  EXPECT_FALSE(store.newest_acked_chain());
+  put->finish(x.sum);
+  EXPECT_EQ(ship->events, (std::vector<std::string>{"stream", "ready", "ready", "finish"}));
+  EXPECT_EQ(ship->handed, (std::vector<std::pair<std::size_t, std::size_t>>{{8192, 8192}, {0, 8192}}));
+  EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{10}));
+  EXPECT_EQ(ship->buddy->list(), (std::vector<std::uint64_t>{10}));
+  EXPECT_EQ(store.newest_acked_chain(), 10u);
+  // put() is a stream with every byte ready at once.
+  Sample y = make_version(20, 10);
+  store.put(y.manifest, y.payload, y.sum);
+  EXPECT_EQ(ship->handed.back(), (std::pair<std::size_t, std::size_t>{0, 16384}));
+  EXPECT_EQ(store.newest_acked_chain(), 20u);
+  // A store that does not stream keeps the version until finish() (the default begin_put).
+  auto plain = core::make_memory_store();
+  auto p = plain->begin_put(x.manifest, x.payload);
+  p->ready(0, 16384);
+  EXPECT_TRUE(plain->list().empty());
+  p->finish(x.sum);
+  EXPECT_EQ(plain->list(), (std::vector<std::uint64_t>{10}));
+  EXPECT_EQ(p->handed_on(), 0u);
 }
 
 TEST(BuddyStore, VersionsNotAcknowledgedStayLocalAndDoNotCount) {

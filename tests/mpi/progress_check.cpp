@@ -3,11 +3,15 @@
 // computes for up to 20 s polling only acknowledged() (a read of state, no progress). Prints
 // "progress ok: N ranks, acknowledged after S s" and exits 0 when every rank's version reached its buddy during
 // the computation.
+// `--device`: the 32 MiB are a device region (REPRISE_DEVICE_BACKEND=host-twin without a GPU), so the version is
+// drained to host memory in parts and streamed to the buddy during the drain; also prints "streamed B bytes" and
+// fails unless part of every rank's version was on its way to the buddy before the drain's last part landed.
 #include <mpi.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "reprise/mpi.hpp"
@@ -17,9 +21,12 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rc = 0;
   {
+    const bool device = argc > 1 && std::strcmp(argv[1], "--device") == 0;
     reprise::MpiRuntime rt(MPI_COMM_WORLD);
     std::vector<double> data(std::size_t{4} << 20, 1.0);
-    rt.protect("data", data.data(), data.size() * sizeof(double), reprise::MemorySpace::Host);
+    // With the host-twin backend "device" memory is host memory; with CUDA this would be cudaMalloc'd.
+    rt.protect("data", data.data(), data.size() * sizeof(double),
+               device ? reprise::MemorySpace::Device : reprise::MemorySpace::Host);
     rt.check(MPI_Barrier(rt.comm()));
     rt.checkpoint(1);
     const auto t0 = std::chrono::steady_clock::now();
@@ -46,6 +53,14 @@ int main(int argc, char** argv) {
     if (rt.committed() != 1u) {
       std::printf("rank %d: version 1 not committed after wait()\n", rt.rank());
       rc = 1;
+    }
+    if (device) {
+      const auto m = rt.metrics();
+      double least = m.empty() ? 0 : static_cast<double>(m.back().streamed_bytes);
+      rt.check(MPI_Allreduce(MPI_IN_PLACE, &least, 1, MPI_DOUBLE, MPI_MIN, rt.comm()));
+      if (rt.rank() == 0)
+        std::printf("streamed %.0f bytes (least over the ranks) to the buddy before the drain ended\n", least);
+      if (least <= 0) rc = 1;
     }
   }
   MPI_Finalize();
