@@ -847,7 +847,12 @@ void CommState::restart_exchange(bool in_recovery) {
 void CommState::enter() {
   host_.poll_failure();
   if (exchange_pending_) restart_exchange(false);
-  poll_control();
+  // Control messages (Notify, Release) matter only while a recovery is under way here: the coordinator's, or a
+  // release this process waits for. Otherwise only stale ones of older attempts can come: probed now and then.
+  if (coordinator_ || p_->awaiting_release() || !control_sends_.empty() || ++ops_since_control_ >= kPollEvery) {
+    ops_since_control_ = 0;
+    poll_control();
+  }
   while (p_->blocked()) {  // a rolled-back process waits for the coordinator's release (step 6)
     host_.poll_failure();
     poll_control();

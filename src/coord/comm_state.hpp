@@ -239,6 +239,7 @@ class CommState {
   std::map<std::uint64_t, proto::Capture> captures_;  // versions not yet committed, and the newest committed
   std::optional<std::uint64_t> announced_;
   unsigned ops_since_poll_ = 0;
+  unsigned ops_since_control_ = 0;  // control probes are throttled like views while no recovery needs them
   std::vector<PendingMessage*> awaiting_header_;
   std::vector<PendingMessage*> live_;  // every pending message
   std::vector<std::pair<MPI_Comm, MPI_Comm>> epochs_;  // message and payload communicators, oldest first

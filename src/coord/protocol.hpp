@@ -139,6 +139,8 @@ class Process {
   /// such a process back again: its limits are only valid in the recovery that computed them.
   bool reexecuting() const;
   bool send_blocked() const { return send_blocked_; }
+  /// A restart coordinator's release is still to come for this process (its block, or queued replays).
+  bool awaiting_release() const { return blocked_ || send_blocked_ || (release_phase_ != INT64_MAX && !outbox_.empty()); }
   /// What repair discards at a process of R: the outbox (its replays are recomputed) and any gating.
   void reset_recovery_state();
 
