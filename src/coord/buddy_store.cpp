@@ -71,12 +71,14 @@ class WholeShip final : public ShipStream {
   WholeShip(Shipper& s, const core::Manifest& m, std::shared_ptr<const core::HostBytes> payload)
       : shipper_(s), manifest_(m), payload_(std::move(payload)) {}
   void ready(std::size_t, std::size_t) override {}
-  bool finish(std::uint64_t checksum) override { return shipper_.ship(manifest_, *payload_, checksum); }
+  void finish(std::uint64_t checksum) override { acked_ = shipper_.ship(manifest_, *payload_, checksum); }
+  bool acknowledged() const override { return acked_; }
 
  private:
   Shipper& shipper_;
   core::Manifest manifest_;
   std::shared_ptr<const core::HostBytes> payload_;
+  bool acked_ = false;
 };
 }  // namespace
 
@@ -92,12 +94,14 @@ class BuddyStore::Put final : public core::PutStream {
   void ready(std::size_t offset, std::size_t bytes) override { ship_->ready(offset, bytes); }
   void finish(std::uint64_t checksum) override {
     store_.local_->put(manifest_, payload_, checksum);
-    if (ship_->finish(checksum)) {
+    ship_->finish(checksum);
+    if (ship_->acknowledged()) {
       std::lock_guard<std::mutex> lock(store_.mutex_);
       store_.acked_.push_back({manifest_.version, manifest_.base_version, manifest_.kind == core::VersionKind::Full});
     }
   }
   std::size_t handed_on() const override { return ship_->handed_on(); }
+  bool streams() const override { return ship_->streams(); }
 
  private:
   BuddyStore& store_;

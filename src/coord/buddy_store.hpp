@@ -16,16 +16,12 @@
 
 namespace reprise::coord {
 
-/// A version on its way to the buddy while its payload is still being filled (Shipper::stream).
-class ShipStream {
+/// A version on its way to the buddy while its payload is still being filled (Shipper::stream): ready() sends
+/// what can go, finish() sends the rest and waits for the buddy.
+class ShipStream : public core::PutStream {
  public:
-  virtual ~ShipStream() = default;
-  /// Bytes [offset, offset + bytes) of the payload hold their final content: what can go, goes.
-  virtual void ready(std::size_t offset, std::size_t bytes) = 0;
-  /// Every byte is ready: true once the buddy acknowledged the version, false when the link is down.
-  virtual bool finish(std::uint64_t checksum) = 0;
-  /// Payload bytes handed to the transfer so far.
-  virtual std::size_t handed_on() const { return 0; }
+  /// After finish(): the buddy acknowledged the version (false when the link is down).
+  virtual bool acknowledged() const = 0;
 };
 
 /// Moves versions to the buddy. Called from the runtime's background thread.

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -550,7 +551,8 @@ class MpiCoordination : public Coordination, public CommHost {
     bool ship(const core::Manifest& m, const core::HostBytes& payload, std::uint64_t checksum) override {
       Stream st(c_, m, std::shared_ptr<const core::HostBytes>(std::shared_ptr<void>(), &payload));
       st.ready(0, payload.size());
-      return st.finish(checksum);
+      st.finish(checksum);
+      return st.acknowledged();
     }
     std::unique_ptr<coord::ShipStream> stream(const core::Manifest& m,
                                               std::shared_ptr<const core::HostBytes> payload) override {
@@ -602,16 +604,16 @@ class MpiCoordination : public Coordination, public CommHost {
       const std::size_t go = frontier_.add(offset, bytes);
       guarded([&] {
         post(go);
-        for (auto& r : requests_)  // progress for what is in flight
-          if (r != MPI_REQUEST_NULL) {
-            int flag = 0;
-            ok(MPI_Test(&r, &flag, MPI_STATUS_IGNORE));
-          }
+        while (!requests_.empty()) {  // progress for what is in flight; pieces complete in order
+          int flag = 0;
+          ok(MPI_Test(&requests_.front(), &flag, MPI_STATUS_IGNORE));
+          if (!flag) break;
+          requests_.pop_front();
+        }
       });
     }
 
-    bool finish(std::uint64_t checksum) override {
-      bool acked = false;
+    void finish(std::uint64_t checksum) override {
       guarded([&] {
         post(frontier_.pieces());
         if (posted_ < frontier_.pieces())
@@ -622,12 +624,13 @@ class MpiCoordination : public Coordination, public CommHost {
         ok(polled::send(&checksum, 1, MPI_UINT64_T, buddy_, kPutPiece, data_));
         std::uint64_t v = 0;
         ok(polled::recv(&v, 1, MPI_UINT64_T, buddy_, kAck, c_.ack_, MPI_STATUS_IGNORE));
-        acked = v == m_.version;
+        acked_ = v == m_.version;
       });
-      return acked;
     }
 
+    bool acknowledged() const override { return acked_; }
     std::size_t handed_on() const override { return handed_; }
+    bool streams() const override { return true; }
 
    private:
     template <class F>
@@ -680,9 +683,9 @@ class MpiCoordination : public Coordination, public CommHost {
     int buddy_;
     core::PieceFrontier frontier_;
     bool die_mid_;
-    bool dead_ = false;
+    bool dead_ = false, acked_ = false;
     std::size_t posted_ = 0, handed_ = 0;
-    std::vector<MPI_Request> requests_;
+    std::deque<MPI_Request> requests_;  // pieces in flight, oldest first
   };
 
   bool should_die(std::uint64_t step, coord::KillPoint point) const {

@@ -31,6 +31,8 @@ class PutStream {
   virtual void finish(std::uint64_t payload_checksum) = 0;
   /// Payload bytes handed on so far (e.g. to the transfer to the buddy), before finish().
   virtual std::size_t handed_on() const { return 0; }
+  /// Whether ready() does anything: only then does the drain report its parts one by one.
+  virtual bool streams() const { return false; }
 };
 
 /// Which fixed-size pieces of a payload can go, in order: a piece goes once every byte of it and of every piece

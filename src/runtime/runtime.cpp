@@ -313,10 +313,13 @@ struct Runtime::Impl {
     if (!job.segments.empty()) {
       const auto t0 = Clock::now();
       std::size_t before_last = 0;
-      drain(job.staging, job.segments, *job.payload, [&](std::size_t off, std::size_t n) {
-        before_last = put->handed_on();  // sampled before each part: what was already on its way
-        put->ready(off, n);
-      });
+      ReadyFn on_ready;
+      if (put->streams())
+        on_ready = [&](std::size_t off, std::size_t n) {
+          before_last = put->handed_on();  // sampled before each part: what was already on its way
+          put->ready(off, n);
+        };
+      drain(job.staging, job.segments, *job.payload, on_ready);
       job.metrics.drain.seconds += seconds_since(t0);  // plus the synchronous rounds, if any
       job.metrics.streamed_bytes = before_last;
     }

@@ -109,17 +109,20 @@ class StreamingShipper : public InProcessShipper {
       o_.events.push_back("ready");
       bytes_ += n;
     }
-    bool finish(std::uint64_t sum) override {
+    void finish(std::uint64_t sum) override {
       o_.events.push_back("finish");
-      return o_.ship(m_, *p_, sum);
+      acked_ = o_.ship(m_, *p_, sum);
     }
+    bool acknowledged() const override { return acked_; }
     std::size_t handed_on() const override { return bytes_; }
+    bool streams() const override { return true; }
 
    private:
     StreamingShipper& o_;
     core::Manifest m_;
     std::shared_ptr<const core::HostBytes> p_;
     std::size_t bytes_ = 0;
+    bool acked_ = false;
   };
   std::unique_ptr<ShipStream> stream(const core::Manifest& m, std::shared_ptr<const core::HostBytes> p) override {
     events.push_back("stream");
@@ -134,6 +137,7 @@ TEST(BuddyStore, AStreamedVersionReachesTheBuddyPartByPartAndIsStoredAtFinish) {
   auto put = store.begin_put(x.manifest, x.payload);
   put->ready(8192, 8192);
   put->ready(0, 8192);
+  EXPECT_TRUE(put->streams());
   EXPECT_EQ(put->handed_on(), 16384u);
   EXPECT_TRUE(store.list().empty());  // not stored before finish()
   EXPECT_FALSE(store.newest_acked_chain());
@@ -156,6 +160,7 @@ TEST(BuddyStore, AStreamedVersionReachesTheBuddyPartByPartAndIsStoredAtFinish) {
   p->finish(x.sum);
   EXPECT_EQ(plain->list(), (std::vector<std::uint64_t>{10}));
   EXPECT_EQ(p->handed_on(), 0u);
+  EXPECT_FALSE(p->streams());  // the drain does not report its parts to it
 }
 
 TEST(BuddyStore, VersionsNotAcknowledgedStayLocalAndDoNotCount) {
