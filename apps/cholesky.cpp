@@ -1,5 +1,6 @@
 // reprise-cholesky: tiled Cholesky factorisation A = L L^T of a symmetric positive definite matrix (double), tiles
-// as protected Kokkos views, 2D block-cyclic distribution, tile kernels from LAPACKE/CBLAS (OpenBLAS, one thread).
+// as protected Kokkos views, 2D block-cyclic distribution. Tile kernels where the tiles live: LAPACKE/CBLAS
+// (OpenBLAS, one thread) on host tiles, cuSOLVER/cuBLAS on device tiles (`--tiles device`, a CUDA-enabled Kokkos).
 //
 // Loop order: left-looking (seed 004, chapter 2). Panel k updates only the tiles of column k with the finished
 // columns 0..k-1, factors the diagonal tile and solves the panel. So between two checkpoints only the columns
@@ -7,8 +8,9 @@
 // matrix that a right-looking order rewrites at every step. A checkpoint is taken every --checkpoint-every panels.
 //
 // Prints `residual <||A - L L^T||_F / ||A||_F>` and `checksum 0x<16 hex>` (XXH3 of L; independent of the rank
-// count and of failures: every tile accumulates its updates in the same order) and exits 1 when the residual
-// exceeds 1e-12.
+// count and of failures: every tile accumulates its updates in the same order, with the same kernels) and exits 1
+// when the residual exceeds 1e-12. Host and device tiles give different checksums (different BLAS), each the
+// same with and without failures.
 //
 //   REPRISE_RANKS_PER_NODE=2 REPRISE_KILL=3:5 scripts/mpirun.sh -n 8 -- reprise-cholesky --n 512 --tile 64
 #include <mpi.h>
@@ -27,7 +29,6 @@
 #include <vector>
 
 #include <cblas.h>
-#include <lapacke.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -35,10 +36,14 @@
 #include "reprise/kokkos.hpp"
 #include "reprise/mpi.hpp"
 #include "mpi_app_main.hpp"
+#include "tile_kernels.hpp"
 
 namespace {
 
-using Tile = Kokkos::View<double**, Kokkos::LayoutLeft, Kokkos::HostSpace>;
+using HostTile = Kokkos::View<double**, Kokkos::LayoutLeft, Kokkos::HostSpace>;
+// Device tiles: the default execution space's memory (CudaSpace with a CUDA-enabled Kokkos).
+using DeviceSpace = Kokkos::DefaultExecutionSpace::memory_space;
+constexpr bool kKokkosHasDevice = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, DeviceSpace>::accessible;
 using Index = std::pair<int, int>;  // (row, column) of a tile, row >= column
 
 struct Options {
@@ -47,6 +52,7 @@ struct Options {
   std::string json;
   bool progress = false;
   std::string messages = "reprise";
+  std::string tiles = kKokkosHasDevice ? "device" : "host";
 };
 
 struct Grid {
@@ -65,18 +71,31 @@ double entry(int r, int c, int n) {
   return static_cast<double>(x >> 11) * 0x1.0p-53 + (r == c ? n : 0.0);
 }
 
+template <class Tile>
 void fill_tile(const Tile& t, int i, int j, int b, int n) {
+  auto h = Kokkos::create_mirror_view(t);  // the tile itself when it is in host memory
   for (int c = 0; c < b; ++c)
-    for (int r = 0; r < b; ++r) t(r, c) = entry(i * b + r, j * b + c, n);
+    for (int r = 0; r < b; ++r) h(r, c) = entry(i * b + r, j * b + c, n);
+  Kokkos::deep_copy(t, h);
 }
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Tiles in memory space Space: HostSpace (LAPACKE/CBLAS) or the device's (cuSOLVER/cuBLAS).
+template <class Space>
 class Factorization {
  public:
-  Factorization(reprise::MpiRuntime& rt, const Options& o) : rt_(rt), o_(o), b_(o.tile) {
+  using Tile = Kokkos::View<double**, Kokkos::LayoutLeft, Space>;
+  static constexpr bool kHostTiles = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Space>::accessible;
+
+  Factorization(reprise::MpiRuntime& rt, const Options& o)
+      : rt_(rt),
+        o_(o),
+        b_(o.tile),
+        kernels_(kHostTiles ? reprise::apps::make_host_tile_kernels(o.tile)
+                            : reprise::apps::make_cuda_tile_kernels(o.tile)) {
     int dims[2] = {0, 0};
     MPI_Dims_create(rt.size(), 2, dims);
     g_.p = dims[0];
@@ -98,9 +117,11 @@ class Factorization {
   // The state before the first panel: every tile of A as generated, no panel done.
   void reset() {
     for (auto& [x, t] : mine_) fill_tile(t, x.first, x.second, b_, o_.n);
+    Kokkos::fence();
     done_ = 0;
   }
   int tiles() const { return g_.tiles; }
+  const char* kernels() const { return kernels_->name(); }
 
   // Panel k: update column k with columns 0..k-1, factor the diagonal tile, solve the panel.
   void panel(int k) {
@@ -128,15 +149,14 @@ class Factorization {
       for (int j = 0; j < k; ++j) {
         const Tile& lk = tile({k, j});
         if (i == k)
-          cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, b_, b_, -1.0, lk.data(), b_, 1.0, a.data(), b_);
+          kernels_->syrk(lk.data(), a.data());
         else
-          cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, b_, b_, b_, -1.0, tile({i, j}).data(), b_, lk.data(),
-                      b_, 1.0, a.data(), b_);
+          kernels_->gemm(tile({i, j}).data(), lk.data(), a.data());
       }
     }
     // 2. Factor the diagonal tile; 3. send it to the owners of the panel; 4. solve the panel.
     if (g_.owner(k, k) == rt_.rank()) {
-      const int info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', b_, mine_.at({k, k}).data(), b_);
+      const int info = kernels_->potrf(mine_.at({k, k}).data());  // waits for the updates
       if (info != 0)
         throw reprise::Error("dpotrf failed on tile (" + std::to_string(k) + "," + std::to_string(k) + "): info " +
                              std::to_string(info) + " (the matrix is not positive definite)");
@@ -153,9 +173,9 @@ class Factorization {
     for (int i = k + 1; i < T; ++i) {
       if (g_.owner(i, k) != rt_.rank()) continue;
       const Tile& lkk = mine_.count({k, k}) ? mine_.at({k, k}) : diag.at({k, k});
-      cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, b_, b_, 1.0, lkk.data(), b_,
-                  mine_.at({i, k}).data(), b_);
+      kernels_->trsm(lkk.data(), mine_.at({i, k}).data());
     }
+    kernels_->synchronize();  // the panel is in the tiles before a checkpoint digests them
   }
 
   // L gathered on rank 0 (column-major n x n, upper part zero); empty elsewhere.
@@ -168,23 +188,26 @@ class Factorization {
     const bool via_comm = o_.messages == "reprise";
     reprise::Comm& c = rt_.messages();
     const std::size_t bytes = static_cast<std::size_t>(b_) * static_cast<std::size_t>(b_) * sizeof(double);
-    std::vector<Tile> inbox;
+    // This rank's tiles in host memory (the tiles themselves when they are host tiles).
+    std::map<Index, HostTile> own;
+    for (const auto& [x, t] : mine_) own[x] = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t);
+    std::vector<HostTile> inbox;
     for (int j = 0; j < T; ++j)
       for (int i = j; i < T; ++i) {
         const int o = g_.owner(i, j);
         if (rt_.rank() == 0 && o != 0) {
           inbox.emplace_back("in", b_, b_);
           if (via_comm) {
-            creqs.push_back(c.irecv(inbox.back().data(), bytes, o, 2));
+            creqs.push_back(c.irecv(inbox.back().data(), bytes, o, 2, reprise::MemorySpace::Host));
           } else {
             reqs.emplace_back();
             rt_.check(MPI_Irecv(inbox.back().data(), b_ * b_, MPI_DOUBLE, o, i * T + j, rt_.comm(), &reqs.back()));
           }
         } else if (o == rt_.rank() && o != 0) {
           if (via_comm)
-            c.send(static_cast<const void*>(mine_.at({i, j}).data()), bytes, 0, 2);
+            c.send(static_cast<const void*>(own.at({i, j}).data()), bytes, 0, 2, reprise::MemorySpace::Host);
           else
-            rt_.check(MPI_Send(mine_.at({i, j}).data(), b_ * b_, MPI_DOUBLE, 0, i * T + j, rt_.comm()));
+            rt_.check(MPI_Send(own.at({i, j}).data(), b_ * b_, MPI_DOUBLE, 0, i * T + j, rt_.comm()));
         }
       }
     c.waitall(creqs);
@@ -193,7 +216,7 @@ class Factorization {
     std::size_t next = 0;
     for (int j = 0; j < T; ++j)
       for (int i = j; i < T; ++i) {
-        const Tile& t = g_.owner(i, j) == 0 ? mine_.at({i, j}) : inbox[next++];
+        const HostTile& t = g_.owner(i, j) == 0 ? own.at({i, j}) : inbox[next++];
         for (int c = 0; c < b_; ++c)
           for (int r = 0; r < b_; ++r)
             if (i * b_ + r >= j * b_ + c) l[static_cast<std::size_t>(j * b_ + c) * n + (i * b_ + r)] = t(r, c);
@@ -204,11 +227,13 @@ class Factorization {
  private:
   // Every rank sends the tiles it owns that `needs(rank)` names, and receives those it needs but does not own.
   // Receives first, then sends, then one wait per request (a failure throws Rollback). Through reprise::Comm
-  // (default; tiles sent to another group are logged by their sender) or raw MPI. Each pair of ranks sends and
+  // (default; tiles sent to another group are logged by their sender; device tiles are staged by Comm) or raw MPI
+  // (device tiles staged through host mirrors here: no Debian MPI is CUDA-aware). Each pair of ranks sends and
   // receives its tiles in the same (sorted) order, so a channel's messages complete in the order they were sent.
   template <class Needs>
   void exchange(Needs needs, std::map<Index, Tile>& into) {
     const int T = g_.tiles, me = rt_.rank();
+    const reprise::MemorySpace space = kHostTiles ? reprise::MemorySpace::Host : reprise::MemorySpace::Device;
     if (o_.messages == "reprise") {
       reprise::Comm& c = rt_.messages();
       const std::size_t bytes = static_cast<std::size_t>(b_) * static_cast<std::size_t>(b_) * sizeof(double);
@@ -218,35 +243,41 @@ class Factorization {
         if (o == me) continue;
         Tile t("remote", b_, b_);
         into[x] = t;
-        reqs.push_back(c.irecv(t.data(), bytes, o, 1));  // one tag: each channel in sorted order
+        reqs.push_back(c.irecv(t.data(), bytes, o, 1, space));  // one tag: each channel in sorted order
       }
       for (int d = 0; d < rt_.size(); ++d) {
         if (d == me) continue;
         for (const Index& x : needs(d))
-          if (g_.owner(x.first, x.second) == me) reqs.push_back(c.isend(mine_.at(x).data(), bytes, d, 1));
+          if (g_.owner(x.first, x.second) == me) reqs.push_back(c.isend(mine_.at(x).data(), bytes, d, 1, space));
       }
       c.waitall(reqs);
       return;
     }
     std::vector<MPI_Request> reqs;
+    std::vector<std::pair<Tile, typename Tile::HostMirror>> landed;  // (tile, the host memory it arrives in)
+    std::vector<HostTile> outgoing;                                  // host copies of device tiles being sent
     for (const Index& x : needs(me)) {
       const int o = g_.owner(x.first, x.second);
       if (o == me) continue;
       Tile t("remote", b_, b_);
       into[x] = t;
+      landed.emplace_back(t, Kokkos::create_mirror_view(t));
       reqs.emplace_back();
-      rt_.check(MPI_Irecv(t.data(), b_ * b_, MPI_DOUBLE, o, x.first * T + x.second, rt_.comm(), &reqs.back()));
+      rt_.check(MPI_Irecv(landed.back().second.data(), b_ * b_, MPI_DOUBLE, o, x.first * T + x.second, rt_.comm(),
+                          &reqs.back()));
     }
     for (int d = 0; d < rt_.size(); ++d) {
       if (d == me) continue;
       for (const Index& x : needs(d)) {
         if (g_.owner(x.first, x.second) != me) continue;
+        outgoing.push_back(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), mine_.at(x)));
         reqs.emplace_back();
-        rt_.check(MPI_Isend(mine_.at(x).data(), b_ * b_, MPI_DOUBLE, d, x.first * T + x.second, rt_.comm(),
+        rt_.check(MPI_Isend(outgoing.back().data(), b_ * b_, MPI_DOUBLE, d, x.first * T + x.second, rt_.comm(),
                             &reqs.back()));
       }
     }
     for (auto& r : reqs) rt_.check(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    for (auto& [t, h] : landed) Kokkos::deep_copy(t, h);  // no copy for host tiles (h is t)
   }
 
   reprise::MpiRuntime& rt_;
@@ -255,15 +286,17 @@ class Factorization {
   Grid g_;
   std::map<Index, Tile> mine_;
   std::uint64_t done_ = 0;
+  std::unique_ptr<reprise::apps::TileKernels> kernels_;
 };
 
+template <class Space>
 int run(const Options& o) {
   // Every message goes through reprise::Comm (the default): only the groups of failed ranks roll back.
   reprise::Config config;
   config.group_rollback = o.messages == "reprise";
   reprise::MpiRuntime rt(MPI_COMM_WORLD, reprise::Config::from_env(config));
   const int rank = rt.rank();
-  Factorization f(rt, o);
+  Factorization<Space> f(rt, o);
   if (rt.restarted()) {
     rt.restore();
     if (rank == 0) std::printf("restarted from panel %" PRIu64 "\n", f.done());
@@ -312,8 +345,8 @@ int run(const Options& o) {
       for (int r = col; r < n; ++r) r2 += (r == col ? 1 : 2) * c[static_cast<std::size_t>(col) * n + r] * c[static_cast<std::size_t>(col) * n + r];
     const double residual = std::sqrt(r2 / a2);
     const std::uint64_t checksum = XXH3_64bits(l.data(), l.size() * sizeof(double));
-    std::printf("ranks %d n %d tile %d panels %d checkpoints %zu rollbacks %zu seconds %.3f\n", rt.size(), n, o.tile,
-                f.tiles(), checkpoints, rollbacks, seconds);
+    std::printf("ranks %d n %d tile %d panels %d checkpoints %zu rollbacks %zu seconds %.3f tiles %s\n", rt.size(), n,
+                o.tile, f.tiles(), checkpoints, rollbacks, seconds, f.kernels());
     std::printf("residual %.3e\n", residual);
     std::printf("checksum 0x%016" PRIx64 "\n", checksum);
     if (o.messages == "reprise") std::printf("messages rank 0 %s\n", rt.messages().stats_json().c_str());
@@ -325,7 +358,7 @@ int run(const Options& o) {
       char hex[32];
       std::snprintf(hex, sizeof hex, "0x%016" PRIx64, checksum);
       std::ofstream(o.json) << "{\"ranks\":" << rt.size() << ",\"n\":" << n << ",\"tile\":" << o.tile
-                            << ",\"checkpoint_every\":" << o.checkpoint_every << ",\"checkpoints\":" << checkpoints
+                            << ",\"tiles\":\"" << o.tiles << "\",\"checkpoint_every\":" << o.checkpoint_every << ",\"checkpoints\":" << checkpoints
                             << ",\"rollbacks\":" << rollbacks << ",\"seconds\":" << seconds
                             << ",\"residual\":" << residual << ",\"checksum\":\"" << hex
                             << "\",\"recoveries\":" << rt.recovery_json()
@@ -347,6 +380,10 @@ int main(int argc, char** argv) {
   app.add_flag("--progress", o.progress, "print a line per panel");
   app.add_option("--messages", o.messages, "tile exchange through reprise::Comm (logged between groups) or raw MPI")
       ->check(CLI::IsMember({"reprise", "mpi"}));
+  app.add_option("--tiles", o.tiles,
+                 "where the tiles live: host (LAPACKE/CBLAS) or device (cuSOLVER/cuBLAS; needs a CUDA-enabled Kokkos); "
+                 "default: device when Kokkos has one")
+      ->check(CLI::IsMember({"host", "device"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -356,6 +393,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "reprise-cholesky: --n (%d) must be a multiple of --tile (%d); see --help\n", o.n, o.tile);
     return 2;
   }
+  if (o.tiles == "device" && !kKokkosHasDevice) {
+    std::fprintf(stderr,
+                 "reprise-cholesky: --tiles device needs a Kokkos with a device backend; this one (%s) has host "
+                 "memory only: build against a CUDA-enabled Kokkos (docs/GPU.md) or use --tiles host (see --help)\n",
+                 Kokkos::DefaultExecutionSpace::name());
+    return 2;
+  }
   openblas_set_num_threads(1);  // bit-identical results whatever the rank count
-  return reprise::apps::mpi_app_main("reprise-cholesky", argc, argv, [&] { return run(o); });
+  return reprise::apps::mpi_app_main("reprise-cholesky", argc, argv, [&] {
+    return o.tiles == "device" ? run<DeviceSpace>(o) : run<Kokkos::HostSpace>(o);
+  });
 }
