@@ -329,6 +329,8 @@ int run(const Options& o) {
     }
   }
   const double seconds = now() - t0;
+  // Where every rank ran (hwloc: NUMA node, closest GPU): a raw collective, after finish() (every rank is there).
+  const std::string placements = rt.placements_json();
   int rc = 0;
   if (rank == 0) {
     const int n = o.n;
@@ -350,6 +352,7 @@ int run(const Options& o) {
     std::printf("residual %.3e\n", residual);
     std::printf("checksum 0x%016" PRIx64 "\n", checksum);
     if (o.messages == "reprise") std::printf("messages rank 0 %s\n", rt.messages().stats_json().c_str());
+    std::printf("placements %s\n", placements.c_str());
     if (!(residual <= 1e-12)) {
       std::printf("residual above 1e-12: the factorisation is wrong\n");
       rc = 1;
@@ -361,7 +364,7 @@ int run(const Options& o) {
                             << ",\"tiles\":\"" << o.tiles << "\",\"checkpoint_every\":" << o.checkpoint_every << ",\"checkpoints\":" << checkpoints
                             << ",\"rollbacks\":" << rollbacks << ",\"seconds\":" << seconds
                             << ",\"residual\":" << residual << ",\"checksum\":\"" << hex
-                            << "\",\"recoveries\":" << rt.recovery_json()
+                            << "\",\"placements\":" << placements << ",\"recoveries\":" << rt.recovery_json()
                             << ",\"checkpoint_metrics\":" << rt.metrics_json() << "}\n";
     }
   }

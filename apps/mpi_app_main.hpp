@@ -1,5 +1,6 @@
-// main() of the MPI applications: MPI (MPI_THREAD_MULTIPLE, which MpiRuntime needs) and Kokkos around `run`, and
-// the exit paths after an error:
+// main() of the MPI applications: MPI (MPI_THREAD_MULTIPLE, which MpiRuntime needs) and Kokkos around `run`, the
+// GPU closest to each rank (hwloc) given to Kokkos unless the command line or the environment picks one, and the
+// exit paths after an error:
 //  - UnrecoverableFailure (e.g. a rank and its buddy lost together): the message, then exit 3 without
 //    MPI_Finalize, which would wait for the lost ranks on broken communicators;
 //  - any other error (a usage or protocol error of the program): the message, then MPI_Abort, since the other
@@ -12,16 +13,47 @@
 #include <Kokkos_Core.hpp>
 #include <cstdio>
 #include <exception>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "reprise/errors.hpp"
+#include "reprise/mpi.hpp"
 
 namespace reprise::apps {
+
+// Whether the command line or the environment chooses the device for Kokkos.
+inline bool device_chosen(int argc, char** argv) {
+  for (const char* v : {"KOKKOS_DEVICE_ID", "KOKKOS_MAP_DEVICE_ID_BY"})
+    if (std::getenv(v)) return true;
+  for (int i = 1; i < argc; ++i)
+    for (const char* flag : {"--kokkos-device-id", "--kokkos-map-device-id-by", "--device-id"})
+      if (std::strncmp(argv[i], flag, std::strlen(flag)) == 0) return true;
+  return false;
+}
 
 inline int mpi_app_main(const char* name, int argc, char** argv, const std::function<int()>& run) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  Kokkos::initialize(argc, argv);
+  std::vector<char*> args(argv, argv + argc);
+  std::string device_arg;
+  if (!device_chosen(argc, argv)) {
+    int gpu = -1;
+    try {
+      gpu = MpiRuntime::closest_gpu(MPI_COMM_WORLD);  // collective; -1 without GPUs
+    } catch (const std::exception&) {
+      // A bad layout (REPRISE_GROUPS, ...): the runtime's constructor reports it, with the usual exit path.
+    }
+    if (gpu >= 0) {
+      device_arg = "--kokkos-device-id=" + std::to_string(gpu);
+      args.push_back(device_arg.data());
+    }
+  }
+  int kokkos_argc = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  Kokkos::initialize(kokkos_argc, args.data());
   int rc = 0;
   try {
     rc = run();

@@ -278,6 +278,8 @@ int run(const Options& o) {
       if (rank == 0) std::printf("rolled back to step %" PRIu64 "\n", step), std::fflush(stdout);
     }
   }
+  // Where every rank ran (hwloc: NUMA node, closest GPU): a raw collective, after finish() (every rank is there).
+  const std::string placements = rt.placements_json();
   if (rank == 0) {
     double total = 0;
     for (double s : step_seconds) total += s;
@@ -286,6 +288,7 @@ int run(const Options& o) {
     std::printf("checksum 0x%016" PRIx64 "\n", checksum);
     if (o.messages == "reprise") std::printf("messages rank 0 %s\n", rt.messages().stats_json().c_str());
     std::printf("recoveries rank 0 %s\n", rt.recovery_json().c_str());
+    std::printf("placements %s\n", placements.c_str());
     if (!o.json.empty()) {
       std::ofstream out(o.json);
       out << "{\"ranks\":" << size << ",\"nx\":" << o.nx << ",\"ny\":" << o.ny << ",\"steps\":" << o.steps
@@ -302,7 +305,8 @@ int run(const Options& o) {
             << ",\"seconds\":" << timeline[i].seconds << ",\"event\":\"" << timeline[i].what << "\"}";
       out << "],\"wall_seconds\":" << now() - start;
       out << ",\"messages\":\"" << o.messages << "\",\"message_stats_rank0\":" << rt.messages().stats_json();
-      out << ",\"start_steady_seconds\":" << start << ",\"recoveries\":" << rt.recovery_json() << ",\"checkpoint_metrics\":" << rt.metrics_json() << "}\n";
+      out << ",\"start_steady_seconds\":" << start << ",\"placements\":" << placements
+          << ",\"recoveries\":" << rt.recovery_json() << ",\"checkpoint_metrics\":" << rt.metrics_json() << "}\n";
     }
   }
   return 0;

@@ -96,6 +96,22 @@ class MpiRuntime : public Runtime {
   /// Recoveries this process took part in, as JSON (failed ranks, version, seconds per phase, bytes).
   std::string recovery_json() const;
 
+  /// Where this rank runs, as JSON: rank, node, local_index, group, buddy, and from hwloc numa_node, cpuset, the
+  /// CUDA device closest to it (gpu, -1 without GPUs; see closest_gpu) and that device's gpu_numa_node (-1:
+  /// unknown). Local: no communication.
+  std::string placement_json() const;
+  /// Collective over comm(): every rank gets the placement_json() of every rank, in rank order, as a JSON array.
+  /// Raw MPI: call it after finish() (every rank is there, and with group rollback a failure inside a raw
+  /// collective cannot be repeated).
+  std::string placements_json();
+
+  /// The CUDA device hwloc finds closest to the calling rank: among the GPUs attached to its NUMA node (all GPUs
+  /// when none is), the (local index on its node mod their count)-th; -1 without GPUs. Collective over `comm`
+  /// (nodes as the runtime sees them, REPRISE_RANKS_PER_NODE included). Call it after MPI_Init and before the
+  /// device is chosen (e.g. Kokkos::initialize with --kokkos-device-id=N): the runtime itself works on the
+  /// device the application uses.
+  static int closest_gpu(MPI_Comm comm);
+
  private:
   struct Parts;
   explicit MpiRuntime(Parts parts);

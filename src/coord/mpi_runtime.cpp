@@ -47,6 +47,7 @@
 #include "coord/polled_mpi.hpp"
 #include "coord/failure_injection.hpp"
 #include "coord/mpi_layout.hpp"
+#include "coord/placement.hpp"
 #include "coord/recovery_plan.hpp"
 #include "core/format.hpp"
 #include "coord/coordination.hpp"
@@ -519,6 +520,22 @@ class MpiCoordination : public Coordination, public CommHost {
     if (should_die(s, coord::KillPoint::Compute)) die("compute", s);
     if (down_) recover("a failure was detected by the runtime's background threads");
     comm_state_->enter();
+  }
+
+  std::string placement_json() const {
+    if (!placement_)  // hwloc's topology is loaded once, on first use
+      placement_ = coord::locate(layout_.local_index.at(static_cast<std::size_t>(rank_)), gpu::cuda_pci_bus_ids());
+    const auto r = static_cast<std::size_t>(rank_);
+    return nlohmann::json{{"rank", rank_},
+                          {"node", layout_.node_of.at(r)},
+                          {"local_index", layout_.local_index.at(r)},
+                          {"group", layout_.group_of.at(r)},
+                          {"buddy", layout_.buddy_of.at(r)},
+                          {"numa_node", placement_->numa_node},
+                          {"cpuset", placement_->cpuset},
+                          {"gpu", placement_->gpu},
+                          {"gpu_numa_node", placement_->gpu_numa_node}}
+        .dump();
   }
 
   std::string recovery_json() const {
@@ -1590,6 +1607,7 @@ class MpiCoordination : public Coordination, public CommHost {
   bool data_pending_ = false;  // a replacement whose recovery's data phase has not completed yet
   std::set<int> joined_rolled_back_;
   int joined_coordinator_ = -1;
+  mutable std::optional<coord::Placement> placement_;  // placement_json(): hwloc, on first use
   MPI_Request* pending_group_ = nullptr;  // the group collective this rank waits for (wait_group)
   std::uint64_t kill_floor_ = 0;
   std::vector<std::uint64_t> kill_floors_;  // per rank (see kill_floors())
@@ -1679,6 +1697,34 @@ std::optional<std::uint64_t> MpiRuntime::committed() const {
 }
 std::string MpiRuntime::recovery_json() const {
   return coord_->recovery_json();
+}
+std::string MpiRuntime::placement_json() const {
+  return coord_->placement_json();
+}
+std::string MpiRuntime::placements_json() {
+  const std::string mine = placement_json();
+  const int n = size();
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<std::size_t>(n)), offsets(static_cast<std::size_t>(n));
+  check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm()));
+  int total = 0;
+  for (int i = 0; i < n; ++i) {
+    offsets[static_cast<std::size_t>(i)] = total;
+    total += lens[static_cast<std::size_t>(i)];
+  }
+  std::string all(static_cast<std::size_t>(total), ' ');
+  check(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, comm()));
+  std::string out = "[";
+  for (int i = 0; i < n; ++i)
+    out += (i ? "," : "") + all.substr(static_cast<std::size_t>(offsets[static_cast<std::size_t>(i)]),
+                                       static_cast<std::size_t>(lens[static_cast<std::size_t>(i)]));
+  return out + "]";
+}
+int MpiRuntime::closest_gpu(MPI_Comm comm) {
+  const coord::Layout layout = coord::discover_layout(comm, coord::TopologyConfig::from_env());
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  return coord::locate(layout.local_index.at(static_cast<std::size_t>(rank)), gpu::cuda_pci_bus_ids()).gpu;
 }
 
 }  // namespace reprise

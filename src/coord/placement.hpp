@@ -1,6 +1,7 @@
 // Where a rank runs: its NUMA node and the CUDA device closest to it (hwloc; GPUs located through their PCI bus
-// ids). The distributed runtime records it in its metrics and uses the GPU choice when the application has not
-// picked a device itself.
+// ids). MpiRuntime::placement_json() reports it (the apps print and record every rank's), and
+// MpiRuntime::closest_gpu() gives the GPU choice to applications before they pick a device (the apps' main() passes
+// it to Kokkos as --kokkos-device-id unless the command line or KOKKOS_DEVICE_ID / KOKKOS_MAP_DEVICE_ID_BY chose).
 #pragma once
 
 #include <string>
