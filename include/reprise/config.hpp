@@ -14,6 +14,14 @@ enum class DeviceBackendKind {
   HostTwin,  ///< the host twins of the kernels; "device" regions must then be host-accessible (tests)
 };
 
+/// MpiRuntime: what a group's commit agreement (its barrier) runs on.
+enum class GroupBarrierKind {
+  Mpi,   ///< MPI on the group's communicator (always possible)
+  Nccl,  ///< NCCL on the devices the members use: a ConfigError when a member has no GPU, two share one, or the
+         ///< build has no NCCL
+  Auto,  ///< NCCL when every member has its own GPU and the build has NCCL, otherwise MPI
+};
+
 struct Config {
   /// Rank id used to name this process's checkpoint files (single-rank runtime; MPI sets it later).
   int rank = 0;
@@ -60,6 +68,10 @@ struct Config {
   /// With a log bound: the members of a group decide together, in a group reduction at every
   /// `log_check_every`-th step(), whether one of them was asked. REPRISE_LOG_CHECK_EVERY.
   unsigned log_check_every = 1;
+  /// MpiRuntime: the group barrier (commit agreement and the channel check of every group checkpoint).
+  /// REPRISE_GROUP_BARRIER=mpi|nccl|auto. The NCCL barrier is built when NCCL is found with CUDA; it has only
+  /// been compiled so far (see docs/GPU.md), hence the default MPI.
+  GroupBarrierKind group_barrier = GroupBarrierKind::Mpi;
 
   /// `base` overridden by the REPRISE_* variables that are set. Throws ConfigError on bad values.
   static Config from_env(Config base);

@@ -31,10 +31,12 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -46,6 +48,7 @@
 #include "coord/comm_state.hpp"
 #include "coord/polled_mpi.hpp"
 #include "coord/failure_injection.hpp"
+#include "coord/group_barrier.hpp"
 #include "coord/mpi_layout.hpp"
 #include "coord/placement.hpp"
 #include "coord/recovery_plan.hpp"
@@ -755,6 +758,7 @@ class MpiCoordination : public Coordination, public CommHost {
     MPI_Comm_set_errhandler(group_, MPI_ERRORS_RETURN);
     if (keep_group) std::swap(group_, old_group);
     if (old_group != MPI_COMM_NULL) retired_.push_back(old_group);
+    if (!keep_group) reset_group_barrier();  // a new group communicator: the barrier is chosen (and built) again
   }
 
   void start_progress() {
@@ -825,7 +829,16 @@ class MpiCoordination : public Coordination, public CommHost {
     std::vector<std::uint64_t> all;
     std::size_t stride = 0;
     int rc;
-    if (capture) {
+    if (nccl_group()) {  // the same words as the MPI allgather below; the minimum is taken here
+      std::vector<std::uint64_t> mine = capture ? comm_state_->barrier_contribution() : std::vector<std::uint64_t>{};
+      mine.insert(mine.begin(), static_cast<std::uint64_t>(v));
+      stride = mine.size();
+      nccl_->start(mine);
+      wait_nccl([this] { return nccl_->done(); });
+      all = nccl_->result();
+      for (std::size_t i = 0; i * stride < all.size(); ++i) v = std::min(v, static_cast<std::int64_t>(all[i * stride]));
+      rc = MPI_SUCCESS;
+    } else if (capture) {
       std::vector<std::uint64_t> mine = comm_state_->barrier_contribution();
       mine.insert(mine.begin(), static_cast<std::uint64_t>(v));
       stride = mine.size();
@@ -855,6 +868,85 @@ class MpiCoordination : public Coordination, public CommHost {
       for (std::size_t i = 0; i * stride < all.size(); ++i) member.push_back(&all[i * stride + 1]);
       comm_state_->barrier_result(member, *capture);
     }
+  }
+
+  // Whether this group's barrier runs on NCCL (Config::group_barrier). Chosen with the group at its first barrier
+  // after the group communicator was (re)built: the members' devices are gathered over MPI, every member applies
+  // coord::choose_group_barrier to the same data, and an NCCL group creates its communicator (unique id from its
+  // first member over MPI).
+  bool nccl_group() {
+    if (cfg_.group_barrier == GroupBarrierKind::Mpi) return false;
+    if (!barrier_) {
+      int gsize = 0, grank = 0;
+      MPI_Comm_size(group_, &gsize);
+      MPI_Comm_rank(group_, &grank);
+      struct Record {
+        std::uint64_t host;
+        char gpu[40];
+      } mine{coord::host_identity(), {}};
+      const std::string bus = coord::current_gpu_bus_id();
+      std::strncpy(mine.gpu, bus.c_str(), sizeof mine.gpu - 1);
+      std::vector<Record> records(static_cast<std::size_t>(gsize));
+      MPI_Request req = MPI_REQUEST_NULL;
+      int rc = MPI_Iallgather(&mine, sizeof(Record), MPI_BYTE, records.data(), sizeof(Record), MPI_BYTE, group_, &req);
+      if (rc == MPI_SUCCESS) rc = wait_group(req);
+      if (is_failure(rc) || down_) recover("the group's barrier choice failed: " + mpi_error(rc));
+      ok(rc);
+      std::vector<coord::MemberDevice> devices;
+      for (const Record& r : records) devices.push_back({r.host, std::string(r.gpu, strnlen(r.gpu, sizeof r.gpu))});
+      const std::vector<int> members = layout_.members_of_group(layout_.group_of[static_cast<std::size_t>(rank_)]);
+      barrier_ = coord::choose_group_barrier(cfg_.group_barrier, coord::nccl_built(), members, devices);
+      if (barrier_->kind == GroupBarrierKind::Nccl) {
+        coord::NcclId id{};
+        if (grank == 0) id = coord::nccl_unique_id();
+        rc = MPI_Ibcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, group_, &req);
+        if (rc == MPI_SUCCESS) rc = wait_group(req);
+        if (is_failure(rc) || down_) recover("the group's NCCL set-up failed: " + mpi_error(rc));
+        ok(rc);
+        nccl_ = std::make_unique<coord::NcclBarrier>(id, gsize, grank);
+        wait_nccl([this] { return nccl_->ready(); });
+      }
+      if (grank == 0 && (trace_ || barrier_->kind != GroupBarrierKind::Nccl))
+        std::fprintf(stderr, "reprise: group %d barrier: %s (%s)\n",
+                     layout_.group_of[static_cast<std::size_t>(rank_)],
+                     barrier_->kind == GroupBarrierKind::Nccl ? "NCCL" : "MPI", barrier_->reason.c_str());
+    }
+    return barrier_->kind == GroupBarrierKind::Nccl;
+  }
+
+  // Polls a step of the NCCL barrier while serving the protocol, as wait_group does. NCCL never ends a collective
+  // whose member died: when the recovery of a failure takes this rank's group down (recover() throws), the NCCL
+  // communicator is aborted first. NCCL may see a dead peer (ncclRemoteError) before ULFM does: the failure
+  // detector gets a few seconds to confirm it before the error is reported as such.
+  void wait_nccl(const std::function<bool()>& finished) {
+    for (unsigned spin = 0;; ++spin) {
+      try {
+        if (!nccl_) throw Error("the group's NCCL barrier was dropped by a repair during the barrier");
+        if (finished()) return;
+      } catch (const DeviceError&) {
+        for (int i = 0; i < 1000 && !down_; ++i) {
+          comm_state_->poll_control();
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        if (!down_) throw;
+        reset_group_barrier();
+      }
+      if (down_) {
+        try {
+          recover("a failure was detected by the runtime's background threads");
+        } catch (...) {
+          reset_group_barrier();
+          throw;
+        }
+      }
+      comm_state_->poll_control();
+      if (spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  void reset_group_barrier() {
+    nccl_.reset();  // aborts the NCCL communicator (never waits for the other members)
+    barrier_.reset();
   }
 
   // Waits for a collective of the group while serving the protocol (a survivor may be the restart coordinator, or
@@ -1608,7 +1700,9 @@ class MpiCoordination : public Coordination, public CommHost {
   std::set<int> joined_rolled_back_;
   int joined_coordinator_ = -1;
   mutable std::optional<coord::Placement> placement_;  // placement_json(): hwloc, on first use
-  MPI_Request* pending_group_ = nullptr;  // the group collective this rank waits for (wait_group)
+  MPI_Request* pending_group_ = nullptr;
+  std::optional<coord::BarrierChoice> barrier_;  // the group barrier's kind, chosen with the group (nccl_group)
+  std::unique_ptr<coord::NcclBarrier> nccl_;     // an NCCL group's communicator  // the group collective this rank waits for (wait_group)
   std::uint64_t kill_floor_ = 0;
   std::vector<std::uint64_t> kill_floors_;  // per rank (see kill_floors())
   std::uint64_t current_step_ = 0;

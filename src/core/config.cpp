@@ -96,6 +96,17 @@ Config Config::from_env(Config c) {
     else
       throw ConfigError("REPRISE_DEVICE_BACKEND='" + s + "' (use auto, cuda or host-twin)");
   }
+  if (auto v = env("REPRISE_GROUP_BARRIER")) {
+    const std::string s = v;
+    if (s == "mpi")
+      c.group_barrier = GroupBarrierKind::Mpi;
+    else if (s == "nccl")
+      c.group_barrier = GroupBarrierKind::Nccl;
+    else if (s == "auto")
+      c.group_barrier = GroupBarrierKind::Auto;
+    else
+      throw ConfigError("REPRISE_GROUP_BARRIER='" + s + "' (use mpi, nccl or auto)");
+  }
   c.validate();
   return c;
 }
