@@ -271,7 +271,12 @@ class MpiCoordination : public Coordination, public CommHost {
   ~MpiCoordination() override {
     // Every owner's last version has reached its buddy. Not while an exception unwinds (a usage or protocol error
     // on some ranks): the others are not coming, and the application is about to report it and abort the job.
-    if (!down_ && std::uncaught_exceptions() == 0) MPI_Barrier(world_);
+    if (!down_ && std::uncaught_exceptions() == 0) {
+      last_barrier();
+    } else if (down_ && std::uncaught_exceptions() == 0) {
+      std::fprintf(stderr, "reprise: rank %d: leaves without the job's last barrier: a failure was reported after "
+                   "the last agreement\n", rank_);
+    }
     stop_progress();
     // Free every communicator, including those revoked by earlier recoveries: Open MPI's MPI_Finalize
     // disconnects each communicator that still spans several jobs (the spawned replacements), and doing so with
@@ -279,6 +284,25 @@ class MpiCoordination : public Coordination, public CommHost {
     for (MPI_Comm* c : {&app_, &group_, &data_, &ack_, &msg_, &payload_, &view_, &ctl_, &world_}) retired_.push_back(*c);
     for (MPI_Comm& c : retired_)
       if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+  }
+
+  // The job's last barrier, polled: a rank still in it after 30 s says so and what it waits for (a stress run
+  // once saw a job hang after its results were printed; this names the rank and its state next time).
+  void last_barrier() {
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (MPI_Ibarrier(world_, &req) != MPI_SUCCESS) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    bool warned = false;
+    for (unsigned spin = 0;; ++spin) {
+      int done = 0;
+      if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done) return;  // a failure now: leave anyway
+      if (!warned && std::chrono::steady_clock::now() - t0 > std::chrono::seconds(30)) {
+        std::fprintf(stderr, "reprise: rank %d: still in the job's last barrier after 30 s: %s\n", rank_,
+                     comm_state_ ? comm_state_->debug_state().c_str() : "");
+        warned = true;
+      }
+      if (spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
 
   // ---- Coordination hooks ----------------------------------------------------------------------------------
