@@ -14,14 +14,13 @@
 
 namespace reprise::coord {
 
-BarrierChoice choose_group_barrier(GroupBarrierKind wanted, bool nccl_built, const std::vector<int>& members,
-                                   const std::vector<MemberDevice>& devices) {
+BarrierChoice choose_group_barrier(GroupBarrierKind wanted, const std::string& nccl_problem,
+                                   const std::vector<int>& members, const std::vector<MemberDevice>& devices) {
   if (devices.size() != members.size())
     throw UsageError("choose_group_barrier: " + std::to_string(devices.size()) + " devices for " +
                      std::to_string(members.size()) + " members");
   if (wanted == GroupBarrierKind::Mpi) return {GroupBarrierKind::Mpi, "REPRISE_GROUP_BARRIER=mpi"};
-  std::string problem;
-  if (!nccl_built) problem = "this build of Reprise has no NCCL (configure with CUDA and NCCL)";
+  std::string problem = nccl_problem;
   std::map<std::pair<std::uint64_t, std::string>, int> seen;
   for (std::size_t i = 0; i < members.size() && problem.empty(); ++i) {
     if (devices[i].gpu.empty()) {
@@ -66,7 +65,7 @@ namespace {
 }
 }  // namespace
 
-bool nccl_built() { return false; }
+std::string nccl_problem() { return "this build of Reprise has no NCCL (configure with CUDA and NCCL)"; }
 NcclId nccl_unique_id() { no_nccl(); }
 struct NcclBarrier::Impl {};
 NcclBarrier::NcclBarrier(const NcclId&, int, int) { no_nccl(); }

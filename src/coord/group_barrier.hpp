@@ -28,14 +28,15 @@ struct BarrierChoice {
   std::string reason;
 };
 
-/// The barrier of a group whose members (world ranks `members`) use `devices` (same order). Every member computes
-/// it from the same gathered data, so all choose alike. GroupBarrierKind::Nccl when NCCL is impossible (no NCCL in
-/// the build, a member without GPU, two members on one GPU): throws ConfigError saying why and what to do.
-BarrierChoice choose_group_barrier(GroupBarrierKind wanted, bool nccl_built, const std::vector<int>& members,
-                                   const std::vector<MemberDevice>& devices);
+/// The barrier of a group whose members (world ranks `members`) use `devices` (same order); `nccl_problem`: why
+/// this process cannot use NCCL (nccl_problem()), empty when it can. Every member computes it from the same
+/// gathered data, so all choose alike. GroupBarrierKind::Nccl when NCCL is impossible (NCCL unusable, a member
+/// without GPU, two members on one GPU): throws ConfigError saying why and what to do.
+BarrierChoice choose_group_barrier(GroupBarrierKind wanted, const std::string& nccl_problem,
+                                   const std::vector<int>& members, const std::vector<MemberDevice>& devices);
 
-/// Whether this build has NCCL.
-bool nccl_built();
+/// Why NCCL cannot be used here (not in the build; libnccl.so.2 not loadable), or empty.
+std::string nccl_problem();
 /// The PCI bus id of the CUDA device the calling thread uses; empty without CUDA in the build or a usable GPU.
 std::string current_gpu_bus_id();
 /// A hash of this machine's host name (MemberDevice::host).

@@ -919,7 +919,7 @@ class MpiCoordination : public Coordination, public CommHost {
       std::vector<coord::MemberDevice> devices;
       for (const Record& r : records) devices.push_back({r.host, std::string(r.gpu, strnlen(r.gpu, sizeof r.gpu))});
       const std::vector<int> members = layout_.members_of_group(layout_.group_of[static_cast<std::size_t>(rank_)]);
-      barrier_ = coord::choose_group_barrier(cfg_.group_barrier, coord::nccl_built(), members, devices);
+      barrier_ = coord::choose_group_barrier(cfg_.group_barrier, coord::nccl_problem(), members, devices);
       if (barrier_->kind == GroupBarrierKind::Nccl) {
         coord::NcclId id{};
         if (grank == 0) id = coord::nccl_unique_id();

@@ -21,7 +21,7 @@ int gpus() {
 class NcclBarrierTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!nccl_built()) GTEST_SKIP() << "built without NCCL";
+    if (const std::string p = nccl_problem(); !p.empty()) GTEST_SKIP() << "NCCL unusable here: " << p;
     if (gpus() == 0) GTEST_SKIP() << "no CUDA device: the NCCL barrier is compiled but cannot run on this machine";
   }
 };
