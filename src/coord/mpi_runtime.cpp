@@ -26,6 +26,7 @@
 #include <deque>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -248,6 +249,13 @@ class MpiCoordination : public Coordination, public CommHost {
                         "and check `provided`): its progress and background threads call MPI");
     kills_ = coord::parse_kill_spec(std::getenv("REPRISE_KILL") ? std::getenv("REPRISE_KILL") : "");
     group_rollback_ = cfg.group_rollback;
+    // A write to the socket of a process that died raises SIGPIPE, whose default action kills this process too
+    // (seen: a replacement of an abandoned recovery attempt, and survivors, killed by signal 13). With it
+    // ignored the write fails with EPIPE, which the MPI library reports as the failure it is. An application's
+    // own handler is left alone.
+    struct sigaction old_action {};
+    if (sigaction(SIGPIPE, nullptr, &old_action) == 0 && old_action.sa_handler == SIG_DFL)
+      std::signal(SIGPIPE, SIG_IGN);
     MPI_Comm parent = MPI_COMM_NULL;
     MPI_Comm_get_parent(&parent);
     if (parent != MPI_COMM_NULL) {
