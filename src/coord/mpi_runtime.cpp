@@ -543,7 +543,7 @@ class MpiCoordination : public Coordination, public CommHost {
     int want = comm_state_->checkpoint_wanted() ? 1 : 0;
     MPI_Request req = MPI_REQUEST_NULL;
     int rc = MPI_Iallreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MAX, group_, &req);
-    if (rc == MPI_SUCCESS) rc = wait_group(req);
+    rc = polled::collective_result(rc == MPI_SUCCESS ? wait_group(req) : rc, group_);
     if (is_failure(rc) || down_) recover("the group's log check failed: " + mpi_error(rc));
     ok(rc);
     return want != 0;
@@ -880,14 +880,14 @@ class MpiCoordination : public Coordination, public CommHost {
       MPI_Request req = MPI_REQUEST_NULL;
       rc = MPI_Iallgather(mine.data(), static_cast<int>(stride), MPI_UINT64_T, all.data(), static_cast<int>(stride),
                           MPI_UINT64_T, group_, &req);
-      if (rc == MPI_SUCCESS) rc = wait_group(req);
+      rc = polled::collective_result(rc == MPI_SUCCESS ? wait_group(req) : rc, group_);
       if (rc == MPI_SUCCESS)
         for (int i = 0; i < gsize; ++i)
           v = std::min(v, static_cast<std::int64_t>(all[static_cast<std::size_t>(i) * stride]));
     } else {
       MPI_Request req = MPI_REQUEST_NULL;
       rc = MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, group_, &req);
-      if (rc == MPI_SUCCESS) rc = wait_group(req);
+      rc = polled::collective_result(rc == MPI_SUCCESS ? wait_group(req) : rc, group_);
     }
     if (is_failure(rc) || down_) recover("the group's commit agreement failed: " + mpi_error(rc));
     ok(rc);
@@ -921,7 +921,7 @@ class MpiCoordination : public Coordination, public CommHost {
       std::vector<Record> records(static_cast<std::size_t>(gsize));
       MPI_Request req = MPI_REQUEST_NULL;
       int rc = MPI_Iallgather(&mine, sizeof(Record), MPI_BYTE, records.data(), sizeof(Record), MPI_BYTE, group_, &req);
-      if (rc == MPI_SUCCESS) rc = wait_group(req);
+      rc = polled::collective_result(rc == MPI_SUCCESS ? wait_group(req) : rc, group_);
       if (is_failure(rc) || down_) recover("the group's barrier choice failed: " + mpi_error(rc));
       ok(rc);
       std::vector<coord::MemberDevice> devices;
@@ -932,7 +932,7 @@ class MpiCoordination : public Coordination, public CommHost {
         coord::NcclId id{};
         if (grank == 0) id = coord::nccl_unique_id();
         rc = MPI_Ibcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, group_, &req);
-        if (rc == MPI_SUCCESS) rc = wait_group(req);
+        rc = polled::collective_result(rc == MPI_SUCCESS ? wait_group(req) : rc, group_);
         if (is_failure(rc) || down_) recover("the group's NCCL set-up failed: " + mpi_error(rc));
         ok(rc);
         nccl_ = std::make_unique<coord::NcclBarrier>(id, gsize, grank);
@@ -981,7 +981,8 @@ class MpiCoordination : public Coordination, public CommHost {
     barrier_.reset();
   }
 
-  // Waits for a collective of the group while serving the protocol (a survivor may be the restart coordinator, or
+  // Waits for a collective of the group while serving the protocol (callers read its result, and the error of a
+  // failed start, through polled::collective_result: libnbc reports a lost member as MPI_ERR_OTHER) (a survivor may be the restart coordinator, or
   // owe replays) and noticing failures: a survivor of a group rollback goes on waiting after the repair (its
   // group is intact); elsewhere the recovery cancels the collective (revokes the group's communicator).
   int wait_group(MPI_Request& req) {
