@@ -36,13 +36,7 @@ int probe_any_source(MPI_Comm comm, int tag, int* flag, MPI_Status* st) {
   if (rc != MPI_SUCCESS || !*flag || st->MPI_SOURCE >= 0) return rc;  // a message, or an error
   *flag = 0;
 #if REPRISE_HAVE_ULFM
-  MPI_Group failed = MPI_GROUP_NULL;
-  int n = 0;
-  if (MPIX_Comm_get_failed(comm, &failed) == MPI_SUCCESS && failed != MPI_GROUP_NULL) {
-    MPI_Group_size(failed, &n);
-    MPI_Group_free(&failed);
-  }
-  if (n > 0) return MPIX_ERR_PROC_FAILED;
+  if (polled::failed_in(comm) > 0) return MPIX_ERR_PROC_FAILED;
   MPIX_Comm_failure_ack(comm);
 #endif
   return MPI_SUCCESS;

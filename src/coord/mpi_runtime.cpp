@@ -542,10 +542,8 @@ class MpiCoordination : public Coordination, public CommHost {
     if (cfg_.log_bound_bytes == 0 || s % cfg_.log_check_every != 0) return false;
     int want = comm_state_->checkpoint_wanted() ? 1 : 0;
     MPI_Request req = MPI_REQUEST_NULL;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MAX, group_, &req);
-    rc = polled::collective_result(rc == MPI_SUCCESS ? wait_group(req) : rc, group_);
-    if (is_failure(rc) || down_) recover("the group's log check failed: " + mpi_error(rc));
-    ok(rc);
+    group_collective(MPI_Iallreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MAX, group_, &req), req,
+                     "the group's log check");
     return want != 0;
   }
 
@@ -860,37 +858,30 @@ class MpiCoordination : public Coordination, public CommHost {
     if (const auto a = store_->newest_acked_chain()) v = static_cast<std::int64_t>(*a);
     std::vector<std::uint64_t> all;
     std::size_t stride = 0;
-    int rc;
-    if (nccl_group()) {  // the same words as the MPI allgather below; the minimum is taken here
+    const char* what = "the group's commit agreement";
+    const bool nccl = nccl_group();
+    if (nccl || capture) {  // an allgather (NCCL's collective, or MPI's at a checkpoint); the minimum is taken here
       std::vector<std::uint64_t> mine = capture ? comm_state_->barrier_contribution() : std::vector<std::uint64_t>{};
       mine.insert(mine.begin(), static_cast<std::uint64_t>(v));
       stride = mine.size();
-      nccl_->start(mine);
-      wait_nccl([this] { return nccl_->done(); });
-      all = nccl_->result();
+      if (nccl) {
+        nccl_->start(mine);
+        wait_nccl([this] { return nccl_->done(); });
+        all = nccl_->result();
+      } else {
+        int gsize = 0;
+        MPI_Comm_size(group_, &gsize);
+        all.resize(stride * static_cast<std::size_t>(gsize));
+        MPI_Request req = MPI_REQUEST_NULL;
+        group_collective(MPI_Iallgather(mine.data(), static_cast<int>(stride), MPI_UINT64_T, all.data(),
+                                        static_cast<int>(stride), MPI_UINT64_T, group_, &req),
+                         req, what);
+      }
       for (std::size_t i = 0; i * stride < all.size(); ++i) v = std::min(v, static_cast<std::int64_t>(all[i * stride]));
-      rc = MPI_SUCCESS;
-    } else if (capture) {
-      std::vector<std::uint64_t> mine = comm_state_->barrier_contribution();
-      mine.insert(mine.begin(), static_cast<std::uint64_t>(v));
-      stride = mine.size();
-      int gsize = 0;
-      MPI_Comm_size(group_, &gsize);
-      all.resize(stride * static_cast<std::size_t>(gsize));
-      MPI_Request req = MPI_REQUEST_NULL;
-      rc = MPI_Iallgather(mine.data(), static_cast<int>(stride), MPI_UINT64_T, all.data(), static_cast<int>(stride),
-                          MPI_UINT64_T, group_, &req);
-      rc = polled::collective_result(rc == MPI_SUCCESS ? wait_group(req) : rc, group_);
-      if (rc == MPI_SUCCESS)
-        for (int i = 0; i < gsize; ++i)
-          v = std::min(v, static_cast<std::int64_t>(all[static_cast<std::size_t>(i) * stride]));
     } else {
       MPI_Request req = MPI_REQUEST_NULL;
-      rc = MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, group_, &req);
-      rc = polled::collective_result(rc == MPI_SUCCESS ? wait_group(req) : rc, group_);
+      group_collective(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, group_, &req), req, what);
     }
-    if (is_failure(rc) || down_) recover("the group's commit agreement failed: " + mpi_error(rc));
-    ok(rc);
     if (v >= 0) {
       store_->set_committed(static_cast<std::uint64_t>(v));
       comm_state_->committed(static_cast<std::uint64_t>(v));
@@ -920,10 +911,9 @@ class MpiCoordination : public Coordination, public CommHost {
       std::strncpy(mine.gpu, bus.c_str(), sizeof mine.gpu - 1);
       std::vector<Record> records(static_cast<std::size_t>(gsize));
       MPI_Request req = MPI_REQUEST_NULL;
-      int rc = MPI_Iallgather(&mine, sizeof(Record), MPI_BYTE, records.data(), sizeof(Record), MPI_BYTE, group_, &req);
-      rc = polled::collective_result(rc == MPI_SUCCESS ? wait_group(req) : rc, group_);
-      if (is_failure(rc) || down_) recover("the group's barrier choice failed: " + mpi_error(rc));
-      ok(rc);
+      group_collective(
+          MPI_Iallgather(&mine, sizeof(Record), MPI_BYTE, records.data(), sizeof(Record), MPI_BYTE, group_, &req), req,
+          "the group's barrier choice");
       std::vector<coord::MemberDevice> devices;
       for (const Record& r : records) devices.push_back({r.host, std::string(r.gpu, strnlen(r.gpu, sizeof r.gpu))});
       const std::vector<int> members = layout_.members_of_group(layout_.group_of[static_cast<std::size_t>(rank_)]);
@@ -931,10 +921,8 @@ class MpiCoordination : public Coordination, public CommHost {
       if (barrier_->kind == GroupBarrierKind::Nccl) {
         coord::NcclId id{};
         if (grank == 0) id = coord::nccl_unique_id();
-        rc = MPI_Ibcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, group_, &req);
-        rc = polled::collective_result(rc == MPI_SUCCESS ? wait_group(req) : rc, group_);
-        if (is_failure(rc) || down_) recover("the group's NCCL set-up failed: " + mpi_error(rc));
-        ok(rc);
+        group_collective(MPI_Ibcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, group_, &req), req,
+                         "the group's NCCL set-up");
         nccl_ = std::make_unique<coord::NcclBarrier>(id, gsize, grank);
         wait_nccl([this] { return nccl_->ready(); });
       }
@@ -981,8 +969,16 @@ class MpiCoordination : public Coordination, public CommHost {
     barrier_.reset();
   }
 
-  // Waits for a collective of the group while serving the protocol (callers read its result, and the error of a
-  // failed start, through polled::collective_result: libnbc reports a lost member as MPI_ERR_OTHER) (a survivor may be the restart coordinator, or
+  // Completes a collective of the group whose start returned `started`: waits (wait_group), reads libnbc's
+  // MPI_ERR_OTHER for a lost member as the failure it is (polled::collective_result), and recovers from a failure
+  // (`what` names the collective in the message).
+  void group_collective(int started, MPI_Request& req, const char* what) {
+    const int rc = polled::collective_result(started == MPI_SUCCESS ? wait_group(req) : started, group_);
+    if (is_failure(rc) || down_) recover(std::string(what) + " failed: " + mpi_error(rc));
+    ok(rc);
+  }
+
+  // Waits for a collective of the group while serving the protocol (a survivor may be the restart coordinator, or
   // owe replays) and noticing failures: a survivor of a group rollback goes on waiting after the repair (its
   // group is intact); elsewhere the recovery cancels the collective (revokes the group's communicator).
   int wait_group(MPI_Request& req) {

@@ -19,6 +19,21 @@
 
 namespace reprise::detail::polled {
 
+/// How many processes of `comm` ULFM knows to have failed (0 without ULFM).
+inline int failed_in(MPI_Comm comm) {
+  int n = 0;
+#if defined(MPIX_ERR_PROC_FAILED) && defined(MPIX_ERR_REVOKED)
+  MPI_Group failed = MPI_GROUP_NULL;
+  if (MPIX_Comm_get_failed(comm, &failed) == MPI_SUCCESS && failed != MPI_GROUP_NULL) {
+    MPI_Group_size(failed, &n);
+    MPI_Group_free(&failed);
+  }
+#else
+  (void)comm;
+#endif
+  return n;
+}
+
 /// The result of a collective on `comm`. Open MPI 5.0.7's non-blocking collectives (libnbc) report a collective
 /// that lost a member as MPI_ERR_OTHER ("Error in NBC_Start_round() (-1)"), not as MPI_ERR_PROC_FAILED (a stress
 /// run saw it in a recovery's collective; the job then aborted). Another error class on a communicator where ULFM
@@ -32,13 +47,7 @@ inline int collective_result(int rc, MPI_Comm comm) {
   for (int i = 0; i < 400; ++i) {
     int revoked = 0;
     if (MPIX_Comm_is_revoked(comm, &revoked) == MPI_SUCCESS && revoked) return MPIX_ERR_REVOKED;
-    MPI_Group failed = MPI_GROUP_NULL;
-    int n = 0;
-    if (MPIX_Comm_get_failed(comm, &failed) == MPI_SUCCESS && failed != MPI_GROUP_NULL) {
-      MPI_Group_size(failed, &n);
-      MPI_Group_free(&failed);
-    }
-    if (n > 0) return MPIX_ERR_PROC_FAILED;
+    if (failed_in(comm) > 0) return MPIX_ERR_PROC_FAILED;
     int flag = 0;  // progress, so that the runtime's notice of a failure is received
     MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -54,7 +54,7 @@ class CudaTiles : public ::testing::TestWithParam<int> {
 
 // syrk, gemm, potrf, trsm as a panel does them; returns the four results.
 std::vector<Tile> panel_on(TileKernels& k, const Tile& x, const Tile& y, const Tile& a, const Tile& g, const Tile& p,
-                           const Tile& t, int b) {
+                           const Tile& t) {
   if (!k.on_device()) {
     Tile a2 = a, g2 = g, p2 = p, t2 = t;
     k.syrk(x.data(), a2.data());
@@ -69,7 +69,6 @@ std::vector<Tile> panel_on(TileKernels& k, const Tile& x, const Tile& y, const T
   EXPECT_EQ(k.potrf(dp.data()), 0);
   k.trsm(dp.data(), dt.data());
   k.synchronize();
-  (void)b;
   return {da.get(), dg.get(), dp.get(), dt.get()};
 }
 
@@ -81,12 +80,12 @@ TEST_P(CudaTiles, MatchTheHostKernelsAndRepeatBitForBit) {
   auto host = make_host_tile_kernels(b);
   auto dev = make_cuda_tile_kernels(b);
   EXPECT_TRUE(dev->on_device());
-  const auto want = panel_on(*host, x, y, a, g, p, t, b);
-  const auto got = panel_on(*dev, x, y, a, g, p, t, b);
+  const auto want = panel_on(*host, x, y, a, g, p, t);
+  const auto got = panel_on(*dev, x, y, a, g, p, t);
   const char* names[] = {"syrk", "gemm", "potrf", "trsm"};
   for (int i = 0; i < 4; ++i)
     EXPECT_LT(rel_diff(got[i], want[i], b, i == 0 || i == 2), 1e-12) << names[i] << " b=" << b;
-  const auto again = panel_on(*dev, x, y, a, g, p, t, b);
+  const auto again = panel_on(*dev, x, y, a, g, p, t);
   for (int i = 0; i < 4; ++i)
     EXPECT_EQ(std::memcmp(got[i].data(), again[i].data(), got[i].size() * sizeof(double)), 0)
         << names[i] << " differs between two runs on the same inputs (b=" << b << ")";
