@@ -246,7 +246,14 @@ bool CommState::finish(MPI_Request& r, MPI_Status* st, bool block, const Pending
     int flag = 0;
     const int rc = MPI_Test(&r, &flag, st);
     if (rc != MPI_SUCCESS) {  // a failure: the repair re-posted or completed the request (or threw Rollback)
-      host_.check_mpi(rc);
+      tested(rc, r);
+      // A request MPI freed with a failure that the repair neither re-posted nor completed: its message is lost
+      // (its peer survived and its communicator was not revoked, which Open MPI never does): say so, rather
+      // than complete it empty.
+      if (self && !self->done && self->request == MPI_REQUEST_NULL && self->payload == MPI_REQUEST_NULL)
+        throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + ": MPI failed a " +
+                            (self->receive ? "receive from" : "send to") + " rank " + std::to_string(self->peer) +
+                            " (tag " + std::to_string(self->tag) + ") although that rank survived the repair");
       continue;
     }
     if (flag || !block) return flag != 0;
@@ -264,7 +271,7 @@ void CommState::advance_headers(const PendingMessage* except) {
     if (p != except && p->request != MPI_REQUEST_NULL) {
       const int rc = MPI_Test(&p->request, &flag, &st);
       if (rc != MPI_SUCCESS) {
-        host_.check_mpi(rc);  // the repair re-posted it, or this process rolls back
+        tested(rc, p->request);  // the repair re-posted it, or this process rolls back
         return;
       }
       if (flag) {
@@ -274,6 +281,14 @@ void CommState::advance_headers(const PendingMessage* except) {
     }
     ++i;
   }
+}
+
+void CommState::tested(int rc, const MPI_Request& r) {
+  if (rc == MPI_SUCCESS) return;
+  if (r == MPI_REQUEST_NULL)
+    host_.request_failed(rc);
+  else
+    host_.check_mpi(rc);
 }
 
 void CommState::header_arrived(PendingMessage& m, const MPI_Status& st) {
@@ -415,7 +430,7 @@ void CommState::poll_views() {
     int flag = 0;
     const int rc = MPI_Test(&view_sends_.front().first, &flag, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
-      host_.check_mpi(rc);  // spurious: test again later; a repair replaced the queue
+      tested(rc, view_sends_.front().first);  // spurious: test again later; a repair replaced the queue
       break;
     }
     if (!flag) break;
@@ -900,17 +915,19 @@ void CommState::poll_control() {
     int flag = 0;
     const int rc = MPI_Test(&control_sends_.front().first, &flag, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
-      host_.check_mpi(rc);  // spurious: test again later; a repair replaced the queue
+      tested(rc, control_sends_.front().first);  // spurious: test again later; a repair replaced the queue
       break;
     }
     if (!flag) break;
     control_sends_.pop_front();
   }
+  const auto recoveries = stats_.recoveries;
   for (auto it = background_.begin(); it != background_.end();) {
     Outbound& o = **it;
     int flag = 0;
     for (MPI_Request* r : {&o.request, &o.payload_request})
-      if (*r != MPI_REQUEST_NULL) host_.check_mpi(MPI_Test(r, &flag, MPI_STATUS_IGNORE));
+      if (*r != MPI_REQUEST_NULL) tested(MPI_Test(r, &flag, MPI_STATUS_IGNORE), *r);
+    if (stats_.recoveries != recoveries) return;  // a repair rebuilt the queue (and invalidated `it`)
     it = o.request == MPI_REQUEST_NULL && o.payload_request == MPI_REQUEST_NULL ? background_.erase(it) : std::next(it);
   }
 }

@@ -59,6 +59,11 @@ class CommHost {
   /// rank is revoked: Open MPI wakes every blocking wait of the process with such a code when it learns of any
   /// failure or revocation (e.g. a late notice of a failure already recovered from). The call is to be repeated.
   virtual bool spurious(int rc) = 0;
+  /// A failure code with which MPI completed (and freed) a request of reprise::Comm. Never spurious, whatever
+  /// ULFM's notices say yet: Open MPI fails a request only when its peer died or its communicator was revoked,
+  /// and this process may learn it from the request before its failed-process group shows it (a stress run saw a
+  /// receive completed this way taken for a message of 0 bytes). Recovers as check_mpi does; other errors throw.
+  virtual void request_failed(int rc) = 0;
 };
 
 /// Sent before every payload. Small payloads (up to kPackLimit) travel in the same MPI message, packed behind it;
@@ -198,6 +203,9 @@ class CommState {
   bool finish(MPI_Request& r, MPI_Status* st, bool block, const PendingMessage* self);
   void header_arrived(PendingMessage& m, const MPI_Status& st);
   void advance_headers(const PendingMessage* except);
+  /// The result `rc` of MPI_Test on `r`: an error that left `r` pending is check_mpi's (perhaps spurious); one
+  /// that freed it is request_failed's.
+  void tested(int rc, const MPI_Request& r);
   void forget(PendingMessage* m);
   friend struct PendingMessage;
   /// False: a duplicate of a message already delivered (a re-executed send after a group rollback): dropped.

@@ -398,6 +398,11 @@ class MpiCoordination : public Coordination, public CommHost {
     }
     throw Error("MPI error in reprise::Comm: " + mpi_error(rc));
   }
+  void request_failed(int rc) override {
+    if (!is_failure(rc)) throw Error("MPI error in reprise::Comm: " + mpi_error(rc));
+    trace_revoked("request_failed");
+    recover("an MPI request of reprise::Comm failed: " + mpi_error(rc));
+  }
   void before_restart_exchange() override {
     if (should_die(current_step_, coord::KillPoint::Exchange)) die("exchange", current_step_);
   }
