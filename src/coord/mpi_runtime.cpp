@@ -31,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -54,6 +55,7 @@
 #include "coord/placement.hpp"
 #include "coord/recovery_plan.hpp"
 #include "core/format.hpp"
+#include "core/version_store.hpp"
 #include "coord/coordination.hpp"
 #include "gpu/backend.hpp"
 
@@ -1043,7 +1045,42 @@ class MpiCoordination : public Coordination, public CommHost {
   }
 
   // A relaunched job (files in REPRISE_DIR): every rank restores the newest version all ranks hold.
+  // A launch on a REPRISE_DIR that holds files: every rank restarts from the newest version all of them hold in
+  // files, or, when the files hold none (the previous job ended before a version reached every rank's files, which
+  // its asynchronous writes make possible), the job starts from the beginning and sets the previous job's files
+  // aside (DIR/previous-<k>), so that no version of the old run mixes with the new one and nothing is deleted.
+  // DIR/job.reprise records the rank count: a launch with another count is refused, since each rank's data belong
+  // to the decomposition that wrote them.
   void agree_on_restart() {
+    if (cfg_.dir.empty()) return;
+    const std::string& dir = cfg_.dir;
+    // Rank 0's record counts (DIR may be node-local); the set-aside index is free at every rank.
+    std::int64_t job[2] = {-3, core::next_set_aside(dir, rank_)};  // {recorded ranks (-1: none, -2: damaged), k}
+    std::string damaged;
+    if (rank_ == 0) {
+      try {
+        const auto n = core::read_job_ranks(dir);
+        job[0] = n ? *n : -1;
+      } catch (const Error& e) {
+        job[0] = -2;
+        damaged = e.what();
+      }
+    }
+    ok(MPI_Allreduce(MPI_IN_PLACE, job, 2, MPI_INT64_T, MPI_MAX, world_));
+    const std::int64_t recorded = job[0];
+    if (recorded == -2)
+      throw RestoreError("relaunch from " + dir + ": " +
+                         (rank_ == 0 ? damaged : std::string("rank 0 found its job record damaged (see its message)")));
+    if (recorded > 0 && recorded != size_) {
+      // This job's ranks beyond the recorded count made empty folders: remove them (only if empty).
+      std::error_code ignored;
+      if (rank_ >= recorded) std::filesystem::remove(dir + "/rank-" + std::to_string(rank_), ignored);
+      MPI_Barrier(world_);  // every rank refuses: none aborts the job before the others cleaned up
+      throw RestoreError("relaunch from " + dir + ": its files were written by a job of " + std::to_string(recorded) +
+                         " ranks, and this job has " + std::to_string(size_) + " (each rank's data belong to the "
+                         "decomposition that wrote them). Nothing was changed; relaunch with " +
+                         std::to_string(recorded) + " ranks, or set REPRISE_DIR to another directory to start afresh.");
+    }
     const std::vector<std::uint64_t> mine = [&] {
       std::vector<std::uint64_t> out;
       append_records(out, rank_, coord::records_of(*local_), 0);
@@ -1051,30 +1088,40 @@ class MpiCoordination : public Coordination, public CommHost {
     }();
     const auto all = allgather_u64(world_, mine);
     auto holdings = holdings_from(all, size_);
-    bool any = false, every = true;
-    for (const auto& h : holdings) {
-      const bool has = !coord::complete_versions(h.own).empty();
-      any |= has;
-      every &= has;
+    std::vector<int> missing;
+    for (int r = 0; r < size_; ++r)
+      if (coord::complete_versions(holdings[static_cast<std::size_t>(r)].own).empty()) missing.push_back(r);
+    if (static_cast<int>(missing.size()) == size_) {  // a fresh directory (or one whose job wrote nothing)
+      if (rank_ == 0 && recorded < 0) core::write_job_ranks(dir, size_);
+      return;
     }
-    if (!any) return;
-    if (!every) {
-      std::vector<int> missing;
-      for (int r = 0; r < size_; ++r)
-        if (coord::complete_versions(holdings[static_cast<std::size_t>(r)].own).empty()) missing.push_back(r);
-      throw RestoreError("relaunch from " + cfg_.dir + ": rank" + (missing.size() > 1 ? "s " : " ") +
-                         coord::list_ranks(missing) +
-                         " hold no complete checkpoint while others do (wrong rank count or a different "
-                         "REPRISE_DIR?). Nothing was changed; run with the rank count that wrote the files, or "
-                         "remove the directory to start afresh.");
+    std::string why;
+    if (!missing.empty()) {
+      why = "rank" + std::string(missing.size() > 1 ? "s " : " ") + coord::list_ranks(missing) +
+            (missing.size() > 1 ? " hold" : " holds") + " no complete version";
+    } else {
+      try {
+        const coord::RecoveryPlan plan = coord::plan_recovery(layout_, {}, holdings, true);
+        target_ = plan.version;
+        restarted_ = true;
+        if (rank_ == 0 && recorded < 0) core::write_job_ranks(dir, size_);
+        return;
+      } catch (const UnrecoverableFailure& e) {
+        why = e.what();
+      }
     }
-    try {
-      const coord::RecoveryPlan plan = coord::plan_recovery(layout_, {}, holdings, true);
-      target_ = plan.version;
-      restarted_ = true;
-    } catch (const UnrecoverableFailure& e) {
-      throw RestoreError(std::string("relaunch from ") + cfg_.dir + ": " + e.what());
-    }
+    // Files of a job that wrote no record (an older Reprise) may be of another rank count: do not guess.
+    if (recorded < 0)
+      throw RestoreError("relaunch from " + dir + ": " + why + " while others hold versions, and " + dir +
+                         " has no job record (job.reprise) to tell the rank count that wrote it. Nothing was changed; "
+                         "relaunch with the rank count that wrote the files, or set REPRISE_DIR to another directory "
+                         "to start afresh.");
+    core::set_aside(dir, rank_, static_cast<int>(job[1]));
+    if (rank_ == 0)
+      std::fprintf(stderr, "reprise: relaunch from %s: %s, so no version restarts every rank (the previous job ended "
+                   "before one reached every rank's files): the job starts from the beginning; the previous job's "
+                   "files were moved to %s/previous-%lld\n", dir.c_str(), why.c_str(), dir.c_str(),
+                   static_cast<long long>(job[1]));
   }
 
   // ---- recovery ----------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // One file per rank per version: DIR/rank-<r>/version-<v>.reprise. A file appears only complete: it is written
-// under a temporary name, fsync'ed, renamed, and the directory fsync'ed.
+// under a temporary name, fsync'ed, renamed, and the directory fsync'ed. DIR/job.reprise records the job's rank
+// count; DIR/previous-<k>/rank-<r> holds what a relaunch set aside.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -202,6 +203,77 @@ std::string version_file_path(const std::string& dir, int rank, std::uint64_t ve
   char name[64];
   std::snprintf(name, sizeof name, "/version-%012llu.reprise", static_cast<unsigned long long>(version));
   return dir + "/rank-" + std::to_string(rank) + name;
+}
+
+namespace {
+constexpr const char* kJobRecord = "/job.reprise";
+
+void sync_dir_path(const std::string& path) {
+  Fd d(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (d.get() >= 0) ::fsync(d.get());
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+}  // namespace
+
+std::optional<int> read_job_ranks(const std::string& dir) {
+  const std::string path = dir + kJobRecord;
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    throw StoreError("cannot open " + path + ": " + errno_text());
+  }
+  char text[128] = {};
+  ssize_t n = 0;
+  do n = ::read(fd.get(), text, sizeof text - 1);
+  while (n < 0 && errno == EINTR);
+  if (n < 0) throw StoreError("cannot read " + path + ": " + errno_text());
+  int ranks = 0;
+  char tail = 0;
+  if (std::sscanf(text, "reprise job\nranks %d\n%c", &ranks, &tail) != 1 || ranks < 1)
+    throw CorruptCheckpointError(path, "not a Reprise job record (expected \"reprise job\" and \"ranks N\"): restore "
+                                       "it, or move the directory aside to start afresh");
+  return ranks;
+}
+
+void write_job_ranks(const std::string& dir, int ranks) {
+  make_dirs(dir);
+  const std::string path = dir + kJobRecord;
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string text = "reprise job\nranks " + std::to_string(ranks) + "\n";
+  {
+    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (fd.get() < 0) throw StoreError("cannot create " + tmp + ": " + errno_text());
+    write_all(fd.get(), text.data(), text.size(), tmp);
+    if (::fsync(fd.get()) != 0) throw StoreError("fsync " + tmp + " failed: " + errno_text());
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    throw StoreError("cannot rename " + tmp + " to " + path + ": " + errno_text());
+  }
+  sync_dir_path(dir);
+}
+
+int next_set_aside(const std::string& dir, int rank) {
+  int k = 1;
+  while (exists(dir + "/previous-" + std::to_string(k) + "/rank-" + std::to_string(rank))) ++k;
+  return k;
+}
+
+std::string set_aside(const std::string& dir, int rank, int k) {
+  const std::string parent = dir + "/previous-" + std::to_string(k);
+  const std::string from = dir + "/rank-" + std::to_string(rank);
+  const std::string to = parent + "/rank-" + std::to_string(rank);
+  make_dirs(parent);
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    throw StoreError("cannot move " + from + " to " + to + ": " + errno_text());
+  make_dirs(from);
+  sync_dir_path(parent);
+  sync_dir_path(dir);
+  return to;
 }
 
 std::vector<int> list_store_ranks(const std::string& dir) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,17 @@ std::unique_ptr<VersionStore> make_memory_store();
 std::unique_ptr<VersionStore> make_directory_store(const std::string& dir, int rank);
 /// Ranks that have a rank-<r> folder in a directory store root, ascending (empty when none or no such dir).
 std::vector<int> list_store_ranks(const std::string& dir);
+/// The job that writes a directory store: DIR/job.reprise records its rank count (a relaunch with another count
+/// would restore each rank's data into another decomposition). Absent: nullopt. A damaged record:
+/// CorruptCheckpointError naming the file.
+std::optional<int> read_job_ranks(const std::string& dir);
+/// Writes DIR/job.reprise (complete or not at all: temporary file, fsync, rename). Throws StoreError.
+void write_job_ranks(const std::string& dir, int ranks);
+/// The first k for which DIR/previous-<k>/rank-<rank> does not exist (k >= 1): where set_aside() may put it.
+int next_set_aside(const std::string& dir, int rank);
+/// Moves DIR/rank-<rank> (every version of that rank) to DIR/previous-<k>/rank-<rank> and leaves an empty
+/// DIR/rank-<rank>; returns the new folder. Nothing is deleted. Throws StoreError.
+std::string set_aside(const std::string& dir, int rank, int k);
 /// Path of a version file in a directory store.
 std::string version_file_path(const std::string& dir, int rank, std::uint64_t version);
 

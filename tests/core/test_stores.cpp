@@ -110,5 +110,47 @@ TEST(DirectoryStore, UnwritableDirectoryIsAClearError) {
   EXPECT_THROW(make_directory_store("/proc/reprise-cannot-write-here", 0), StoreError);
 }
 
+TEST(DirectoryStore, JobRecordKeepsTheRankCountAndNamesADamagedOne) {
+  test::ScratchDir dir;
+  EXPECT_EQ(read_job_ranks(dir.path()), std::nullopt);
+  write_job_ranks(dir.path(), 12);
+  EXPECT_EQ(read_job_ranks(dir.path()), 12);
+  write_job_ranks(dir.path(), 4);  // replaced whole
+  EXPECT_EQ(read_job_ranks(dir.path()), 4);
+  for (const std::string bad : {"reprise job\nranks 0\n", "reprise job\nranks four\n", "ranks 4\n",
+                                "reprise job\nranks 4\nmore\n", ""}) {
+    test::write_file(dir.path() + "/job.reprise", std::vector<char>(bad.begin(), bad.end()));
+    try {
+      read_job_ranks(dir.path());
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const CorruptCheckpointError& e) {
+      EXPECT_EQ(e.where(), dir.path() + "/job.reprise");
+      EXPECT_NE(std::string(e.what()).find("not a Reprise job record"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(DirectoryStore, SetAsideMovesEveryVersionAndDeletesNothing) {
+  test::ScratchDir dir;
+  auto store = make_directory_store(dir.path(), 3);
+  for (std::uint64_t v : {10, 20}) {
+    auto s = make_version(v, 1000);
+    store->put(s.manifest, s.payload, s.sum);
+  }
+  EXPECT_EQ(next_set_aside(dir.path(), 3), 1);
+  EXPECT_EQ(set_aside(dir.path(), 3, 1), dir.path() + "/previous-1/rank-3");
+  EXPECT_TRUE(store->list().empty());  // the rank's folder is there again, empty
+  EXPECT_EQ(make_directory_store(dir.path() + "/previous-1", 3)->list(), (std::vector<std::uint64_t>{10, 20}));
+  EXPECT_NO_THROW(make_directory_store(dir.path() + "/previous-1", 3)->load(20));
+  EXPECT_EQ(next_set_aside(dir.path(), 3), 2);
+  EXPECT_EQ(next_set_aside(dir.path(), 0), 1);  // per rank: another rank's set-aside does not count
+  auto s = make_version(30, 1000);
+  store->put(s.manifest, s.payload, s.sum);
+  set_aside(dir.path(), 3, 2);
+  EXPECT_EQ(make_directory_store(dir.path() + "/previous-2", 3)->list(), (std::vector<std::uint64_t>{30}));
+  EXPECT_THROW(set_aside(dir.path(), 3, 1), StoreError);  // previous-1/rank-3 is taken: never overwritten
+  EXPECT_EQ(make_directory_store(dir.path() + "/previous-1", 3)->list(), (std::vector<std::uint64_t>{10, 20}));
+}
+
 }  // namespace
 }  // namespace reprise::core

@@ -1,23 +1,67 @@
 #!/usr/bin/env bash
-# Whole-job loss and relaunch from the persistent level: every rank of a 4-rank stencil is SIGKILLed at step 25
-# (REPRISE_DIR set), then the job is launched again on the same directory. It must restart from a committed version
-# and end with the checksum of a run without failures. Files are written asynchronously after the commit, so the
-# version of step 20 may or may not have reached every rank's file when the kill at step 25 comes (CI saw both);
-# step 10's files are written long before (the commit of 20 waits for the buddy, not for files, so both are valid).
+# relaunch.sh CHECKSUM [MODE]: whole-job loss and relaunch from the persistent level (REPRISE_DIR), 4-rank stencil.
+#   whole       every rank is SIGKILLed at step 25, then the job is launched again on the same directory: it restarts
+#               from a version every rank holds in files and ends with the checksum of a run without failures.
+#               Files are written asynchronously before each version is shipped, so step 20's may or may not have
+#               reached every rank's file when the kill comes (CI saw both), and under load (a stress run) even
+#               step 10's may be missing at some rank: then the relaunch starts from the beginning, setting the
+#               files aside. All three are correct.
+#   group_lost  a 4-rank run ends normally, then ranks 2 and 3 lose every version file (as if their writes never
+#               reached the disk): the relaunch must start from the beginning, say why, end with the checksum, and
+#               keep the other ranks' files in DIR/previous-1.
+#   rank_count  a 4-rank run ends normally; relaunches with 2 and with 8 ranks are refused with a message naming
+#               both counts, and leave the directory exactly as it was.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
+checksum=$1
+mode=${2:-whole}
 # Relative to the source root, so the same directory inside the sandbox (cwd /src) and on the host.
-dir=build-test-files/relaunch-$$
+dir=build-test-files/relaunch-$mode-$$
 trap 'rm -rf "$root/$dir"' EXIT
 args=(--nx 64 --ny 64 --steps 40 --checkpoint-every 10)
-echo "== run 1: every rank killed at step 25"
-# (mpirun --with-ft ulfm may exit 0 when every rank is gone: what matters is that the run did not finish.)
-REPRISE_DIR=$dir REPRISE_RANKS_PER_NODE=2 REPRISE_KILL=0:25,1:25,2:25,3:25 bash tests/ulfm/expect.sh --rc '[0-9]*' \
-  --absent "^checksum" --match "rank 3: REPRISE_KILL: SIGKILL at step 25" -- \
-  bash scripts/mpirun.sh -n 4 --timeout 300 -- reprise-stencil "${args[@]}" || exit 1
-ls "$dir" > /dev/null 2>&1 || { echo "relaunch.sh: no checkpoint directory $dir after run 1"; exit 1; }
-echo "== run 2: relaunch on the same directory"
-REPRISE_DIR=$dir REPRISE_RANKS_PER_NODE=2 bash tests/ulfm/expect.sh \
-  --match "restarted from step (10|20)$" --match "checksum $1" -- \
-  bash scripts/mpirun.sh -n 4 --timeout 300 -- reprise-stencil "${args[@]}"
+export REPRISE_DIR=$dir REPRISE_RANKS_PER_NODE=2
+stencil() {  # stencil RANKS EXPECT-ARGS...
+  local n=$1
+  shift
+  bash tests/ulfm/expect.sh "$@" -- bash scripts/mpirun.sh -n "$n" --timeout 300 -- reprise-stencil "${args[@]}"
+}
+listing() { (cd "$root/$dir" && find . | sort && cat job.reprise); }
+
+if [ "$mode" != whole ]; then
+  echo "== run 1: 4 ranks, no failure"
+  stencil 4 --match "checksum $checksum" || exit 1
+  [ -n "$(ls "$dir"/rank-3)" ] || { echo "relaunch.sh: run 1 left no file of rank 3"; exit 1; }
+fi
+if [ "$mode" = rank_count ]; then
+  before=$(listing)
+  for n in 2 8; do
+    echo "== relaunch with $n ranks"
+    per_node=2
+    [ "$n" = 2 ] && per_node=1  # two emulated nodes, so that each rank has a buddy
+    REPRISE_RANKS_PER_NODE=$per_node stencil "$n" --rc '[1-9]*' --absent "^checksum" \
+      --match "its files were written by a job of 4 ranks, and this job has $n .*relaunch with 4 ranks" || exit 1
+    [ "$(listing)" = "$before" ] || { echo "relaunch.sh: the relaunch with $n ranks changed $dir"; exit 1; }
+  done
+  echo "relaunch.sh: both refused, $dir unchanged"
+  exit 0
+fi
+
+if [ "$mode" = whole ]; then
+  echo "== run 1: every rank killed at step 25"
+  # (mpirun --with-ft ulfm may exit 0 when every rank is gone: what matters is that the run did not finish.)
+  REPRISE_KILL=0:25,1:25,2:25,3:25 stencil 4 --rc '[0-9]*' --absent "^checksum" \
+    --match "rank 3: REPRISE_KILL: SIGKILL at step 25" || exit 1
+  [ "$(cat "$dir/job.reprise")" = "$(printf 'reprise job\nranks 4')" ] || { echo "relaunch.sh: no job record"; exit 1; }
+  echo "== run 2: relaunch on the same directory"
+  stencil 4 --match "restarted from step (10|20)$|the job starts from the beginning" --match "checksum $checksum"
+  exit
+fi
+kept=$(ls "$dir/rank-0" | tr "\n" " ")
+rm -f "$dir"/rank-2/version-* "$dir"/rank-3/version-*
+echo "== run 2: relaunch after ranks 2 and 3 lost their files"
+stencil 4 --absent "restarted from step" --match "checksum $checksum" \
+  --match "reprise: relaunch from $dir: ranks 2 and 3 hold no complete version, .*the job starts from the beginning; the previous job's files were moved to $dir/previous-1" ||
+  exit 1
+[ "$(ls "$dir/previous-1/rank-0" | tr "\n" " ")" = "$kept" ] || { echo "relaunch.sh: rank 0's files were not kept in previous-1"; exit 1; }
+echo "relaunch.sh: started over, rank 0's files kept in previous-1: $kept"
