@@ -53,7 +53,18 @@ int inspect(const std::string& dir, bool as_json) {
   if (int rc = check_dir(dir, ranks)) return rc;
   nlohmann::json out = {{"dir", dir}, {"ranks", nlohmann::json::array()}};
   int damaged = 0;
-  if (!as_json) std::cout << "checkpoint directory " << dir << ": " << ranks.size() << " rank(s)\n";
+  std::string job = "no job record";  // written by MPI jobs (job.reprise): the rank count a relaunch needs
+  try {
+    if (const auto n = core::read_job_ranks(dir)) {
+      out["job_ranks"] = *n;
+      job = "written by a job of " + std::to_string(*n) + " ranks";
+    }
+  } catch (const Error& e) {
+    ++damaged;
+    out["job_record_error"] = e.what();
+    job = std::string("DAMAGED job record: ") + e.what();
+  }
+  if (!as_json) std::cout << "checkpoint directory " << dir << ": " << ranks.size() << " rank(s), " << job << "\n";
   for (int rank : ranks) {
     auto store = core::make_directory_store(dir, rank);
     const auto versions = store->list();

@@ -130,6 +130,7 @@ int run(int argc, char** argv) {
     });
     int all_intact = intact ? 1 : 0;
     rt.check(MPI_Allreduce(MPI_IN_PLACE, &all_intact, 1, MPI_INT, MPI_MIN, rt.comm()));
+    const std::string placements = rt.placements_json();  // every rank is here, the replacement too
     if (rank == 0) {
       nlohmann::json j = {{"benchmark", "recovery"},
                           {"machine", machine()},
@@ -145,7 +146,8 @@ int run(int argc, char** argv) {
                           {"restore_seconds", phases[1]},
                           {"bytes_moved", bytes_moved},
                           {"data_intact", all_intact == 1},
-                          {"recoveries_rank0", rec}};
+                          {"recoveries_rank0", rec},
+                          {"placements", nlohmann::json::parse(placements)}};
       print_key("loopback_mpi_gbps", loopback);
       print_key("buddy_transfer_gbps", transfer);
       print_key("buddy_over_loopback", loopback > 0 ? transfer / loopback : 0);

@@ -64,6 +64,20 @@ TEST_F(Cli, InspectListsVersionsRegionsAndChains) {
   EXPECT_NE(j.output.find("\"dirty_ratio\""), std::string::npos) << j.output;
 }
 
+TEST_F(Cli, InspectShowsTheJobRecordAndFailsOnADamagedOne) {
+  EXPECT_NE(run_cli("inspect " + dir_.path()).output.find("2 rank(s), no job record"), std::string::npos);
+  core::write_job_ranks(dir_.path(), 2);
+  Result r = run_cli("inspect " + dir_.path());
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("2 rank(s), written by a job of 2 ranks"), std::string::npos) << r.output;
+  EXPECT_NE(run_cli("inspect --json " + dir_.path()).output.find("\"job_ranks\": 2"), std::string::npos);
+  test::write_file(dir_.path() + "/job.reprise", {'x'});
+  r = run_cli("inspect " + dir_.path());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("DAMAGED job record: " + dir_.path() + "/job.reprise: not a Reprise job record"),
+            std::string::npos) << r.output;
+}
+
 TEST_F(Cli, VerifySucceedsOnASoundDirectory) {
   const Result r = run_cli("verify " + dir_.path());
   EXPECT_EQ(r.status, 0) << r.output;
