@@ -91,9 +91,14 @@ case "$mpi" in
       # exit abnormally, and waits forever although every rank is gone (some left unreaped, as zombies). When it
       # has had no live child for 15 s, kill it and exit 125: the ranks'"'"' exit status is then unknown (their
       # output is complete).
-      mpirun "${mpirun_args[@]}" "$program" "$@" &
+      # Its stderr also goes to a file through tee: Open MPI 5.0.7 with --with-ft ulfm sometimes exits 0 after
+      # MPI_Abort (seen: 1 of 20 runs of a refused relaunch), and the abort banner says what the status must be.
+      errs=$(mktemp); fifo=$(mktemp -u); mkfifo "$fifo"
+      tee "$errs" < "$fifo" >&2 &
+      tee_pid=$!
+      mpirun "${mpirun_args[@]}" "$program" "$@" 2> "$fifo" &
       pid=$!
-      trap "kill -9 $pid 2> /dev/null || true" EXIT
+      trap "kill -9 $pid 2> /dev/null || true; rm -f \"$errs\" \"$fifo\"" EXIT
       idle=0
       while kill -0 "$pid" 2> /dev/null; do
         sleep 1
@@ -111,6 +116,15 @@ case "$mpi" in
       done
       set +e
       wait "$pid"
+      rc=$?
+      for i in $(seq 50); do kill -0 "$tee_pid" 2> /dev/null || break; sleep 0.1; done  # the last stderr bytes
+      kill "$tee_pid" 2> /dev/null
+      if [ "$rc" = 0 ] && grep -aq "MPI_ABORT was invoked" "$errs"; then
+        rc=$(grep -aoE "Errorcode: [0-9]+" "$errs" | head -n 1 | grep -oE "[0-9]+$" || true)
+        [ -n "$rc" ] && [ "$rc" != 0 ] || rc=1
+        echo "[mpirun.sh] mpirun exited 0 after MPI_Abort (Open MPI 5.0.7 with --with-ft ulfm): exit $rc, the abort'"'"'s error code" >&2
+      fi
+      exit "$rc"
     ' bash "${FLAGS[@]}" "${passthrough[@]}" -n "$n" -- "$program" "$@"
     ;;
   *) log "REPRISE_MPI=$mpi: use host or sandbox"; exit 2 ;;
