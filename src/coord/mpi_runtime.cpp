@@ -1044,7 +1044,6 @@ class MpiCoordination : public Coordination, public CommHost {
     return h;
   }
 
-  // A relaunched job (files in REPRISE_DIR): every rank restores the newest version all ranks hold.
   // A launch on a REPRISE_DIR that holds files: every rank restarts from the newest version all of them hold in
   // files, or, when the files hold none (the previous job ended before a version reached every rank's files, which
   // its asynchronous writes make possible), the job starts from the beginning and sets the previous job's files
@@ -1105,6 +1104,16 @@ class MpiCoordination : public Coordination, public CommHost {
         target_ = plan.version;
         restarted_ = true;
         if (rank_ == 0 && recorded < 0) core::write_job_ranks(dir, size_);
+        // Versions newer than the restart point (a rank's group had committed more before the job died) are
+        // recomputed by this run; left in place, a fall-back to files before the new ones are written could
+        // restore them. Set aside, like the rest of an old run.
+        const auto newer = core::set_aside_newer(dir, rank_, static_cast<int>(job[1]), plan.version);
+        if (!newer.empty())
+          std::fprintf(stderr, "reprise: rank %d: relaunch from version %llu: its version%s %s of the previous job "
+                       "moved to %s/previous-%lld (this run recomputes them)\n", rank_,
+                       static_cast<unsigned long long>(plan.version), newer.size() > 1 ? "s" : "",
+                       coord::list_ranks(std::vector<int>(newer.begin(), newer.end())).c_str(), dir.c_str(),
+                       static_cast<long long>(job[1]));
         return;
       } catch (const UnrecoverableFailure& e) {
         why = e.what();

@@ -276,6 +276,25 @@ std::string set_aside(const std::string& dir, int rank, int k) {
   return to;
 }
 
+std::vector<std::uint64_t> set_aside_newer(const std::string& dir, int rank, int k, std::uint64_t version) {
+  std::vector<std::uint64_t> moved;
+  const std::string parent = dir + "/previous-" + std::to_string(k);
+  for (std::uint64_t v : make_directory_store(dir, rank)->list()) {
+    if (v <= version) continue;
+    if (moved.empty()) make_dirs(parent + "/rank-" + std::to_string(rank));
+    const std::string from = version_file_path(dir, rank, v), to = version_file_path(parent, rank, v);
+    if (exists(to)) throw StoreError("cannot move " + from + " to " + to + ": the target exists");
+    if (::rename(from.c_str(), to.c_str()) != 0)
+      throw StoreError("cannot move " + from + " to " + to + ": " + errno_text());
+    moved.push_back(v);
+  }
+  if (!moved.empty()) {
+    sync_dir_path(parent + "/rank-" + std::to_string(rank));
+    sync_dir_path(dir + "/rank-" + std::to_string(rank));
+  }
+  return moved;
+}
+
 std::vector<int> list_store_ranks(const std::string& dir) {
   std::vector<int> out;
   DIR* d = ::opendir(dir.c_str());

@@ -93,6 +93,10 @@ int next_set_aside(const std::string& dir, int rank);
 /// Moves DIR/rank-<rank> (every version of that rank) to DIR/previous-<k>/rank-<rank> and leaves an empty
 /// DIR/rank-<rank>; returns the new folder. Nothing is deleted. Throws StoreError.
 std::string set_aside(const std::string& dir, int rank, int k);
+/// Moves the versions of DIR/rank-<rank> newer than `version` to DIR/previous-<k>/rank-<rank> (a relaunch that
+/// restarts from `version` recomputes them: kept, they could be taken for versions of the new run). Returns them,
+/// ascending. Nothing is deleted; an existing file there is never replaced (StoreError).
+std::vector<std::uint64_t> set_aside_newer(const std::string& dir, int rank, int k, std::uint64_t version);
 /// Path of a version file in a directory store.
 std::string version_file_path(const std::string& dir, int rank, std::uint64_t version);
 

@@ -152,5 +152,24 @@ TEST(DirectoryStore, SetAsideMovesEveryVersionAndDeletesNothing) {
   EXPECT_EQ(make_directory_store(dir.path() + "/previous-1", 3)->list(), (std::vector<std::uint64_t>{10, 20}));
 }
 
+TEST(DirectoryStore, SetAsideNewerMovesOnlyLaterVersions) {
+  test::ScratchDir dir;
+  auto store = make_directory_store(dir.path(), 1);
+  for (std::uint64_t v : {10, 20, 30, 40}) {
+    auto s = make_version(v, 1000);
+    store->put(s.manifest, s.payload, s.sum);
+  }
+  EXPECT_TRUE(set_aside_newer(dir.path(), 1, 1, 40).empty());
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/previous-1"));  // nothing to move: nothing made
+  EXPECT_EQ(set_aside_newer(dir.path(), 1, 1, 20), (std::vector<std::uint64_t>{30, 40}));
+  EXPECT_EQ(store->list(), (std::vector<std::uint64_t>{10, 20}));
+  EXPECT_EQ(make_directory_store(dir.path() + "/previous-1", 1)->list(), (std::vector<std::uint64_t>{30, 40}));
+  EXPECT_NO_THROW(make_directory_store(dir.path() + "/previous-1", 1)->load(40));
+  auto s = make_version(30, 1000);
+  store->put(s.manifest, s.payload, s.sum);
+  EXPECT_THROW(set_aside_newer(dir.path(), 1, 1, 20), StoreError);  // previous-1 holds a 30 already
+  EXPECT_EQ(store->list(), (std::vector<std::uint64_t>{10, 20, 30}));
+}
+
 }  // namespace
 }  // namespace reprise::core

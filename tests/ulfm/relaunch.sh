@@ -9,6 +9,9 @@
 #   group_lost  a 4-rank run ends normally, then ranks 2 and 3 lose every version file (as if their writes never
 #               reached the disk): the relaunch must start from the beginning, say why, end with the checksum, and
 #               keep the other ranks' files in DIR/previous-1.
+#   newer       a 4-rank run ends normally (files 10..40 everywhere), then ranks 2 and 3 lose versions 30 and 40:
+#               the relaunch restarts from 20, ends with the checksum, and ranks 0 and 1 set their 30 and 40
+#               aside in DIR/previous-1 (a fall-back to files must not find versions of the old run).
 #   rank_count  a 4-rank run ends normally; relaunches with 2 and with 8 ranks are refused with a message naming
 #               both counts, and leave the directory exactly as it was.
 set -u
@@ -56,6 +59,18 @@ if [ "$mode" = whole ]; then
   echo "== run 2: relaunch on the same directory"
   stencil 4 --match "restarted from step (10|20)$|the job starts from the beginning" --match "checksum $checksum"
   exit
+fi
+if [ "$mode" = newer ]; then
+  rm -f "$dir"/rank-[23]/version-0000000000[34]0.reprise
+  echo "== run 2: relaunch after ranks 2 and 3 lost versions 30 and 40"
+  stencil 4 --match "restarted from step 20$" --match "checksum $checksum" \
+    --match "reprise: rank 1: relaunch from version 20: its versions 30 and 40 of the previous job moved to $dir/previous-1" ||
+    exit 1
+  [ "$(ls "$dir/previous-1/rank-0" | tr "\n" " ")" = "version-000000000030.reprise version-000000000040.reprise " ] ||
+    { echo "relaunch.sh: rank 0's versions 30 and 40 are not in previous-1"; exit 1; }
+  [ ! -e "$dir/previous-1/rank-2" ] || { echo "relaunch.sh: rank 2 had nothing newer to set aside"; exit 1; }
+  echo "relaunch.sh: restarted from 20, the newer versions set aside"
+  exit 0
 fi
 kept=$(ls "$dir/rank-0" | tr "\n" " ")
 rm -f "$dir"/rank-2/version-* "$dir"/rank-3/version-*
