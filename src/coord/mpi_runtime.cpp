@@ -393,17 +393,15 @@ class MpiCoordination : public Coordination, public CommHost {
 
   void check_mpi(int rc) override {
     if (rc == MPI_SUCCESS || spurious(rc)) return;
+    request_failed(rc);
+  }
+  void request_failed(int rc) override {
     trace_revoked("check_mpi");
     if (is_failure(rc)) {
       recover("an MPI call of reprise::Comm reported: " + mpi_error(rc));
       return;  // a survivor of a group rollback: the repair re-posted what involved the rolled-back ranks
     }
     throw Error("MPI error in reprise::Comm: " + mpi_error(rc));
-  }
-  void request_failed(int rc) override {
-    if (!is_failure(rc)) throw Error("MPI error in reprise::Comm: " + mpi_error(rc));
-    trace_revoked("request_failed");
-    recover("an MPI request of reprise::Comm failed: " + mpi_error(rc));
   }
   void before_restart_exchange() override {
     if (should_die(current_step_, coord::KillPoint::Exchange)) die("exchange", current_step_);
@@ -1073,7 +1071,7 @@ class MpiCoordination : public Coordination, public CommHost {
     if (recorded > 0 && recorded != size_) {
       // This job's ranks beyond the recorded count made empty folders: remove them (only if empty).
       std::error_code ignored;
-      if (rank_ >= recorded) std::filesystem::remove(dir + "/rank-" + std::to_string(rank_), ignored);
+      if (rank_ >= recorded) std::filesystem::remove(core::rank_folder(dir, rank_), ignored);
       MPI_Barrier(world_);  // every rank refuses: none aborts the job before the others cleaned up
       throw RestoreError("relaunch from " + dir + ": its files were written by a job of " + std::to_string(recorded) +
                          " ranks, and this job has " + std::to_string(size_) + " (each rank's data belong to the "

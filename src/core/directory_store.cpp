@@ -77,10 +77,55 @@ void read_all(int fd, void* data, std::size_t bytes, const std::string& path) {
   }
 }
 
+void sync_dir(const std::string& path) {
+  Fd d(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (d.get() >= 0) ::fsync(d.get());
+}
+
+std::string parent_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// Complete or not at all: the pieces go to a temporary file, fsync'ed, renamed to `path`, its folder fsync'ed.
+void write_durably(const std::string& path, std::initializer_list<std::pair<const void*, std::size_t>> pieces) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (fd.get() < 0) throw StoreError("cannot create " + tmp + ": " + errno_text());
+    try {
+      for (const auto& [data, bytes] : pieces)
+        if (bytes) write_all(fd.get(), data, bytes, tmp);
+      if (::fsync(fd.get()) != 0) throw StoreError("fsync " + tmp + " failed: " + errno_text());
+    } catch (...) {
+      ::unlink(tmp.c_str());
+      throw;
+    }
+    if (::close(fd.release()) != 0) {
+      ::unlink(tmp.c_str());
+      throw StoreError("close " + tmp + " failed: " + errno_text());
+    }
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    throw StoreError("cannot rename " + tmp + " to " + path + ": " + errno_text());
+  }
+  sync_dir(parent_of(path));
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string aside_folder(const std::string& dir, int k) {
+  return dir + "/previous-" + std::to_string(k);
+}
+
 class DirectoryStore final : public VersionStore {
  public:
   DirectoryStore(std::string dir, int rank) : dir_(std::move(dir)), rank_(rank) {
-    rank_dir_ = dir_ + "/rank-" + std::to_string(rank_);
+    rank_dir_ = rank_folder(dir_, rank_);
     make_dirs(rank_dir_);
     remove_stale_temporaries();
   }
@@ -89,30 +134,9 @@ class DirectoryStore final : public VersionStore {
   std::string locate(std::uint64_t version) const override { return version_file_path(dir_, rank_, version); }
 
   void put(const Manifest& manifest, std::shared_ptr<const HostBytes> payload, std::uint64_t sum) override {
-    const std::string path = locate(manifest.version);
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
     const std::vector<std::byte> head = encode_head(manifest, sum);
-    {
-      Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-      if (fd.get() < 0) throw StoreError("cannot create " + tmp + ": " + errno_text());
-      try {
-        write_all(fd.get(), head.data(), head.size(), tmp);
-        if (payload && payload->size()) write_all(fd.get(), payload->data(), payload->size(), tmp);
-        if (::fsync(fd.get()) != 0) throw StoreError("fsync " + tmp + " failed: " + errno_text());
-      } catch (...) {
-        ::unlink(tmp.c_str());
-        throw;
-      }
-      if (::close(fd.release()) != 0) {
-        ::unlink(tmp.c_str());
-        throw StoreError("close " + tmp + " failed: " + errno_text());
-      }
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      ::unlink(tmp.c_str());
-      throw StoreError("cannot rename " + tmp + " to " + path + ": " + errno_text());
-    }
-    sync_dir();
+    write_durably(locate(manifest.version),
+                  {{head.data(), head.size()}, {payload ? payload->data() : nullptr, payload ? payload->size() : 0}});
   }
 
   std::vector<std::uint64_t> list() const override {
@@ -180,10 +204,6 @@ class DirectoryStore final : public VersionStore {
     if (::fstat(fd, &st) != 0) throw StoreError("cannot stat " + path + ": " + errno_text());
     return static_cast<std::uint64_t>(st.st_size);
   }
-  void sync_dir() const {
-    Fd d(::open(rank_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (d.get() >= 0) ::fsync(d.get());
-  }
   void remove_stale_temporaries() const {
     DIR* d = ::opendir(rank_dir_.c_str());
     if (!d) return;
@@ -202,21 +222,15 @@ class DirectoryStore final : public VersionStore {
 std::string version_file_path(const std::string& dir, int rank, std::uint64_t version) {
   char name[64];
   std::snprintf(name, sizeof name, "/version-%012llu.reprise", static_cast<unsigned long long>(version));
-  return dir + "/rank-" + std::to_string(rank) + name;
+  return rank_folder(dir, rank) + name;
+}
+
+std::string rank_folder(const std::string& dir, int rank) {
+  return dir + "/rank-" + std::to_string(rank);
 }
 
 namespace {
 constexpr const char* kJobRecord = "/job.reprise";
-
-void sync_dir_path(const std::string& path) {
-  Fd d(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (d.get() >= 0) ::fsync(d.get());
-}
-
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
 }  // namespace
 
 std::optional<int> read_job_ranks(const std::string& dir) {
@@ -241,56 +255,41 @@ std::optional<int> read_job_ranks(const std::string& dir) {
 
 void write_job_ranks(const std::string& dir, int ranks) {
   make_dirs(dir);
-  const std::string path = dir + kJobRecord;
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const std::string text = "reprise job\nranks " + std::to_string(ranks) + "\n";
-  {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (fd.get() < 0) throw StoreError("cannot create " + tmp + ": " + errno_text());
-    write_all(fd.get(), text.data(), text.size(), tmp);
-    if (::fsync(fd.get()) != 0) throw StoreError("fsync " + tmp + " failed: " + errno_text());
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    throw StoreError("cannot rename " + tmp + " to " + path + ": " + errno_text());
-  }
-  sync_dir_path(dir);
+  write_durably(dir + kJobRecord, {{text.data(), text.size()}});
 }
 
 int next_set_aside(const std::string& dir, int rank) {
   int k = 1;
-  while (exists(dir + "/previous-" + std::to_string(k) + "/rank-" + std::to_string(rank))) ++k;
+  while (exists(rank_folder(aside_folder(dir, k), rank))) ++k;
   return k;
 }
 
 std::string set_aside(const std::string& dir, int rank, int k) {
-  const std::string parent = dir + "/previous-" + std::to_string(k);
-  const std::string from = dir + "/rank-" + std::to_string(rank);
-  const std::string to = parent + "/rank-" + std::to_string(rank);
-  make_dirs(parent);
+  const std::string from = rank_folder(dir, rank), to = rank_folder(aside_folder(dir, k), rank);
+  make_dirs(aside_folder(dir, k));
   if (::rename(from.c_str(), to.c_str()) != 0)
     throw StoreError("cannot move " + from + " to " + to + ": " + errno_text());
   make_dirs(from);
-  sync_dir_path(parent);
-  sync_dir_path(dir);
+  sync_dir(aside_folder(dir, k));
+  sync_dir(dir);
   return to;
 }
 
 std::vector<std::uint64_t> set_aside_newer(const std::string& dir, int rank, int k, std::uint64_t version) {
   std::vector<std::uint64_t> moved;
-  const std::string parent = dir + "/previous-" + std::to_string(k);
   for (std::uint64_t v : make_directory_store(dir, rank)->list()) {
     if (v <= version) continue;
-    if (moved.empty()) make_dirs(parent + "/rank-" + std::to_string(rank));
-    const std::string from = version_file_path(dir, rank, v), to = version_file_path(parent, rank, v);
+    if (moved.empty()) make_dirs(rank_folder(aside_folder(dir, k), rank));
+    const std::string from = version_file_path(dir, rank, v), to = version_file_path(aside_folder(dir, k), rank, v);
     if (exists(to)) throw StoreError("cannot move " + from + " to " + to + ": the target exists");
     if (::rename(from.c_str(), to.c_str()) != 0)
       throw StoreError("cannot move " + from + " to " + to + ": " + errno_text());
     moved.push_back(v);
   }
   if (!moved.empty()) {
-    sync_dir_path(parent + "/rank-" + std::to_string(rank));
-    sync_dir_path(dir + "/rank-" + std::to_string(rank));
+    sync_dir(rank_folder(aside_folder(dir, k), rank));
+    sync_dir(rank_folder(dir, rank));
   }
   return moved;
 }

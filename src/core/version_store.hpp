@@ -97,6 +97,8 @@ std::string set_aside(const std::string& dir, int rank, int k);
 /// restarts from `version` recomputes them: kept, they could be taken for versions of the new run). Returns them,
 /// ascending. Nothing is deleted; an existing file there is never replaced (StoreError).
 std::vector<std::uint64_t> set_aside_newer(const std::string& dir, int rank, int k, std::uint64_t version);
+/// DIR/rank-<rank>: the folder of one rank's versions in a directory store.
+std::string rank_folder(const std::string& dir, int rank);
 /// Path of a version file in a directory store.
 std::string version_file_path(const std::string& dir, int rank, std::uint64_t version);
 
