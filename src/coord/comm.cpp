@@ -222,7 +222,13 @@ Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag, s
 }
 
 void CommState::post_receive(PendingMessage& m) {
-  m.packed.resize(sizeof(WireHeader) + kPackLimit);  // the header, and the payload when it is small
+  // The header, and the payload when it is small: a buffer of an earlier receive when there is one (a new one
+  // costs an allocation and zeroing 4 KiB, a good part of a small message's time).
+  if (m.packed.size() != kReceiveBuffer && !spare_receive_buffers_.empty()) {
+    m.packed = std::move(spare_receive_buffers_.back());
+    spare_receive_buffers_.pop_back();
+  }
+  m.packed.resize(kReceiveBuffer);
   m.epoch = chan_.at(static_cast<std::size_t>(m.peer));
   awaiting_header_.push_back(&m);
   host_.check_mpi(MPI_Irecv(m.packed.data(), static_cast<int>(m.packed.size()), MPI_BYTE, m.peer, m.tag,
@@ -259,7 +265,7 @@ bool CommState::finish(MPI_Request& r, MPI_Status* st, bool block, const Pending
     if (flag || !block) return flag != 0;
     advance_headers(self);
     host_.poll_failure();
-    poll_control();
+    if (control_due()) poll_control();
   }
 }
 
@@ -356,6 +362,9 @@ bool CommState::progress(PendingMessage& m, bool block) {
   }
   m.done = true;
   forget(&m);
+  // Delivered, and no MPI request uses the buffer any more: it serves a later receive.
+  if (m.packed.size() == kReceiveBuffer && spare_receive_buffers_.size() < kSpareReceiveBuffers)
+    spare_receive_buffers_.push_back(std::move(m.packed));
   return true;
 }
 
@@ -856,17 +865,25 @@ void CommState::restart_exchange(bool in_recovery) {
 void CommState::enter() {
   host_.poll_failure();
   if (exchange_pending_) restart_exchange(false);
-  // Control messages (Notify, Release) matter only while a recovery is under way here: the coordinator's, or a
-  // release this process waits for. Otherwise only stale ones of older attempts can come: probed now and then.
-  if (coordinator_ || p_->awaiting_release() || !control_sends_.empty() || ++ops_since_control_ >= kPollEvery) {
-    ops_since_control_ = 0;
-    poll_control();
-  }
+  if (control_due()) poll_control();
   while (p_->blocked()) {  // a rolled-back process waits for the coordinator's release (step 6)
     host_.poll_failure();
     poll_control();
   }
   maybe_poll_views();
+}
+
+// Control messages (Notify, Release) and background sends matter only while a recovery is under way here: the
+// coordinator's, a release this process waits for, replays or held sends on their way. Otherwise only stale
+// messages of older attempts can come: probed every kPollEvery calls (a wildcard probe costs about as much as
+// the rest of a small message's path, and a blocking wait would otherwise make one per spin).
+bool CommState::control_due() {
+  if (coordinator_ || p_->awaiting_release() || !control_sends_.empty() || !background_.empty() ||
+      ++ops_since_control_ >= kPollEvery) {
+    ops_since_control_ = 0;
+    return true;
+  }
+  return false;
 }
 
 void CommState::control_send(int dest, int tag, std::uint64_t a, std::uint64_t b) {

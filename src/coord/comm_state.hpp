@@ -80,6 +80,8 @@ struct WireHeader {
 };
 static_assert(sizeof(WireHeader) == 32);
 constexpr std::size_t kPackLimit = 4096;
+constexpr std::size_t kReceiveBuffer = sizeof(WireHeader) + kPackLimit;  // what every receive posts first
+constexpr std::size_t kSpareReceiveBuffers = 16;                        // kept for reuse by later receives
 
 class CommState;
 
@@ -184,6 +186,8 @@ class CommState {
   void enter();
   /// Control messages (Notify at the coordinator, Release), replays and queued sends: called while waiting.
   void poll_control();
+  /// Whether poll_control() has work now (a recovery under way here), or it is time for the occasional probe.
+  bool control_due();
   /// The current recovery epoch is over here: no queued replay or send, nothing awaited from the coordinator.
   bool recovery_idle() const;
   /// One line on the protocol state (REPRISE_TRACE diagnostics of a wait that lasts).
@@ -269,6 +273,7 @@ class CommState {
   };
   std::deque<std::unique_ptr<Outbound>> background_;  // replays and queued sends on their way
   std::vector<std::unique_ptr<Outbound>> buried_;     // abandoned by a repair: kept, MPI may still read them
+  std::vector<std::vector<std::byte>> spare_receive_buffers_;  // of delivered receives (post_receive)
   std::vector<std::pair<MPI_Request, std::vector<std::byte>>> graveyard_;  // receives a cancel did not stop
   std::deque<std::pair<MPI_Request, std::array<std::uint64_t, 3>>> control_sends_;
   std::deque<std::pair<MPI_Request, std::array<std::uint64_t, 2>>> view_sends_;  // committed views, checkpoint asks
