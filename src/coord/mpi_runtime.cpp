@@ -1110,7 +1110,7 @@ class MpiCoordination : public Coordination, public CommHost {
           std::fprintf(stderr, "reprise: rank %d: relaunch from version %llu: its version%s %s of the previous job "
                        "moved to %s/previous-%lld (this run recomputes them)\n", rank_,
                        static_cast<unsigned long long>(plan.version), newer.size() > 1 ? "s" : "",
-                       coord::list_ranks(std::vector<int>(newer.begin(), newer.end())).c_str(), dir.c_str(),
+                       coord::list_numbers(newer).c_str(), dir.c_str(),
                        static_cast<long long>(job[1]));
         return;
       } catch (const UnrecoverableFailure& e) {

@@ -8,15 +8,6 @@
 
 namespace reprise::coord {
 
-std::string list_ranks(const std::vector<int>& ranks) {
-  std::string s;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    if (i) s += i + 1 == ranks.size() ? " and " : ", ";
-    s += std::to_string(ranks[i]);
-  }
-  return s;
-}
-
 namespace {
 // The plan over the ranks of `scope` (every rank, or the ranks of one failed group).
 RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,

@@ -61,7 +61,16 @@ RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& f
                                  const std::vector<RankHoldings>& holdings, bool persistent_level,
                                  const std::set<int>& also = {});
 
-/// Human-readable list "1, 3 and 5".
-std::string list_ranks(const std::vector<int>& ranks);
+/// Human-readable list "1, 3 and 5" (ranks, versions).
+template <class Number>
+std::string list_numbers(const std::vector<Number>& numbers) {
+  std::string s;
+  for (std::size_t i = 0; i < numbers.size(); ++i) {
+    if (i) s += i + 1 == numbers.size() ? " and " : ", ";
+    s += std::to_string(numbers[i]);
+  }
+  return s;
+}
+inline std::string list_ranks(const std::vector<int>& ranks) { return list_numbers(ranks); }
 
 }  // namespace reprise::coord
