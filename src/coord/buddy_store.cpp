@@ -150,6 +150,19 @@ void BuddyStore::release(std::uint64_t version) {
   release_now(version);
 }
 
+std::vector<std::uint64_t> BuddyStore::take_releasable() {
+  std::vector<std::uint64_t> now;
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    if (!needed_by_commit(*it)) {
+      now.push_back(*it);
+      it = deferred_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return now;
+}
+
 void BuddyStore::release_now(std::uint64_t version) {
   local_->release(version);
   shipper_->release(version);
@@ -178,14 +191,7 @@ void BuddyStore::set_committed(std::uint64_t version) {
     }
     committed_ = version;
     committed_base_ = chain.front();
-    for (auto it = deferred_.begin(); it != deferred_.end();) {
-      if (!needed_by_commit(*it)) {
-        now.push_back(*it);
-        it = deferred_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    now = take_releasable();
   }
   for (std::uint64_t v : now) release_now(v);
 }
@@ -206,14 +212,7 @@ void BuddyStore::reset_after_recovery(std::uint64_t version) {
       if (std::find(chain.begin(), chain.end(), r.version) != chain.end()) acked_.push_back(r);
     committed_ = version;
     committed_base_ = chain.front();
-    for (auto it = deferred_.begin(); it != deferred_.end();) {
-      if (!needed_by_commit(*it)) {
-        now.push_back(*it);
-        it = deferred_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    now = take_releasable();
   }
   for (std::uint64_t v : now) release_now(v);
 }

@@ -89,6 +89,7 @@ class BuddyStore : public core::VersionStore {
  private:
   class Put;
   bool needed_by_commit(std::uint64_t version) const;  // caller holds mutex_
+  std::vector<std::uint64_t> take_releasable();        // deferred releases no commit needs; caller holds mutex_
   void release_now(std::uint64_t version);
 
   std::unique_ptr<core::VersionStore> local_;

@@ -402,6 +402,22 @@ bool CommState::test(Comm::Request& r) {
   return true;
 }
 
+// Small sends complete in order: the completed ones at the front are dropped. An error leaves the queue as it
+// is (spurious: tested again later; a repair replaced the queue).
+template <class Queue>
+void CommState::pop_completed(Queue& sends) {
+  while (!sends.empty()) {
+    int flag = 0;
+    const int rc = MPI_Test(&sends.front().first, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      tested(rc, sends.front().first);
+      return;
+    }
+    if (!flag) return;
+    sends.pop_front();
+  }
+}
+
 void CommState::maybe_poll_views() {
   if (++ops_since_poll_ >= kPollEvery) poll_views();
 }
@@ -435,16 +451,7 @@ void CommState::poll_views() {
     stats_.released += before - p_->log().live_entries();
     ++stats_.views_received;
   }
-  while (!view_sends_.empty()) {
-    int flag = 0;
-    const int rc = MPI_Test(&view_sends_.front().first, &flag, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      tested(rc, view_sends_.front().first);  // spurious: test again later; a repair replaced the queue
-      break;
-    }
-    if (!flag) break;
-    view_sends_.pop_front();
-  }
+  pop_completed(view_sends_);
 }
 
 static std::vector<int> group_members(const std::vector<int>& group_of, int rank) {
@@ -928,16 +935,7 @@ void CommState::poll_control() {
       flush_outbox();
     }
   }
-  while (!control_sends_.empty()) {
-    int flag = 0;
-    const int rc = MPI_Test(&control_sends_.front().first, &flag, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      tested(rc, control_sends_.front().first);  // spurious: test again later; a repair replaced the queue
-      break;
-    }
-    if (!flag) break;
-    control_sends_.pop_front();
-  }
+  pop_completed(control_sends_);
   const auto recoveries = stats_.recoveries;
   for (auto it = background_.begin(); it != background_.end();) {
     Outbound& o = **it;

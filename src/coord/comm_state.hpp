@@ -219,6 +219,8 @@ class CommState {
                 MPI_Request& request, MPI_Request& payload, int& epoch);
   void abandon(PendingMessage& m);
   void flush_outbox();
+  template <class Queue>
+  void pop_completed(Queue& sends);
   void control_send(int dest, int tag, std::uint64_t a, std::uint64_t b);
   void release_items(const std::vector<proto::Coordinator::Item>& items);
   MPI_Comm messages_of(int peer) const { return epochs_.at(static_cast<std::size_t>(chan_.at(static_cast<std::size_t>(peer)))).first; }
