@@ -72,6 +72,9 @@ struct Config {
   /// REPRISE_GROUP_BARRIER=mpi|nccl|auto. The NCCL barrier is built when NCCL is found with CUDA; it has only
   /// been compiled so far (see docs/GPU.md), hence the default MPI.
   GroupBarrierKind group_barrier = GroupBarrierKind::Mpi;
+  /// MpiRuntime: while a recovery lasts longer than this, every rank says on stderr, this often, which stage it is
+  /// in (shrink, spawn, merge, moving checkpoints, ...) and for how long; 0 = never. REPRISE_RECOVERY_WATCH_MS.
+  unsigned recovery_watch_ms = 20000;
 
   /// `base` overridden by the REPRISE_* variables that are set. Throws ConfigError on bad values.
   static Config from_env(Config base);

@@ -26,6 +26,7 @@
 #include <deque>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -237,6 +238,49 @@ struct RecoveryRecord {
   bool this_rank = true;        // this rank rolled back (or started over)
   bool interrupted = false;     // another process failed during it: a new recovery took over (its own record)
   double at = 0;                // when the recovery began (steady clock, seconds since its epoch)
+};
+
+// A recovery's stages are calls into the MPI library (shrink, spawn, merge, agreements) and point-to-point moves
+// of checkpoints; one that hangs inside the library would say nothing. While a recovery lasts longer than
+// `every` (Config::recovery_watch_ms), this says on stderr, every `every`, which stage the rank is in and for how
+// long.
+class RecoveryWatch {
+ public:
+  RecoveryWatch(int rank, std::chrono::milliseconds every) : rank_(rank), every_(every), thread_([this] { run(); }) {}
+  ~RecoveryWatch() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  RecoveryWatch(const RecoveryWatch&) = delete;
+  RecoveryWatch& operator=(const RecoveryWatch&) = delete;
+  void stage(const char* what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stage_ = what;
+    stage_since_ = Clock::now();
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto t0 = Clock::now();
+    while (!cv_.wait_for(lock, every_, [this] { return done_; }))
+      std::fprintf(stderr, "reprise: rank %d: recovery under way for %.1f s; %s for %.1f s\n", rank_, since(t0),
+                   stage_, since(stage_since_));
+  }
+  static double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+  const int rank_;
+  const std::chrono::milliseconds every_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  const char* stage_ = "starting";
+  Clock::time_point stage_since_ = Clock::now();
+  std::thread thread_;  // last: started once the rest is initialised
 };
 
 }  // namespace
@@ -1142,6 +1186,20 @@ class MpiCoordination : public Coordination, public CommHost {
                                "scripts/mpirun.sh, which uses an MPI whose ULFM works.");
 #else
     const auto t0 = Clock::now();
+    // One watch for a recovery and the new ones that interrupt it (recover() is re-entered from inside).
+    std::optional<RecoveryWatch> watch;
+    if (!watch_ && cfg_.recovery_watch_ms > 0) {
+      watch.emplace(rank_, std::chrono::milliseconds(cfg_.recovery_watch_ms));
+      watch_ = &*watch;
+    }
+    struct Unwatch {
+      RecoveryWatch*& w;
+      const RecoveryWatch* mine;
+      ~Unwatch() {
+        if (w == mine) w = nullptr;
+      }
+    } unwatch{watch_, watch ? &*watch : nullptr};
+    stage("stopping the background threads");
     link_down("recover");
     stop_progress();
     if (quiesce_) quiesce_();
@@ -1151,6 +1209,7 @@ class MpiCoordination : public Coordination, public CommHost {
     MPI_Comm base = world_;
     for (int attempt = 1;; ++attempt) {
       MPI_Comm shrunk = MPI_COMM_NULL;
+      stage("in MPIX_Comm_shrink");
       if (MPIX_Comm_shrink(base, &shrunk) != MPI_SUCCESS)
         throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": MPIX_Comm_shrink failed during recovery");
       MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN);
@@ -1174,6 +1233,7 @@ class MpiCoordination : public Coordination, public CommHost {
       MPI_Comm inter = MPI_COMM_NULL, merged = MPI_COMM_NULL, world = MPI_COMM_NULL;
       int flag = 1;
       try {
+        stage("gathering the survivors' checkpoints (shrunk communicator)");
         ok(polled::allreduce(MPI_IN_PLACE, &max_step, 1, MPI_UINT64_T, MPI_MAX, shrunk));
         const auto all = allgather_u64(shrunk, my_records(failed));
         auto holdings = holdings_from(all, size_);
@@ -1202,6 +1262,7 @@ class MpiCoordination : public Coordination, public CommHost {
       } catch (const PeerFailure&) {
         flag = 0;
       }
+      stage("agreeing on the recovery plan");
       if (!agreed(shrunk, flag)) {
         base = shrunk;
         continue;
@@ -1213,6 +1274,7 @@ class MpiCoordination : public Coordination, public CommHost {
       for (std::size_t i = 1; i < args.size(); ++i) argv.push_back(const_cast<char*>(args[i].c_str()));
       argv.push_back(nullptr);
       std::vector<int> errcodes(failed.size());
+      stage("in MPI_Comm_spawn (replacements)");
       int rc = MPI_Comm_spawn(executable().c_str(), argv.data(), static_cast<int>(failed.size()), MPI_INFO_NULL, 0,
                               shrunk, &inter, errcodes.data());
       if (!agreed(shrunk, rc == MPI_SUCCESS)) {
@@ -1223,6 +1285,7 @@ class MpiCoordination : public Coordination, public CommHost {
       MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
       flag = 1;
       try {
+        stage("merging with the replacements");
         ok(MPI_Intercomm_merge(inter, 0, &merged));
         MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
         std::vector<std::uint64_t> packet = make_packet(plan, max_step);
@@ -1234,6 +1297,7 @@ class MpiCoordination : public Coordination, public CommHost {
       }
       // First among the survivors, then with the replacements (join_as_replacement), who learn either way: a
       // revoked `merged` makes their agreement fail and they leave.
+      stage("agreeing with the replacements");
       bool merged_ok = agreed(shrunk, flag);
       if (merged_ok) merged_ok = agreed(merged, true);
       if (!merged_ok) {
@@ -1284,6 +1348,7 @@ class MpiCoordination : public Coordination, public CommHost {
       }
       const auto t1 = Clock::now();
       try {
+        stage("moving checkpoints to the replacements and buddies");
         move_data(plan, rec);
       } catch (const PeerFailure&) {
         recover("a process failed while checkpoints were moved to the replacements");  // a new recovery
@@ -1331,8 +1396,10 @@ class MpiCoordination : public Coordination, public CommHost {
     rec.from_start = plan.starts_over[static_cast<std::size_t>(rolls_back ? rank_ : plan.rolled_back.front())] != 0;
     const auto t1 = Clock::now();
     try {
+      stage("moving checkpoints to the replacements and buddies");
       move_data(plan, rec);
       rec.transfer_seconds = since(t1);
+      stage("in the restart exchange");
       if (!rolls_back) {
         if (store_) {
           store_->resync_after_recovery();
@@ -1779,7 +1846,11 @@ class MpiCoordination : public Coordination, public CommHost {
   bool replacement_ = false;
   bool lowest_survivor_ = false;
   bool group_rollback_ = false;      // REPRISE_ROLLBACK=group
-  bool trace_ = std::getenv("REPRISE_TRACE") != nullptr;  // diagnostics of failures and revocations on stderr
+  bool trace_ = std::getenv("REPRISE_TRACE") != nullptr;
+  RecoveryWatch* watch_ = nullptr;  // of the recovery under way (recover())
+  void stage(const char* what) {
+    if (watch_) watch_->stage(what);
+  }  // diagnostics of failures and revocations on stderr
   std::uint32_t epoch_ = 0;          // recoveries of the job so far (group rollback)
   std::unique_ptr<gpu::Backend> device_;      // reprise::Comm's device buffers
   std::optional<bool> device_possible_;

@@ -26,7 +26,9 @@ TEST(Config, ParsesSizesWithBinaryUnits) {
 
 TEST(Config, EnvironmentOverridesTheStruct) {
   EnvGuard a("REPRISE_CHUNK_BYTES", "128K"), b("REPRISE_FULL_EVERY", "3"), c("REPRISE_DIR", "/tmp/x"),
-      d("REPRISE_DEVICE_BACKEND", "host-twin"), e("REPRISE_VERIFY_RESTORE", "off");
+      d("REPRISE_DEVICE_BACKEND", "host-twin"), e("REPRISE_VERIFY_RESTORE", "off"),
+      f("REPRISE_RECOVERY_WATCH_MS", "0");
+  EXPECT_EQ(Config{}.recovery_watch_ms, 20000u);
   Config base;
   base.keep_chains = 5;
   const Config cfg = Config::from_env(base);
@@ -36,6 +38,7 @@ TEST(Config, EnvironmentOverridesTheStruct) {
   EXPECT_EQ(cfg.keep_chains, 5u);
   EXPECT_EQ(cfg.device_backend, DeviceBackendKind::HostTwin);
   EXPECT_FALSE(cfg.verify_restore);
+  EXPECT_EQ(cfg.recovery_watch_ms, 0u);
 }
 
 TEST(Config, BadValuesNameTheVariable) {
@@ -54,6 +57,10 @@ TEST(Config, BadValuesNameTheVariable) {
   }
   {
     EnvGuard a("REPRISE_FULL_EVERY", "0");
+    EXPECT_THROW(Config::from_env(), ConfigError);
+  }
+  {
+    EnvGuard a("REPRISE_RECOVERY_WATCH_MS", "soon");
     EXPECT_THROW(Config::from_env(), ConfigError);
   }
 }
