@@ -246,8 +246,13 @@ struct RecoveryRecord {
 // long.
 class RecoveryWatch {
  public:
-  RecoveryWatch(int rank, std::chrono::milliseconds every) : rank_(rank), every_(every), thread_([this] { run(); }) {}
+  /// Registers itself in `slot` (where recovery stages are reported) until destroyed.
+  RecoveryWatch(RecoveryWatch*& slot, int rank, std::chrono::milliseconds every)
+      : slot_(slot), rank_(rank), every_(every), thread_([this] { run(); }) {
+    slot_ = this;
+  }
   ~RecoveryWatch() {
+    slot_ = nullptr;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       done_ = true;
@@ -273,6 +278,7 @@ class RecoveryWatch {
   }
   static double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+  RecoveryWatch*& slot_;
   const int rank_;
   const std::chrono::milliseconds every_;
   std::mutex mutex_;
@@ -1188,17 +1194,8 @@ class MpiCoordination : public Coordination, public CommHost {
     const auto t0 = Clock::now();
     // One watch for a recovery and the new ones that interrupt it (recover() is re-entered from inside).
     std::optional<RecoveryWatch> watch;
-    if (!watch_ && cfg_.recovery_watch_ms > 0) {
-      watch.emplace(rank_, std::chrono::milliseconds(cfg_.recovery_watch_ms));
-      watch_ = &*watch;
-    }
-    struct Unwatch {
-      RecoveryWatch*& w;
-      const RecoveryWatch* mine;
-      ~Unwatch() {
-        if (w == mine) w = nullptr;
-      }
-    } unwatch{watch_, watch ? &*watch : nullptr};
+    if (!watch_ && cfg_.recovery_watch_ms > 0)
+      watch.emplace(watch_, rank_, std::chrono::milliseconds(cfg_.recovery_watch_ms));
     stage("stopping the background threads");
     link_down("recover");
     stop_progress();
@@ -1846,11 +1843,11 @@ class MpiCoordination : public Coordination, public CommHost {
   bool replacement_ = false;
   bool lowest_survivor_ = false;
   bool group_rollback_ = false;      // REPRISE_ROLLBACK=group
-  bool trace_ = std::getenv("REPRISE_TRACE") != nullptr;
-  RecoveryWatch* watch_ = nullptr;  // of the recovery under way (recover())
+  bool trace_ = std::getenv("REPRISE_TRACE") != nullptr;  // diagnostics of failures and revocations on stderr
+  RecoveryWatch* watch_ = nullptr;  // of the recovery under way (recover()), set by the watch itself
   void stage(const char* what) {
     if (watch_) watch_->stage(what);
-  }  // diagnostics of failures and revocations on stderr
+  }
   std::uint32_t epoch_ = 0;          // recoveries of the job so far (group rollback)
   std::unique_ptr<gpu::Backend> device_;      // reprise::Comm's device buffers
   std::optional<bool> device_possible_;

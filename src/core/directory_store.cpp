@@ -266,12 +266,12 @@ int next_set_aside(const std::string& dir, int rank) {
 }
 
 std::string set_aside(const std::string& dir, int rank, int k) {
-  const std::string from = rank_folder(dir, rank), to = rank_folder(aside_folder(dir, k), rank);
-  make_dirs(aside_folder(dir, k));
+  const std::string aside = aside_folder(dir, k), from = rank_folder(dir, rank), to = rank_folder(aside, rank);
+  make_dirs(aside);
   if (::rename(from.c_str(), to.c_str()) != 0)
     throw StoreError("cannot move " + from + " to " + to + ": " + errno_text());
   make_dirs(from);
-  sync_dir(aside_folder(dir, k));
+  sync_dir(aside);
   sync_dir(dir);
   return to;
 }
