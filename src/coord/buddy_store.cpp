@@ -1,6 +1,7 @@
 #include "coord/buddy_store.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 
 #include "reprise/errors.hpp"
@@ -135,40 +136,77 @@ core::StoredVersion BuddyStore::load(std::uint64_t version) const {
   return local_->load(version);
 }
 
-bool BuddyStore::needed_by_commit(std::uint64_t version) const {
-  return committed_ && version >= committed_base_ && version <= *committed_;
+bool BuddyStore::may_release(std::uint64_t version, std::uint64_t floor_base) const {
+  return committed_ && version < committed_base_ && version < floor_base;
 }
 
 void BuddyStore::release(std::uint64_t version) {
+  const auto held = local_->list();
+  if (!std::binary_search(held.begin(), held.end(), version)) return;  // gone already (an abandoned timeline)
+  Releases now;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (needed_by_commit(version)) {
-      deferred_.insert(version);
-      return;
-    }
+    deferred_local_.insert(version);
+    deferred_buddy_.insert(version);
+    now = take_releasable();
   }
-  release_now(version);
+  release_now(now);
 }
 
-std::vector<std::uint64_t> BuddyStore::take_releasable() {
-  std::vector<std::uint64_t> now;
-  for (auto it = deferred_.begin(); it != deferred_.end();) {
-    if (!needed_by_commit(*it)) {
-      now.push_back(*it);
-      it = deferred_.erase(it);
-    } else {
-      ++it;
+BuddyStore::Releases BuddyStore::take_releasable() {
+  Releases now;
+  const auto take = [&](std::set<std::uint64_t>& deferred, std::uint64_t floor_base, std::vector<std::uint64_t>& out) {
+    for (auto it = deferred.begin(); it != deferred.end();) {
+      if (may_release(*it, floor_base)) {
+        out.push_back(*it);
+        it = deferred.erase(it);
+      } else {
+        ++it;
+      }
     }
-  }
+  };
+  take(deferred_local_, local_floor_base_, now.local);
+  take(deferred_buddy_, buddy_floor_base_, now.buddy);
   return now;
 }
 
-void BuddyStore::release_now(std::uint64_t version) {
-  local_->release(version);
-  shipper_->release(version);
+void BuddyStore::release_now(const Releases& r) {
+  for (std::uint64_t v : r.local) local_->release(v);
+  for (std::uint64_t v : r.buddy) shipper_->release(v);
+  if (r.buddy.empty()) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  acked_.erase(std::remove_if(acked_.begin(), acked_.end(), [&](const auto& r) { return r.version == version; }),
+  acked_.erase(std::remove_if(acked_.begin(), acked_.end(),
+                              [&](const auto& a) {
+                                return std::find(r.buddy.begin(), r.buddy.end(), a.version) != r.buddy.end();
+                              }),
                acked_.end());
+}
+
+void BuddyStore::hold_for_job(bool local, bool buddy) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  local_floor_base_ = local ? 0 : UINT64_MAX;
+  buddy_floor_base_ = buddy ? 0 : UINT64_MAX;
+  job_floor_.reset();
+}
+
+void BuddyStore::set_job_floor(std::uint64_t version) {
+  // The chain of this rank's newest complete version at or before the floor (groups take the same versions, so
+  // normally the floor itself).
+  std::uint64_t base = 0;
+  const auto records = records_of(*local_);
+  const auto complete = complete_versions(records);
+  const auto it = std::upper_bound(complete.begin(), complete.end(), version);
+  if (it != complete.begin()) base = chain_of(records, *std::prev(it)).front();
+  Releases now;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (job_floor_ && version <= *job_floor_) return;  // floors only rise; a late one changes nothing
+    job_floor_ = version;
+    if (local_floor_base_ != UINT64_MAX) local_floor_base_ = std::max(local_floor_base_, base);
+    if (buddy_floor_base_ != UINT64_MAX) buddy_floor_base_ = std::max(buddy_floor_base_, base);
+    now = take_releasable();
+  }
+  release_now(now);
 }
 
 std::optional<std::uint64_t> BuddyStore::newest_acked_chain() const {
@@ -179,7 +217,7 @@ std::optional<std::uint64_t> BuddyStore::newest_acked_chain() const {
 }
 
 void BuddyStore::set_committed(std::uint64_t version) {
-  std::vector<std::uint64_t> now;
+  Releases now;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (committed_ && version <= *committed_) return;  // an older commit completing late changes nothing
@@ -193,7 +231,7 @@ void BuddyStore::set_committed(std::uint64_t version) {
     committed_base_ = chain.front();
     now = take_releasable();
   }
-  for (std::uint64_t v : now) release_now(v);
+  release_now(now);
 }
 
 std::optional<std::uint64_t> BuddyStore::committed() const {
@@ -204,7 +242,11 @@ std::optional<std::uint64_t> BuddyStore::committed() const {
 void BuddyStore::reset_after_recovery(std::uint64_t version) {
   const auto records = records_of(*local_);
   const auto chain = chain_of(records, version);
-  std::vector<std::uint64_t> now;
+  // Versions newer than the restored one belong to the abandoned timeline: the buddy dropped its copies, and the
+  // re-execution writes versions of the same numbers.
+  for (const auto& r : records)
+    if (r.version > version) local_->release(r.version);
+  Releases now;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     acked_.clear();
@@ -212,9 +254,11 @@ void BuddyStore::reset_after_recovery(std::uint64_t version) {
       if (std::find(chain.begin(), chain.end(), r.version) != chain.end()) acked_.push_back(r);
     committed_ = version;
     committed_base_ = chain.front();
+    deferred_local_.erase(deferred_local_.upper_bound(version), deferred_local_.end());
+    deferred_buddy_.erase(deferred_buddy_.upper_bound(version), deferred_buddy_.end());
     now = take_releasable();
   }
-  for (std::uint64_t v : now) release_now(v);
+  release_now(now);
 }
 
 void BuddyStore::resync_after_recovery() {
@@ -229,7 +273,11 @@ void BuddyStore::drop_everything() {
     acked_.clear();
     committed_.reset();
     committed_base_ = 0;
-    deferred_.clear();
+    deferred_local_.clear();
+    deferred_buddy_.clear();
+    if (local_floor_base_ != UINT64_MAX) local_floor_base_ = 0;  // the run starts over: floors start over too
+    if (buddy_floor_base_ != UINT64_MAX) buddy_floor_base_ = 0;
+    job_floor_.reset();
   }
   for (std::uint64_t v : local_->list()) local_->release(v);
 }

@@ -1,7 +1,9 @@
 // The owner side of the buddy level: a VersionStore that keeps every version in a local store (host memory, or
 // files with a persistent level) and ships it to the buddy rank through a Shipper (MPI in production, an
-// in-process one in tests). Releases of versions the last committed version still needs are deferred until a
-// newer commit, so a rollback always finds the committed chain both here and at the buddy.
+// in-process one in tests). A release the runtime asks for waits until the version is older than the chain of the
+// group's last committed version (and, when a job floor is held, older than the chain of the job floor), so a
+// rollback always finds the committed chain both here and at the buddy; versions newer than the commit are kept too
+// (one of them may be the next commit).
 #pragma once
 
 #include <cstdint>
@@ -76,8 +78,14 @@ class BuddyStore : public core::VersionStore {
   void set_committed(std::uint64_t version);
   std::optional<std::uint64_t> committed() const;
   /// After a recovery: the buddy holds exactly the chain of `version` (re-shipped or kept); newer versions are
-  /// gone everywhere.
+  /// gone everywhere (the local ones are released here: they belong to the abandoned timeline).
   void reset_after_recovery(std::uint64_t version);
+  /// Versions at or after the job floor's chain stay here (`local`) and at the buddy (`buddy`) until a floor
+  /// arrives that is newer (set_job_floor). Until the first floor nothing of the job floor's side is released.
+  void hold_for_job(bool local, bool buddy);
+  /// The job floor: every group of the job committed `version` or newer. The chain of this rank's newest version
+  /// at or before it, and everything after, is kept where hold_for_job says; older versions may go.
+  void set_job_floor(std::uint64_t version);
   /// After a group rollback at a survivor: the buddy holds every local version (they were re-shipped where
   /// missing); the committed version stays.
   void resync_after_recovery();
@@ -88,9 +96,12 @@ class BuddyStore : public core::VersionStore {
 
  private:
   class Put;
-  bool needed_by_commit(std::uint64_t version) const;  // caller holds mutex_
-  std::vector<std::uint64_t> take_releasable();        // deferred releases no commit needs; caller holds mutex_
-  void release_now(std::uint64_t version);
+  struct Releases {
+    std::vector<std::uint64_t> local, buddy;
+  };
+  bool may_release(std::uint64_t version, std::uint64_t floor_base) const;  // caller holds mutex_
+  Releases take_releasable();  // requested releases that may happen now; caller holds mutex_
+  void release_now(const Releases& r);
 
   std::unique_ptr<core::VersionStore> local_;
   std::shared_ptr<Shipper> shipper_;
@@ -98,7 +109,11 @@ class BuddyStore : public core::VersionStore {
   std::vector<VersionRecord> acked_;
   std::optional<std::uint64_t> committed_;
   std::uint64_t committed_base_ = 0;
-  std::set<std::uint64_t> deferred_;
+  // Releases the runtime asked for that have not happened yet, here and at the buddy.
+  std::set<std::uint64_t> deferred_local_, deferred_buddy_;
+  // Base of the chain of the job floor (UINT64_MAX: no floor held on that side; 0: none known yet).
+  std::uint64_t local_floor_base_ = UINT64_MAX, buddy_floor_base_ = UINT64_MAX;
+  std::optional<std::uint64_t> job_floor_;
 };
 
 }  // namespace reprise::coord

@@ -52,6 +52,7 @@
 #include "coord/polled_mpi.hpp"
 #include "coord/failure_injection.hpp"
 #include "coord/group_barrier.hpp"
+#include "coord/job_floor.hpp"
 #include "coord/mpi_layout.hpp"
 #include "coord/placement.hpp"
 #include "coord/recovery_plan.hpp"
@@ -81,6 +82,8 @@ enum Tag : int {
   kPutPiece = 12,
   kRelease = 13,
   kAck = 14,
+  kFloorReport = 15,  // a group's first rank to rank 0: {group, committed version}
+  kFloor = 16,        // rank 0 to every rank: the job floor (coord/job_floor.hpp)
   kMoveCount = 21,
   kMoveHead = 22,
   kMovePiece = 23,
@@ -370,6 +373,9 @@ class MpiCoordination : public Coordination, public CommHost {
     shipper_ = std::make_shared<Link>(*this);
     auto store = std::make_unique<coord::BuddyStore>(std::move(local_), shipper_);
     store_ = store.get();
+    // A version common to every rank must survive the groups' own releases where something restores one: the
+    // files of a relaunch (REPRISE_DIR), and with a coordinated rollback also the buddies' copies.
+    store_->hold_for_job(holds_job_floor(), !group_rollback_);
     if (target_) store_->reset_after_recovery(*target_);
     start_progress();
     return store;
@@ -828,6 +834,8 @@ class MpiCoordination : public Coordination, public CommHost {
     MPI_Comm_rank(world_, &rank_);
     MPI_Comm_size(world_, &size_);
     layout_ = coord::discover_layout(world_, coord::TopologyConfig::from_env());
+    floor_table_.reset(layout_.groups());  // every group reports again on the new communicators
+    floor_reported_.reset();
     app_ = dup_comm(world_);
     data_ = dup_comm(world_);
     ack_ = dup_comm(world_);
@@ -878,6 +886,12 @@ class MpiCoordination : public Coordination, public CommHost {
           std::uint64_t v = 0;
           ok(polled::recv(&v, 1, MPI_UINT64_T, src, kRelease, data_, MPI_STATUS_IGNORE));
           ward_store(src).release(v);
+        } else if (st.MPI_TAG == kFloorReport) {
+          on_floor_report(src);
+        } else if (st.MPI_TAG == kFloor) {
+          std::uint64_t floor = 0;
+          ok(polled::recv(&floor, 1, MPI_UINT64_T, src, kFloor, data_, MPI_STATUS_IGNORE));
+          if (store_) store_->set_job_floor(floor);
         } else if (st.MPI_TAG == kPutHead) {
           Received r = recv_version(data_, src, kPutHead, kPutPiece,
                                     "version shipped by rank " + std::to_string(src));
@@ -941,11 +955,42 @@ class MpiCoordination : public Coordination, public CommHost {
       store_->set_committed(static_cast<std::uint64_t>(v));
       comm_state_->committed(static_cast<std::uint64_t>(v));
     }
+    report_commit();
     if (capture) {
       std::vector<const std::uint64_t*> member;
       for (std::size_t i = 0; i * stride < all.size(); ++i) member.push_back(&all[i * stride + 1]);
       comm_state_->barrier_result(member, *capture);
     }
+  }
+
+  // ---- job floor (coord/job_floor.hpp) ---------------------------------------------------------------------
+  bool holds_job_floor() const { return !group_rollback_ || !cfg_.dir.empty(); }
+
+  // At a group's first rank: its group's commit goes to rank 0 when it is newer than the last report (after a
+  // repair, every group reports again: rank 0's table starts over).
+  void report_commit() {
+    if (!holds_job_floor() || layout_.members_of_group(layout_.group_of[static_cast<std::size_t>(rank_)]).front() != rank_)
+      return;
+    const auto c = store_->committed();
+    if (!c || (floor_reported_ && *c <= *floor_reported_)) return;
+    floor_reported_ = *c;
+    const std::uint64_t report[2] = {static_cast<std::uint64_t>(layout_.group_of[static_cast<std::size_t>(rank_)]), *c};
+    const MPI_Comm data = data_;
+    try {
+      ok(polled::send(report, 2, MPI_UINT64_T, 0, kFloorReport, data));
+    } catch (const PeerFailure&) {
+      if (data == data_) link_down("job floor report");  // the next runtime call recovers
+    }
+  }
+
+  // Rank 0's progress thread: a group's commit; a floor that rose goes to every rank.
+  void on_floor_report(int src) {
+    std::uint64_t report[2] = {0, 0};
+    ok(polled::recv(report, 2, MPI_UINT64_T, src, kFloorReport, data_, MPI_STATUS_IGNORE));
+    const auto floor = floor_table_.report(static_cast<int>(report[0]), report[1]);
+    if (!floor) return;
+    if (trace_) std::fprintf(stderr, "reprise: rank %d: job floor %llu\n", rank_, static_cast<unsigned long long>(*floor));
+    for (int r = 0; r < size_; ++r) ok(polled::send(&*floor, 1, MPI_UINT64_T, r, kFloor, data_));
   }
 
   // Whether this group's barrier runs on NCCL (Config::group_barrier). Chosen with the group at its first barrier
@@ -1856,9 +1901,9 @@ class MpiCoordination : public Coordination, public CommHost {
   std::set<int> joined_rolled_back_;
   int joined_coordinator_ = -1;
   mutable std::optional<coord::Placement> placement_;  // placement_json(): hwloc, on first use
-  MPI_Request* pending_group_ = nullptr;
+  MPI_Request* pending_group_ = nullptr;  // the group collective this rank waits for (wait_group)
   std::optional<coord::BarrierChoice> barrier_;  // the group barrier's kind, chosen with the group (nccl_group)
-  std::unique_ptr<coord::NcclBarrier> nccl_;     // an NCCL group's communicator  // the group collective this rank waits for (wait_group)
+  std::unique_ptr<coord::NcclBarrier> nccl_;     // an NCCL group's communicator
   std::uint64_t kill_floor_ = 0;
   std::vector<std::uint64_t> kill_floors_;  // per rank (see kill_floors())
   std::uint64_t current_step_ = 0;
@@ -1868,6 +1913,8 @@ class MpiCoordination : public Coordination, public CommHost {
   std::unique_ptr<core::VersionStore> local_;  // until make_store() wraps it
   coord::BuddyStore* store_ = nullptr;         // owned by the Runtime
   std::shared_ptr<Link> shipper_;
+  coord::JobFloor floor_table_;                  // rank 0 (progress thread): each group's newest commit
+  std::optional<std::uint64_t> floor_reported_;  // a group's first rank: the last commit reported
   std::mutex wards_mutex_;
   std::map<int, std::unique_ptr<core::VersionStore>> wards_;
   std::function<void()> quiesce_;

@@ -86,8 +86,11 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,
     common = std::move(next);
   }
   if (common.empty()) {
-    std::string what = "unrecoverable failure of rank" + std::string(plan.failed.size() > 1 ? "s " : " ") +
-                       list_ranks(plan.failed) + ": no version is restorable on every rank (";
+    // No failed rank: a relaunch from files, which says so itself.
+    std::string what = plan.failed.empty() ? std::string("no version is restorable on every rank (")
+                                           : "unrecoverable failure of rank" +
+                                                 std::string(plan.failed.size() > 1 ? "s " : " ") +
+                                                 list_ranks(plan.failed) + ": no version is restorable on every rank (";
     for (int r : scope) {
       const auto& s = restorable[static_cast<std::size_t>(r)];
       what += (r != scope.front() ? "; rank " : "rank ") + std::to_string(r) + ": " + std::to_string(*s.begin()) +

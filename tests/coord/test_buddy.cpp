@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "coord/buddy_store.hpp"
+#include "coord/job_floor.hpp"
 #include "coord/recovery_plan.hpp"
 #include "core/format.hpp"
 #include "core/version_store.hpp"
@@ -196,6 +197,104 @@ TEST(BuddyStore, ReleasesTheCommittedChainNeedsWaitForANewerCommit) {
   EXPECT_EQ(store.committed(), 30u);
 }
 
+TEST(BuddyStore, NothingIsReleasedBeforeACommitAndNewerVersionsWaitForTheirs) {
+  // REPRISE_KEEP_CHAINS=1 with full versions only: the runtime asks to drop 10 as soon as 20 is stored. Before
+  // any commit, and while 20 is not committed, 10 may still be the group's commit (another member's 20 may
+  // never reach its buddy): it stays, here and at the buddy.
+  auto ship = std::make_shared<InProcessShipper>();
+  BuddyStore store(core::make_memory_store(), ship);
+  put(store, 10, 10);
+  put(store, 20, 20);
+  store.release(10);
+  EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{10, 20}));
+  store.set_committed(10);
+  put(store, 30, 30);
+  store.release(20);  // newer than the commit: it may be the next one
+  EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{10, 20, 30}));
+  EXPECT_EQ(ship->buddy->list(), (std::vector<std::uint64_t>{10, 20, 30}));
+  store.set_committed(20);
+  EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{20, 30}));
+  EXPECT_EQ(ship->buddy->list(), (std::vector<std::uint64_t>{20, 30}));
+  EXPECT_EQ(store.newest_acked_chain(), 30u);
+}
+
+TEST(BuddyStore, TheJobFloorHoldsOlderCommitsOnTheSidesItIsHeldFor) {
+  // Files held for a relaunch (group rollback with REPRISE_DIR): the local side keeps the floor's chain, the
+  // buddy's memory follows the group's commits alone.
+  auto ship = std::make_shared<InProcessShipper>();
+  BuddyStore store(core::make_memory_store(), ship);
+  store.hold_for_job(true, false);
+  for (std::uint64_t v : {10, 20, 30}) {
+    put(store, v, v);
+    store.set_committed(v);
+    if (v > 10) store.release(v - 10);
+  }
+  EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{10, 20, 30}));  // no floor known yet: every group's may be 10
+  EXPECT_EQ(ship->buddy->list(), (std::vector<std::uint64_t>{30}));
+  store.set_job_floor(20);
+  EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{20, 30}));
+  store.set_job_floor(10);  // a late, older floor changes nothing
+  EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{20, 30}));
+  store.set_job_floor(40);  // newer than anything here: the group's commit decides
+  EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{30}));
+
+  // Coordinated rollback: both sides; a differential floor keeps its whole chain.
+  auto ship2 = std::make_shared<InProcessShipper>();
+  BuddyStore both(core::make_memory_store(), ship2);
+  both.hold_for_job(true, true);
+  put(both, 10, 10);
+  put(both, 20, 10);
+  put(both, 30, 30);
+  both.set_committed(30);
+  both.release(10);
+  both.release(20);
+  both.set_job_floor(20);
+  EXPECT_EQ(both.list(), (std::vector<std::uint64_t>{10, 20, 30}));
+  EXPECT_EQ(ship2->buddy->list(), (std::vector<std::uint64_t>{10, 20, 30}));
+  both.set_job_floor(30);
+  EXPECT_EQ(both.list(), (std::vector<std::uint64_t>{30}));
+  EXPECT_EQ(ship2->buddy->list(), (std::vector<std::uint64_t>{30}));
+  // A run that starts over starts without a floor: nothing goes before the next one.
+  both.drop_everything();
+  put(both, 10, 10);
+  put(both, 20, 20);
+  both.set_committed(20);
+  both.release(10);
+  EXPECT_EQ(both.list(), (std::vector<std::uint64_t>{10, 20}));
+}
+
+TEST(BuddyStore, ARecoveryDropsTheAbandonedTimelineAndIgnoresItsLateReleases) {
+  auto ship = std::make_shared<InProcessShipper>();
+  BuddyStore store(core::make_memory_store(), ship);
+  put(store, 10, 10);
+  put(store, 20, 10);
+  put(store, 30, 30);
+  store.release(10);  // deferred: nothing committed
+  store.reset_after_recovery(20);
+  EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{10, 20}));
+  store.release(30);  // the runtime drops the abandoned 30 late: it is gone already, nothing is remembered
+  put(store, 30, 30);  // the re-execution's 30
+  store.release(20);
+  EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{10, 20, 30}));
+  store.set_committed(30);
+  EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{30}));  // the deferred 10 and 20 went; the new 30 stays
+}
+
+TEST(JobFloor, RisesOnlyWhenEveryGroupReportedAndTheOldestMoved) {
+  JobFloor f(3);
+  EXPECT_FALSE(f.report(0, 20));
+  EXPECT_FALSE(f.report(2, 10));
+  EXPECT_EQ(f.report(1, 30), 10u);  // every group reported: the oldest commit
+  EXPECT_FALSE(f.report(0, 40));    // group 2 still at 10
+  EXPECT_FALSE(f.report(2, 5));     // late and older: ignored
+  EXPECT_EQ(f.report(2, 50), 30u);
+  EXPECT_FALSE(f.report(7, 90));    // not a group of this layout
+  EXPECT_FALSE(f.report(-1, 90));
+  f.reset(2);  // a repair: every group reports again
+  EXPECT_FALSE(f.report(0, 40));
+  EXPECT_EQ(f.report(1, 40), 40u);
+}
+
 TEST(BuddyStore, RecoveryLeavesTheChainOfTheAgreedVersion) {
   auto ship = std::make_shared<InProcessShipper>();
   BuddyStore store(core::make_memory_store(), ship);
@@ -280,7 +379,13 @@ TEST(RecoveryPlan, NoCommonVersionIsUnrecoverable) {
   auto h = holdings_all({{10, 10, true}});
   h[1].own = {{20, 20, true}};
   const std::string e = unrecoverable({6}, h, false);
-  EXPECT_NE(e.find("no version is restorable on every rank"), std::string::npos) << e;
+  EXPECT_NE(e.find("unrecoverable failure of rank 6: no version is restorable on every rank (rank 0: 10..10; rank 1: "
+                   "20..20; rank 2: 10..10"),
+            std::string::npos)
+      << e;
+  // A relaunch (no failed rank) says what it is itself.
+  const std::string relaunch = unrecoverable({}, h, true);
+  EXPECT_EQ(relaunch.rfind("no version is restorable on every rank (rank 0: 10..10; rank 1: 20..20", 0), 0u) << relaunch;
 }
 
 TEST(RecoveryPlan, FailureBeforeAnyCheckpointReachedTheBuddyStartsOver) {

@@ -12,6 +12,10 @@
 #   newer       a 4-rank run ends normally (files 10..40 everywhere), then ranks 2 and 3 lose versions 30 and 40:
 #               the relaunch restarts from 20, ends with the checksum, and ranks 0 and 1 set their 30 and 40
 #               aside in DIR/previous-1 (a fall-back to files must not find versions of the old run).
+#   one_chain   8 ranks (4 groups), one chain of one version kept (REPRISE_KEEP_CHAINS=1, REPRISE_FULL_EVERY=1), a
+#               checkpoint every 2 steps, every rank killed at step 31: the groups' newest commits differ at the
+#               kill, and the job floor keeps the files of a version every group committed, so the relaunch must
+#               restart from a version (not from the beginning) and end with the checksum.
 #   rank_count  a 4-rank run ends normally; relaunches with 2 and with 8 ranks are refused with a message naming
 #               both counts, and leave the directory exactly as it was.
 set -u
@@ -31,7 +35,7 @@ stencil() {  # stencil RANKS EXPECT-ARGS...
 }
 listing() { (cd "$root/$dir" && find . | sort && cat job.reprise); }
 
-if [ "$mode" != whole ]; then
+if [ "$mode" != whole ] && [ "$mode" != one_chain ]; then
   echo "== run 1: 4 ranks, no failure"
   stencil 4 --match "checksum $checksum" || exit 1
   [ -n "$(ls "$dir"/rank-3)" ] || { echo "relaunch.sh: run 1 left no file of rank 3"; exit 1; }
@@ -50,6 +54,17 @@ if [ "$mode" = rank_count ]; then
   exit 0
 fi
 
+if [ "$mode" = one_chain ]; then
+  export REPRISE_KEEP_CHAINS=1 REPRISE_FULL_EVERY=1
+  args=(--nx 64 --ny 64 --steps 40 --checkpoint-every 2)
+  echo "== run 1: 8 ranks, every rank killed at step 31"
+  REPRISE_KILL=0:31,1:31,2:31,3:31,4:31,5:31,6:31,7:31 stencil 8 --rc '[0-9]*' --absent "^checksum" \
+    --match "rank 7: REPRISE_KILL: SIGKILL at step 31" || exit 1
+  for r in 0 1 2 3 4 5 6 7; do echo "rank $r: $(ls "$dir/rank-$r" | tr "\n" " ")"; done
+  echo "== run 2: relaunch on the same directory"
+  stencil 8 --match "restarted from step [1-9][0-9]*$" --match "checksum $checksum"
+  exit
+fi
 if [ "$mode" = whole ]; then
   echo "== run 1: every rank killed at step 25"
   # (mpirun --with-ft ulfm may exit 0 when every rank is gone: what matters is that the run did not finish.)
