@@ -246,12 +246,12 @@ struct RecoveryRecord {
 // A recovery's stages are calls into the MPI library (shrink, spawn, merge, agreements) and point-to-point moves
 // of checkpoints; one that hangs inside the library would say nothing. While a recovery lasts longer than
 // `every` (Config::recovery_watch_ms), this says on stderr, every `every`, which stage the rank is in and for how
-// long.
+// long. A replacement process watches its own part (from the repaired communicator to its checkpoints).
 class RecoveryWatch {
  public:
-  /// Registers itself in `slot` (where recovery stages are reported) until destroyed.
-  RecoveryWatch(RecoveryWatch*& slot, int rank, std::chrono::milliseconds every)
-      : slot_(slot), rank_(rank), every_(every), thread_([this] { run(); }) {
+  /// Registers itself in `slot` (where recovery stages are reported) until destroyed. `who`: "rank 3".
+  RecoveryWatch(RecoveryWatch*& slot, std::string who, std::chrono::milliseconds every)
+      : slot_(slot), who_(std::move(who)), every_(every), thread_([this] { run(); }) {
     slot_ = this;
   }
   ~RecoveryWatch() {
@@ -276,13 +276,13 @@ class RecoveryWatch {
     std::unique_lock<std::mutex> lock(mutex_);
     const auto t0 = Clock::now();
     while (!cv_.wait_for(lock, every_, [this] { return done_; }))
-      std::fprintf(stderr, "reprise: rank %d: recovery under way for %.1f s; %s for %.1f s\n", rank_, since(t0),
+      std::fprintf(stderr, "reprise: %s: recovery under way for %.1f s; %s for %.1f s\n", who_.c_str(), since(t0),
                    stage_, since(stage_since_));
   }
   static double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
   RecoveryWatch*& slot_;
-  const int rank_;
+  const std::string who_;
   const std::chrono::milliseconds every_;
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -1240,7 +1240,7 @@ class MpiCoordination : public Coordination, public CommHost {
     // One watch for a recovery and the new ones that interrupt it (recover() is re-entered from inside).
     std::optional<RecoveryWatch> watch;
     if (!watch_ && cfg_.recovery_watch_ms > 0)
-      watch.emplace(watch_, rank_, std::chrono::milliseconds(cfg_.recovery_watch_ms));
+      watch.emplace(watch_, "rank " + std::to_string(rank_), std::chrono::milliseconds(cfg_.recovery_watch_ms));
     stage("stopping the background threads");
     link_down("recover");
     stop_progress();
@@ -1706,6 +1706,13 @@ class MpiCoordination : public Coordination, public CommHost {
     group_rollback_ = Config::from_env(cfg).group_rollback;  // the job's REPRISE_* environment is set now
     MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
     MPI_Comm_free(&merged);
+    // Watched from here (the job's REPRISE_* environment has just arrived; the survivors watch the merge).
+    std::optional<RecoveryWatch> watch;
+    if (const auto ms = Config::from_env(cfg).recovery_watch_ms; ms > 0)
+      watch.emplace(watch_, "rank " + std::to_string(k.plan.failed.at(static_cast<std::size_t>(mrank - nremote))) +
+                                " (replacement)",
+                    std::chrono::milliseconds(ms));
+    stage("building the repaired communicators");
     adopt(world);
     kill_floor_ = kill_floors_.at(static_cast<std::size_t>(rank_));  // rank_: set by adopt; includes max_step
     cfg = Config::from_env(cfg);
@@ -1760,6 +1767,7 @@ class MpiCoordination : public Coordination, public CommHost {
   // again and sets target_ (or starts it over); the application restores at start either way.
   void move_data_or_recover(const coord::RecoveryPlan& plan, RecoveryRecord& rec, Clock::time_point t0,
                             Clock::time_point t1) {
+    stage("getting its checkpoints (replacement)");
     try {
       move_data(plan, rec);
     } catch (const PeerFailure&) {
