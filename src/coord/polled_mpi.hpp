@@ -76,8 +76,16 @@ inline int send(const void* buf, int count, MPI_Datatype type, int dest, int tag
 
 inline int recv(void* buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Status* st) {
   MPI_Request r = MPI_REQUEST_NULL;
-  const int rc = MPI_Irecv(buf, count, type, src, tag, comm, &r);
-  return rc != MPI_SUCCESS ? rc : wait(r, st);
+  int rc = MPI_Irecv(buf, count, type, src, tag, comm, &r);
+  if (rc != MPI_SUCCESS) return rc;
+  rc = wait(r, st);
+  // ULFM leaves a receive from MPI_ANY_SOURCE active when it fails (MPIX_ERR_PROC_FAILED_PENDING): it could still
+  // complete into `buf` after this call returned. Cancel and free it. (Other failed requests are freed by MPI.)
+  if (rc != MPI_SUCCESS && r != MPI_REQUEST_NULL) {
+    MPI_Cancel(&r);
+    MPI_Request_free(&r);
+  }
+  return rc;
 }
 
 inline int probe(int src, int tag, MPI_Comm comm, MPI_Status* st) {
