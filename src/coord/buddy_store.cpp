@@ -190,6 +190,10 @@ void BuddyStore::hold_for_job(bool local, bool buddy) {
 }
 
 void BuddyStore::set_job_floor(std::uint64_t version) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (job_floor_ && version <= *job_floor_) return;  // floors only rise; a repeated or late one changes nothing
+  }
   // The chain of this rank's newest complete version at or before the floor (groups take the same versions, so
   // normally the floor itself).
   std::uint64_t base = 0;
@@ -200,7 +204,7 @@ void BuddyStore::set_job_floor(std::uint64_t version) {
   Releases now;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (job_floor_ && version <= *job_floor_) return;  // floors only rise; a late one changes nothing
+    if (job_floor_ && version <= *job_floor_) return;
     job_floor_ = version;
     if (local_floor_base_ != UINT64_MAX) local_floor_base_ = std::max(local_floor_base_, base);
     if (buddy_floor_base_ != UINT64_MAX) buddy_floor_base_ = std::max(buddy_floor_base_, base);

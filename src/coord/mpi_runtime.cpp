@@ -328,6 +328,14 @@ class MpiCoordination : public Coordination, public CommHost {
     comm_state_ = std::make_unique<CommState>(*this, rank_, layout_.group_of, log_options, log_memory());
     comm_state_->add_epoch(msg_, payload_);
     if (joined_group_recovery_) comm_state_->begin_recovery(epoch_, joined_rolled_back_, joined_coordinator_);
+    // A relaunch from files: every rank restores the version the job agreed on and then runs the restart exchange
+    // (at its next runtime call), which replays from the senders' restored log snapshots the messages between
+    // groups that were sent before that version and received after it: the re-execution does not send them again.
+    if (restarted_ && !replacement_) {
+      std::set<int> everyone;
+      for (int r = 0; r < size_; ++r) everyone.insert(r);
+      comm_state_->begin_recovery(epoch_, everyone, -1);
+    }
   }
 
 
@@ -891,7 +899,7 @@ class MpiCoordination : public Coordination, public CommHost {
         } else if (st.MPI_TAG == kFloor) {
           std::uint64_t floor = 0;
           ok(polled::recv(&floor, 1, MPI_UINT64_T, src, kFloor, data_, MPI_STATUS_IGNORE));
-          if (store_) store_->set_job_floor(floor);
+          floor_received_ = static_cast<std::int64_t>(floor);  // applied by the main thread (report_commit)
         } else if (st.MPI_TAG == kPutHead) {
           Received r = recv_version(data_, src, kPutHead, kPutPiece,
                                     "version shipped by rank " + std::to_string(src));
@@ -966,11 +974,14 @@ class MpiCoordination : public Coordination, public CommHost {
   // ---- job floor (coord/job_floor.hpp) ---------------------------------------------------------------------
   bool holds_job_floor() const { return !group_rollback_ || !cfg_.dir.empty(); }
 
-  // At a group's first rank: its group's commit goes to rank 0 when it is newer than the last report (after a
-  // repair, every group reports again: rank 0's table starts over).
+  // At every checkpoint: the job floor last received applies (here, on the main thread: the store belongs to the
+  // Runtime, which destroys it while the progress thread may still run). At a group's first rank: its group's
+  // commit goes to rank 0 when it is newer than the last report (after a repair every group reports again: rank
+  // 0's table starts over).
   void report_commit() {
-    if (!holds_job_floor() || layout_.members_of_group(layout_.group_of[static_cast<std::size_t>(rank_)]).front() != rank_)
-      return;
+    if (!holds_job_floor()) return;
+    if (const std::int64_t f = floor_received_; f >= 0) store_->set_job_floor(static_cast<std::uint64_t>(f));
+    if (layout_.members_of_group(layout_.group_of[static_cast<std::size_t>(rank_)]).front() != rank_) return;
     const auto c = store_->committed();
     if (!c || (floor_reported_ && *c <= *floor_reported_)) return;
     floor_reported_ = *c;
@@ -1541,6 +1552,7 @@ class MpiCoordination : public Coordination, public CommHost {
   // committed), and the Runtime forgets its timeline at its next checkpoint (take_start_over).
   void start_over() {
     if (comm_state_) comm_state_->start_over();
+    floor_received_ = -1;  // the store forgets its floor too (drop_everything)
     data_pending_ = false;  // nothing to hold
     target_.reset();
     restarted_ = false;
@@ -1923,6 +1935,7 @@ class MpiCoordination : public Coordination, public CommHost {
   std::shared_ptr<Link> shipper_;
   coord::JobFloor floor_table_;                  // rank 0 (progress thread): each group's newest commit
   std::optional<std::uint64_t> floor_reported_;  // a group's first rank: the last commit reported
+  std::atomic<std::int64_t> floor_received_{-1};  // the newest job floor from rank 0 (-1: none yet)
   std::mutex wards_mutex_;
   std::map<int, std::unique_ptr<core::VersionStore>> wards_;
   std::function<void()> quiesce_;

@@ -56,7 +56,10 @@ int run(int argc, char** argv) {
   std::uint64_t step = 0;
   rt.protect("state", state.data(), state.size() * sizeof(std::uint64_t), reprise::MemorySpace::Host);
   rt.protect("step", &step);
-  if (rt.restarted()) rt.restore();
+  if (rt.restarted()) {  // a relaunch from REPRISE_DIR
+    rt.restore();
+    if (me == 0) std::printf("restarted from step %" PRIu64 "\n", step), std::fflush(stdout);
+  }
   std::vector<std::uint64_t> in(words);
   std::uint64_t checksum = 0;
   auto stat = [&](const char* k) {

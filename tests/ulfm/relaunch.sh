@@ -16,6 +16,11 @@
 #               checkpoint every 2 steps, every rank killed at step 31: the groups' newest commits differ at the
 #               kill, and the job floor keeps the files of a version every group committed, so the relaunch must
 #               restart from a version (not from the beginning) and end with the checksum.
+#   comm_late   reprise-mpi-comm-check --mode late-receive (CHECKSUM is its own), 8 ranks: a message between groups
+#               is sent at step 9 and received at step 17; every rank is killed at step 16. The relaunch restores
+#               version 10 or 15 and the restart exchange replays that message from its sender's restored log
+#               snapshot (the re-execution does not send it again; without the exchange the receiver waits for it
+#               forever). Under load version 10 may not have reached every rank's files: then 5, or the beginning.
 #   rank_count  a 4-rank run ends normally; relaunches with 2 and with 8 ranks are refused with a message naming
 #               both counts, and leave the directory exactly as it was.
 set -u
@@ -35,6 +40,21 @@ stencil() {  # stencil RANKS EXPECT-ARGS...
 }
 listing() { (cd "$root/$dir" && find . | sort && cat job.reprise); }
 
+if [ "$mode" = comm_late ]; then
+  comm() {  # comm RANKS EXPECT-ARGS...
+    local n=$1
+    shift
+    bash tests/ulfm/expect.sh "$@" -- bash scripts/mpirun.sh -n "$n" --timeout 300 -- reprise-mpi-comm-check \
+      --mode late-receive
+  }
+  echo "== run 1: 8 ranks, every rank killed at step 16"
+  REPRISE_KILL=0:16,1:16,2:16,3:16,4:16,5:16,6:16,7:16 comm 8 --rc '[0-9]*' --absent "^checksum" \
+    --match "rank 7: REPRISE_KILL: SIGKILL at step 16" || exit 1
+  echo "== run 2: relaunch on the same directory"
+  comm 8 --match "restarted from step (5|10|15)$|starts from the beginning" --match "checksum $checksum" \
+    --match "comm ok: logs garbage-collected on every rank"
+  exit
+fi
 if [ "$mode" != whole ] && [ "$mode" != one_chain ]; then
   echo "== run 1: 4 ranks, no failure"
   stencil 4 --match "checksum $checksum" || exit 1
