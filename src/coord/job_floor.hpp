@@ -16,12 +16,42 @@ namespace reprise::coord {
 
 class JobFloor {
  public:
+  /// A group that holds the floor back while the others commit: every rank keeps its versions from the floor on.
+  struct Lag {
+    int group = -1;
+    std::optional<std::uint64_t> committed;  ///< its newest commit (none: it has reported none)
+    unsigned others = 0;                     ///< reports of the other groups since the floor last rose
+  };
+
   explicit JobFloor(int groups = 0) { reset(groups); }
 
   /// Forget every report (after a repair every group reports again: the table may be a replacement's).
   void reset(int groups) {
     committed_.assign(static_cast<std::size_t>(groups < 0 ? 0 : groups), std::nullopt);
     sent_.reset();
+    since_rise_ = 0;
+    lag_told_ = false;
+  }
+
+  /// Once per floor: the group holding it back, when the other groups reported `rounds` commits each (on average)
+  /// since it last rose. For a warning: a group that stopped committing makes every rank keep everything newer.
+  std::optional<Lag> lag(unsigned rounds = 4) {
+    if (lag_told_ || committed_.size() < 2 || since_rise_ < rounds * (committed_.size() - 1)) return std::nullopt;
+    lag_told_ = true;
+    Lag l;
+    l.others = since_rise_;
+    for (std::size_t g = 0; g < committed_.size(); ++g) {  // a group that never reported, else the oldest commit
+      if (!committed_[g]) {
+        l.group = static_cast<int>(g);
+        l.committed.reset();
+        break;
+      }
+      if (l.group < 0 || *committed_[g] < *l.committed) {
+        l.group = static_cast<int>(g);
+        l.committed = committed_[g];
+      }
+    }
+    return l;
   }
 
   /// Group `group` committed `version`. Returns the new floor when it rose (every group has reported and the
@@ -34,17 +64,27 @@ class JobFloor {
     c = version;
     std::uint64_t floor = UINT64_MAX;
     for (const auto& g : committed_) {
-      if (!g) return std::nullopt;
+      if (!g) {
+        ++since_rise_;
+        return std::nullopt;
+      }
       floor = std::min(floor, *g);
     }
-    if (sent_ && floor <= *sent_) return std::nullopt;
+    if (sent_ && floor <= *sent_) {
+      ++since_rise_;
+      return std::nullopt;
+    }
     sent_ = floor;
+    since_rise_ = 0;
+    lag_told_ = false;
     return floor;
   }
 
  private:
   std::vector<std::optional<std::uint64_t>> committed_;
   std::optional<std::uint64_t> sent_;
+  unsigned since_rise_ = 0;  // reports since the floor last rose (or since the start)
+  bool lag_told_ = false;
 };
 
 }  // namespace reprise::coord

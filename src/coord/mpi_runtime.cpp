@@ -999,6 +999,15 @@ class MpiCoordination : public Coordination, public CommHost {
     std::uint64_t report[2] = {0, 0};
     ok(polled::recv(report, 2, MPI_UINT64_T, src, kFloorReport, data_, MPI_STATUS_IGNORE));
     const auto floor = floor_table_.report(static_cast<int>(report[0]), report[1]);
+    if (const auto lag = floor_table_.lag()) {
+      const std::string what = lag->committed ? "its newest commit is version " + std::to_string(*lag->committed)
+                                              : std::string("it has committed nothing yet");
+      std::fprintf(stderr, "reprise: rank %d: group %d (%s) holds the job floor back: %s, while the other groups "
+                   "committed %u times since the floor last rose. Every rank keeps its versions from there on (%s) "
+                   "until that group commits again.\n", rank_, lag->group,
+                   ranks_phrase(layout_.members_of_group(lag->group)).c_str(), what.c_str(), lag->others,
+                   group_rollback_ ? "its files" : cfg_.dir.empty() ? "memory" : "memory and files");
+    }
     if (!floor) return;
     if (trace_) std::fprintf(stderr, "reprise: rank %d: job floor %llu\n", rank_, static_cast<unsigned long long>(*floor));
     for (int r = 0; r < size_; ++r) ok(polled::send(&*floor, 1, MPI_UINT64_T, r, kFloor, data_));

@@ -295,6 +295,39 @@ TEST(JobFloor, RisesOnlyWhenEveryGroupReportedAndTheOldestMoved) {
   EXPECT_EQ(f.report(1, 40), 40u);
 }
 
+TEST(JobFloor, NamesTheGroupThatHoldsItBackOncePerFloor) {
+  JobFloor f(3);
+  f.report(0, 10);
+  f.report(1, 10);
+  EXPECT_EQ(f.report(2, 10), 10u);
+  // Group 1 stops committing; the others go on: 4 rounds of the 2 others (8 reports) make it a lag.
+  std::uint64_t v = 10;
+  for (int i = 0; i < 3; ++i) {
+    v += 10;
+    EXPECT_FALSE(f.report(0, v));
+    EXPECT_FALSE(f.report(2, v));
+    EXPECT_FALSE(f.lag());
+  }
+  v += 10;
+  f.report(0, v);
+  f.report(2, v);
+  const auto lag = f.lag();
+  ASSERT_TRUE(lag);
+  EXPECT_EQ(lag->group, 1);
+  EXPECT_EQ(lag->committed, 10u);
+  EXPECT_EQ(lag->others, 8u);
+  f.report(0, v + 10);
+  EXPECT_FALSE(f.lag());  // once per floor
+  EXPECT_EQ(f.report(1, v), v);  // it commits again: the floor rises, and a new lag may be told
+  // A group that never reported holds back the first floor.
+  JobFloor g(2);
+  for (std::uint64_t w = 10; w <= 40; w += 10) g.report(0, w);
+  const auto never = g.lag();
+  ASSERT_TRUE(never);
+  EXPECT_EQ(never->group, 1);
+  EXPECT_FALSE(never->committed);
+}
+
 TEST(BuddyStore, RecoveryLeavesTheChainOfTheAgreedVersion) {
   auto ship = std::make_shared<InProcessShipper>();
   BuddyStore store(core::make_memory_store(), ship);
