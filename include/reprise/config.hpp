@@ -75,6 +75,11 @@ struct Config {
   /// MpiRuntime: while a recovery lasts longer than this, every rank says on stderr, this often, which stage it is
   /// in (shrink, spawn, merge, moving checkpoints, ...) and for how long; 0 = never. REPRISE_RECOVERY_WATCH_MS.
   unsigned recovery_watch_ms = 20000;
+  /// MpiRuntime: a recovery that has not finished after this many seconds stops the process with a clear error
+  /// (exit status 4) instead of hanging: a process hung inside the MPI library (seen with Open MPI 5.0.7: survivors
+  /// stuck in MPIX_Comm_shrink) would otherwise hold the whole job forever. 0 = wait forever.
+  /// REPRISE_RECOVERY_TIMEOUT_S.
+  unsigned recovery_timeout_s = 600;
 
   /// `base` overridden by the REPRISE_* variables that are set. Throws ConfigError on bad values.
   static Config from_env(Config base);

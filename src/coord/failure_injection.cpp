@@ -22,6 +22,8 @@ const char* to_string(KillPoint p) {
       return "transfer";
     case KillPoint::Exchange:
       return "exchange";
+    case KillPoint::Stall:
+      return "stall";
   }
   return "?";
 }
@@ -31,7 +33,7 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
   std::stringstream in(spec);
   std::string entry;
   const std::string form = " (expected RANK:STEP[:POINT], POINT one of compute, checkpoint, drain, commit, recovery, "
-                           "transfer, exchange)";
+                           "transfer, exchange, stall)";
   while (std::getline(in, entry, ',')) {
     if (entry.empty()) continue;
     std::stringstream e(entry);
@@ -67,6 +69,8 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
       k.point = KillPoint::Transfer;
     else if (point == "exchange")
       k.point = KillPoint::Exchange;
+    else if (point == "stall")
+      k.point = KillPoint::Stall;
     else
       throw ConfigError("REPRISE_KILL entry '" + entry + "': unknown point '" + point + "'" + form);
     out.push_back(k);
@@ -76,7 +80,7 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
 
 namespace {
 bool in_recovery(KillPoint p) {
-  return p == KillPoint::Recovery || p == KillPoint::Transfer || p == KillPoint::Exchange;
+  return p == KillPoint::Recovery || p == KillPoint::Transfer || p == KillPoint::Exchange || p == KillPoint::Stall;
 }
 }  // namespace
 

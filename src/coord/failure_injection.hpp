@@ -10,8 +10,10 @@ namespace reprise::coord {
 
 /// Recovery points: `recovery` as a recovery attempt begins (before the survivors agree on a plan), `transfer` in
 /// its data phase (as this rank is about to send checkpoints to a replacement or its buddy), `exchange` right
-/// before this rank's restart exchange (a survivor at once, a rolled-back rank once it restored).
-enum class KillPoint { Compute, Checkpoint, Drain, Commit, Recovery, Transfer, Exchange };
+/// before this rank's restart exchange (a survivor at once, a rolled-back rank once it restored). `stall` does not
+/// kill: as a recovery begins, the rank stops responding (sleeps forever), like a process hung inside the MPI
+/// library; the other survivors' recovery then cannot finish (tests the recovery timeout).
+enum class KillPoint { Compute, Checkpoint, Drain, Commit, Recovery, Transfer, Exchange, Stall };
 const char* to_string(KillPoint point);
 
 struct KillOrder {

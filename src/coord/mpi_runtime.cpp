@@ -246,12 +246,14 @@ struct RecoveryRecord {
 // A recovery's stages are calls into the MPI library (shrink, spawn, merge, agreements) and point-to-point moves
 // of checkpoints; one that hangs inside the library would say nothing. While a recovery lasts longer than
 // `every` (Config::recovery_watch_ms), this says on stderr, every `every`, which stage the rank is in and for how
-// long. A replacement process watches its own part (from the repaired communicator to its checkpoints).
+// long; one that lasts longer than `limit` (Config::recovery_timeout_s) stops the process with exit status 4 and
+// says why, so that the job ends instead of hanging forever. A replacement process watches its own part (from the
+// repaired communicator to its checkpoints). Zero turns either off.
 class RecoveryWatch {
  public:
   /// Registers itself in `slot` (where recovery stages are reported) until destroyed. `who`: "rank 3".
-  RecoveryWatch(RecoveryWatch*& slot, std::string who, std::chrono::milliseconds every)
-      : slot_(slot), who_(std::move(who)), every_(every), thread_([this] { run(); }) {
+  RecoveryWatch(RecoveryWatch*& slot, std::string who, std::chrono::milliseconds every, std::chrono::seconds limit)
+      : slot_(slot), who_(std::move(who)), every_(every), limit_(limit), thread_([this] { run(); }) {
     slot_ = this;
   }
   ~RecoveryWatch() {
@@ -275,15 +277,35 @@ class RecoveryWatch {
   void run() {
     std::unique_lock<std::mutex> lock(mutex_);
     const auto t0 = Clock::now();
-    while (!cv_.wait_for(lock, every_, [this] { return done_; }))
-      std::fprintf(stderr, "reprise: %s: recovery under way for %.1f s; %s for %.1f s\n", who_.c_str(), since(t0),
-                   stage_, since(stage_since_));
+    const auto never = t0 + std::chrono::hours(24 * 365);  // (not time_point::max(): converted, it overflows)
+    const auto give_up = limit_.count() > 0 ? t0 + limit_ : never;
+    auto report = every_.count() > 0 ? t0 + every_ : never;
+    for (;;) {
+      if (cv_.wait_until(lock, std::min(report, give_up), [this] { return done_; })) return;
+      const auto now = Clock::now();
+      if (now >= give_up) {
+        std::fprintf(stderr, "reprise: %s: the recovery has not finished after %lld s (%s for %.1f s): this process "
+                     "stops with exit status 4 so that the job ends instead of hanging. Checkpoint files already "
+                     "written (REPRISE_DIR) are intact: relaunch the job. REPRISE_RECOVERY_TIMEOUT_S sets the limit "
+                     "(0: none).\n", who_.c_str(), static_cast<long long>(limit_.count()), stage_,
+                     since(stage_since_));
+        std::fflush(stdout);
+        std::fflush(stderr);
+        std::_Exit(4);
+      }
+      if (now >= report) {
+        std::fprintf(stderr, "reprise: %s: recovery under way for %.1f s; %s for %.1f s\n", who_.c_str(), since(t0),
+                     stage_, since(stage_since_));
+        report += every_;
+      }
+    }
   }
   static double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
   RecoveryWatch*& slot_;
   const std::string who_;
   const std::chrono::milliseconds every_;
+  const std::chrono::seconds limit_;
   std::mutex mutex_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -1259,8 +1281,14 @@ class MpiCoordination : public Coordination, public CommHost {
     const auto t0 = Clock::now();
     // One watch for a recovery and the new ones that interrupt it (recover() is re-entered from inside).
     std::optional<RecoveryWatch> watch;
-    if (!watch_ && cfg_.recovery_watch_ms > 0)
-      watch.emplace(watch_, "rank " + std::to_string(rank_), std::chrono::milliseconds(cfg_.recovery_watch_ms));
+    if (!watch_ && (cfg_.recovery_watch_ms > 0 || cfg_.recovery_timeout_s > 0))
+      watch.emplace(watch_, "rank " + std::to_string(rank_), std::chrono::milliseconds(cfg_.recovery_watch_ms),
+                    std::chrono::seconds(cfg_.recovery_timeout_s));
+    if (should_die(current_step_, coord::KillPoint::Stall)) {  // REPRISE_KILL: a process hung in the recovery
+      std::fprintf(stderr, "reprise: rank %d: REPRISE_KILL: stalls in the recovery at step %llu\n", rank_,
+                   static_cast<unsigned long long>(current_step_));
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
     stage("stopping the background threads");
     link_down("recover");
     stop_progress();
@@ -1729,10 +1757,10 @@ class MpiCoordination : public Coordination, public CommHost {
     MPI_Comm_free(&merged);
     // Watched from here (the job's REPRISE_* environment has just arrived; the survivors watch the merge).
     std::optional<RecoveryWatch> watch;
-    if (const auto ms = Config::from_env(cfg).recovery_watch_ms; ms > 0)
+    if (const Config job = Config::from_env(cfg); job.recovery_watch_ms > 0 || job.recovery_timeout_s > 0)
       watch.emplace(watch_, "rank " + std::to_string(k.plan.failed.at(static_cast<std::size_t>(mrank - nremote))) +
                                 " (replacement)",
-                    std::chrono::milliseconds(ms));
+                    std::chrono::milliseconds(job.recovery_watch_ms), std::chrono::seconds(job.recovery_timeout_s));
     stage("building the repaired communicators");
     adopt(world);
     kill_floor_ = kill_floors_.at(static_cast<std::size_t>(rank_));  // rank_: set by adopt; includes max_step

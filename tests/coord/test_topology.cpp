@@ -90,6 +90,12 @@ TEST(FailureInjection, ParsesEntriesAndPoints) {
   EXPECT_TRUE(kill_due(r, 4, 31, KillPoint::Exchange));
   EXPECT_STREQ(to_string(KillPoint::Transfer), "transfer");
   EXPECT_STREQ(to_string(KillPoint::Exchange), "exchange");
+  const auto stall = parse_kill_spec("2:25:stall");
+  ASSERT_EQ(stall.size(), 1u);
+  EXPECT_EQ(stall[0].point, KillPoint::Stall);
+  EXPECT_TRUE(kill_due(stall, 2, 26, KillPoint::Stall));
+  EXPECT_FALSE(kill_due(stall, 2, 24, KillPoint::Stall));
+  EXPECT_STREQ(to_string(KillPoint::Stall), "stall");
 }
 
 TEST(FailureInjection, RejectsMalformedEntries) {

@@ -27,8 +27,9 @@ TEST(Config, ParsesSizesWithBinaryUnits) {
 TEST(Config, EnvironmentOverridesTheStruct) {
   EnvGuard a("REPRISE_CHUNK_BYTES", "128K"), b("REPRISE_FULL_EVERY", "3"), c("REPRISE_DIR", "/tmp/x"),
       d("REPRISE_DEVICE_BACKEND", "host-twin"), e("REPRISE_VERIFY_RESTORE", "off"),
-      f("REPRISE_RECOVERY_WATCH_MS", "0");
+      f("REPRISE_RECOVERY_WATCH_MS", "0"), g("REPRISE_RECOVERY_TIMEOUT_S", "30");
   EXPECT_EQ(Config{}.recovery_watch_ms, 20000u);
+  EXPECT_EQ(Config{}.recovery_timeout_s, 600u);
   Config base;
   base.keep_chains = 5;
   const Config cfg = Config::from_env(base);
@@ -39,6 +40,7 @@ TEST(Config, EnvironmentOverridesTheStruct) {
   EXPECT_EQ(cfg.device_backend, DeviceBackendKind::HostTwin);
   EXPECT_FALSE(cfg.verify_restore);
   EXPECT_EQ(cfg.recovery_watch_ms, 0u);
+  EXPECT_EQ(cfg.recovery_timeout_s, 30u);
 }
 
 TEST(Config, BadValuesNameTheVariable) {
