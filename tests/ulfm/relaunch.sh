@@ -78,8 +78,14 @@ if [ "$mode" = one_chain ]; then
   export REPRISE_KEEP_CHAINS=1 REPRISE_FULL_EVERY=1
   args=(--nx 64 --ny 64 --steps 40 --checkpoint-every 2)
   echo "== run 1: 8 ranks, every rank killed at step 31"
-  REPRISE_KILL=0:31,1:31,2:31,3:31,4:31,5:31,6:31,7:31 stencil 8 --rc '[0-9]*' --absent "^checksum" \
-    --match "rank 7: REPRISE_KILL: SIGKILL at step 31" || exit 1
+  # Under load some ranks die before the others reach step 31: those recover them (replacements do not die
+  # again) and die in turn, and the job can survive all 8 kills (seen in a stress pass with a CI beside it). Then
+  # the relaunch starts from that run's last version: correct, but the drift at the kill is not exercised.
+  run1=$(mktemp)
+  (set -o pipefail; REPRISE_KILL=0:31,1:31,2:31,3:31,4:31,5:31,6:31,7:31 stencil 8 --rc '[0-9]*' \
+    --match "rank 7: REPRISE_KILL: SIGKILL at step 31" | tee "$run1") || { rm -f "$run1"; exit 1; }
+  grep -q "^checksum" "$run1" && echo "relaunch.sh: run 1 survived every kill (see above)"
+  rm -f "$run1"
   for r in 0 1 2 3 4 5 6 7; do echo "rank $r: $(ls "$dir/rank-$r" | tr "\n" " ")"; done
   echo "== run 2: relaunch on the same directory"
   stencil 8 --match "restarted from step [1-9][0-9]*$" --match "checksum $checksum"
@@ -88,11 +94,12 @@ fi
 if [ "$mode" = whole ]; then
   echo "== run 1: every rank killed at step 25"
   # (mpirun --with-ft ulfm may exit 0 when every rank is gone: what matters is that the run did not finish.)
-  REPRISE_KILL=0:25,1:25,2:25,3:25 stencil 4 --rc '[0-9]*' --absent "^checksum" \
+  # (Under load the job may survive the four kills, as in one_chain: then the relaunch starts from step 40.)
+  REPRISE_KILL=0:25,1:25,2:25,3:25 stencil 4 --rc '[0-9]*' \
     --match "rank 3: REPRISE_KILL: SIGKILL at step 25" || exit 1
   [ "$(cat "$dir/job.reprise")" = "$(printf 'reprise job\nranks 4')" ] || { echo "relaunch.sh: no job record"; exit 1; }
   echo "== run 2: relaunch on the same directory"
-  stencil 4 --match "restarted from step (10|20)$|the job starts from the beginning" --match "checksum $checksum"
+  stencil 4 --match "restarted from step (10|20|40)$|the job starts from the beginning" --match "checksum $checksum"
   exit
 fi
 if [ "$mode" = newer ]; then
