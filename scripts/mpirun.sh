@@ -48,6 +48,31 @@ host_probe() {
   fi
 }
 
+# A job still running near its timeout is most likely hung: just before the timeout kills it, print every rank's
+# stacks (gdb, when installed), so that a hang in a test or a stress run says where each process waits. Ranks and
+# replacements are the descendants of this script (in the sandbox too: it shares the host's process IDs) named
+# like PROGRAM.
+hang_stacks() {  # hang_stacks ROOT_PID NAME
+  local root=$1 name=${2##*/} after=$((timeout_s >= 80 ? timeout_s - 40 : timeout_s * 90 / 100)) p procs=()
+  [ "$after" -ge 20 ] || return 0
+  local end=$((SECONDS + after))
+  while [ "$SECONDS" -lt "$end" ]; do  # (gone within a second of the job: it holds the job's stderr open)
+    sleep 1
+    kill -0 "$root" 2> /dev/null || return 0
+  done
+  descendants() { local c; for c in $(cat /proc/"$1"/task/*/children 2> /dev/null); do echo "$c"; descendants "$c"; done; }
+  for p in $(descendants "$root"); do
+    [ "$(cat /proc/"$p"/comm 2> /dev/null)" = "${name:0:15}" ] && procs+=("$p")
+  done
+  log "still running after $after s of $timeout_s: the stacks of its ${#procs[@]} $name processes follow"
+  command -v gdb > /dev/null || { log "no gdb here: no stacks (scripts/setup.sh installs it)"; return 0; }
+  for p in "${procs[@]}"; do
+    log "--- pid $p ($(tr '\0' '\n' < /proc/"$p"/environ 2> /dev/null | grep -E '^OMPI_COMM_WORLD_RANK=|^PMIX_NAMESPACE=' |
+      tr '\n' ' '))"
+    timeout 60 gdb -p "$p" -batch -ex "set sysroot /proc/$p/root" -ex "thread apply all bt" 2>&1 |
+      grep -E '^(Thread|#)' >&2 || true
+  done
+}
 mpi=${REPRISE_MPI:-}
 if [ -z "$mpi" ]; then
   if [ "$(host_probe)" = yes ]; then mpi=host; else mpi=sandbox; fi
@@ -62,6 +87,7 @@ case "$mpi" in
         || { tail -30 "$build/build-$program.log"; log "building $program failed"; exit 1; }
       program=$(find "$build" -type f -perm -u+x -name "$program" | head -n 1)
     fi
+    hang_stacks $$ "$program" > /dev/null &
     exec timeout --signal=KILL "$timeout_s" mpirun "${FLAGS[@]}" "${passthrough[@]}" -n "$n" "$program" "$@"
     ;;
   sandbox)
@@ -73,6 +99,7 @@ case "$mpi" in
     fi
     # Configure + build inside the sandbox (its own compiler and Open MPI 5), then run there.
     # Inner arguments: MPIRUN_ARGS... -- PROGRAM ARGS...
+    hang_stacks $$ "$program" > /dev/null &
     exec timeout --signal=KILL "$timeout_s" bash "$here/scripts/ulfm-sandbox.sh" run bash -c '
       set -e
       mpirun_args=()

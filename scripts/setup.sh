@@ -12,6 +12,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   python3-matplotlib
   debootstrap
+  gdb  # scripts/mpirun.sh prints a hung job's stacks
 )
 
 missing=()
