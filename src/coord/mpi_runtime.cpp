@@ -284,11 +284,15 @@ class RecoveryWatch {
       if (cv_.wait_until(lock, std::min(report, give_up), [this] { return done_; })) return;
       const auto now = Clock::now();
       if (now >= give_up) {
-        std::fprintf(stderr, "reprise: %s: the recovery has not finished after %lld s (%s for %.1f s): this process "
-                     "stops with exit status 4 so that the job ends instead of hanging. Checkpoint files already "
-                     "written (REPRISE_DIR) are intact: relaunch the job. REPRISE_RECOVERY_TIMEOUT_S sets the limit "
-                     "(0: none).\n", who_.c_str(), static_cast<long long>(limit_.count()), stage_,
-                     since(stage_since_));
+        const bool shrink = std::strstr(stage_, "MPIX_Comm_shrink") != nullptr;
+        std::fprintf(stderr, "reprise: %s: the recovery has not finished after %lld s (%s for %.1f s%s): this "
+                     "process stops with exit status 4 so that the job ends instead of hanging. Checkpoint files "
+                     "already written (REPRISE_DIR) are intact: relaunch the job. REPRISE_RECOVERY_TIMEOUT_S sets "
+                     "the limit (0: none).\n", who_.c_str(), static_cast<long long>(limit_.count()), stage_,
+                     since(stage_since_),
+                     shrink ? "; a shrink that never returns while every survivor is in it is an Open MPI bug, "
+                                     "open-mpi/ompi#13138"
+                            : "");
         std::fflush(stdout);
         std::fflush(stderr);
         std::_Exit(4);
