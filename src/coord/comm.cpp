@@ -632,9 +632,26 @@ void CommState::read_log_region(proto::Capture& c) {
 }
 
 void CommState::committed(std::uint64_t version) {
+  if (!group_committed_ || version > *group_committed_) group_committed_ = version;
+  if (!floor_gated_) {
+    announce(version);
+  } else if (floor_) {
+    announce(std::min(version, *floor_));
+  }
+}
+
+void CommState::job_floor(std::uint64_t floor) {
+  if (floor_ && floor <= *floor_) return;
+  floor_ = floor;
+  if (floor_gated_ && group_committed_) announce(std::min(*group_committed_, floor));
+}
+
+void CommState::announce(std::uint64_t through) {
+  auto it = captures_.upper_bound(through);
+  if (it == captures_.begin()) return;  // none that old (committed before this process used Comm's checkpoints)
+  --it;
+  const std::uint64_t version = it->first;
   if (announced_ && version <= *announced_) return;
-  auto it = captures_.find(version);
-  if (it == captures_.end()) return;  // committed before this process used Comm's checkpoints (or restored)
   const proto::Capture& c = it->second;
   for (int q = 0; q < size(); ++q) {
     if (group_of(q) == group_of(rank_)) continue;
@@ -646,7 +663,7 @@ void CommState::committed(std::uint64_t version) {
     ++stats_.views_sent;
   }
   announced_ = version;
-  captures_.erase(captures_.begin(), captures_.lower_bound(version));  // older ones are obsolete
+  captures_.erase(captures_.begin(), it);  // older ones are obsolete
 }
 
 bool CommState::checkpoint_wanted() {
@@ -688,6 +705,7 @@ void CommState::after_restore(std::uint64_t version) {
   captures_.erase(captures_.upper_bound(version), captures_.end());
   region_compact_ = true;  // the restored region's offsets are not this process's map
   if (announced_ && *announced_ > version) announced_ = version;
+  if (group_committed_ && *group_committed_ > version) group_committed_ = version;
   p_->restore(c);
 }
 
@@ -696,6 +714,8 @@ void CommState::start_over() {
   std::fill(region_.begin(), region_.end(), 0);
   captures_.clear();
   announced_.reset();
+  floor_.reset();
+  group_committed_.reset();
   region_compact_ = true;
 }
 

@@ -137,8 +137,20 @@ class CommState {
   /// empty (ProtocolError otherwise), the members take the group's maximum phase, then the state is captured into
   /// the region for `version`.
   void barrier_result(const std::vector<const std::uint64_t*>& member, std::uint64_t version);
-  /// The group committed `version`: announce the delivered/sent counts of that version to every other group.
+  /// The group committed `version`: announce the delivered/sent counts of that version to every other group
+  /// (their senders release what those counts cover). Gated on the job floor (gate_views_on_job_floor), the
+  /// announced version is the newest captured one not newer than the floor, and none until a floor is known.
   void committed(std::uint64_t version);
+  /// Where every group restarts from one version (a coordinated rollback, REPRISE_ROLLBACK=all; a relaunch from
+  /// REPRISE_DIR), a group that runs ahead must not release the senders' logs past that version: its newer
+  /// commits would let a sender drop, before the sender's own checkpoint of the common version, messages the
+  /// receiver needs again when it restarts from that version (a ProtocolError in the restart exchange: "owes ...
+  /// but its log holds"). With the gate, a view announced is of a version <= the job floor <= the sender's
+  /// newest commit, so older than any version the sender checkpoints afterwards: its log snapshot of a version v
+  /// holds everything the receiver's version v lacks. The cost: logs are held while the slowest group lags.
+  void gate_views_on_job_floor(bool on) { floor_gated_ = on; }
+  /// The job floor rose (gated: the views it allows are announced now).
+  void job_floor(std::uint64_t floor);
   /// The protected region holding the message log snapshot and the orphan record of the newest capture, so that
   /// they travel with the version to the buddy and come back with it (a replacement process gets the log it
   /// owes replays from). Append-stable, so that a differential version carries only what changed: a payload is
@@ -250,8 +262,11 @@ class CommState {
   std::map<std::pair<int, std::uint64_t>, std::size_t> region_offset_;  // (dest, seq) -> payload offset
   std::size_t region_bump_ = 64;  // where the next payload goes
   bool region_compact_ = true;    // the next write rewrites everything (after a restore: offsets unknown)
-  std::map<std::uint64_t, proto::Capture> captures_;  // versions not yet committed, and the newest committed
+  std::map<std::uint64_t, proto::Capture> captures_;  // versions not yet announced, and the newest announced
   std::optional<std::uint64_t> announced_;
+  void announce(std::uint64_t through);  // the newest capture not newer than `through`, when newer than announced_
+  bool floor_gated_ = false;
+  std::optional<std::uint64_t> floor_, group_committed_;
   unsigned ops_since_poll_ = 0;
   unsigned ops_since_control_ = 0;  // control probes are throttled like views while no recovery needs them
   std::vector<PendingMessage*> awaiting_header_;

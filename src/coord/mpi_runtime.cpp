@@ -352,6 +352,7 @@ class MpiCoordination : public Coordination, public CommHost {
     logging::LogOptions log_options;
     log_options.bound_bytes = cfg.log_bound_bytes;
     comm_state_ = std::make_unique<CommState>(*this, rank_, layout_.group_of, log_options, log_memory());
+    comm_state_->gate_views_on_job_floor(holds_job_floor());
     comm_state_->add_epoch(msg_, payload_);
     if (joined_group_recovery_) comm_state_->begin_recovery(epoch_, joined_rolled_back_, joined_coordinator_);
     // A relaunch from files: every rank restores the version the job agreed on and then runs the restart exchange
@@ -985,11 +986,9 @@ class MpiCoordination : public Coordination, public CommHost {
       MPI_Request req = MPI_REQUEST_NULL;
       group_collective(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, group_, &req), req, what);
     }
-    if (v >= 0) {
-      store_->set_committed(static_cast<std::uint64_t>(v));
-      comm_state_->committed(static_cast<std::uint64_t>(v));
-    }
+    if (v >= 0) store_->set_committed(static_cast<std::uint64_t>(v));
     report_commit();
+    if (v >= 0) comm_state_->committed(static_cast<std::uint64_t>(v));
     if (capture) {
       std::vector<const std::uint64_t*> member;
       for (std::size_t i = 0; i * stride < all.size(); ++i) member.push_back(&all[i * stride + 1]);
@@ -1006,7 +1005,10 @@ class MpiCoordination : public Coordination, public CommHost {
   // 0's table starts over).
   void report_commit() {
     if (!holds_job_floor()) return;
-    if (const std::int64_t f = floor_received_; f >= 0) store_->set_job_floor(static_cast<std::uint64_t>(f));
+    if (const std::int64_t f = floor_received_; f >= 0) {
+      store_->set_job_floor(static_cast<std::uint64_t>(f));
+      comm_state_->job_floor(static_cast<std::uint64_t>(f));  // the views it allows (CommState::committed)
+    }
     if (layout_.members_of_group(layout_.group_of[static_cast<std::size_t>(rank_)]).front() != rank_) return;
     const auto c = store_->committed();
     if (!c || (floor_reported_ && *c <= *floor_reported_)) return;

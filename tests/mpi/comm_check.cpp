@@ -7,13 +7,20 @@
 //       [--checkpoint-every K] [--words W] [--space host|device]
 // MODE: normal; late-receive (each rank also sends one message that its receiver takes only two checkpoints
 // later: a failure in between needs it replayed from the log the sender checkpointed); dirty-channel (rank 0 leaves a message to its group partner unreceived before a checkpoint: a
-// clear ProtocolError); any-source (a wildcard receive: a clear UsageError).
+// clear ProtocolError); any-source (a wildcard receive: a clear UsageError); drift (the first half of the ranks,
+// slowed by --lag-ms each step, send their partner in the second half one message a step, which it takes --late
+// steps later, and nothing else: the receivers' groups run up to --late steps, several checkpoints, ahead of the
+// senders', so a rollback of every group to one version needs messages the receivers' newer commits would have
+// released from the senders' logs).
 #include <mpi.h>
 
 #include <cinttypes>
 #include <cstdio>
+#include <chrono>
 #include <cstring>
+#include <deque>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "reprise/mpi.hpp"
@@ -31,6 +38,7 @@ int run(int argc, char** argv) {
   std::uint64_t steps = 30, every = 5;
   std::size_t words = 2048;  // 16 KiB per message: above the packing limit (header + payload datatype)
   std::string mode = "normal";
+  std::uint64_t late_steps = 8, lag_ms = 20;  // drift mode
   // --space device: every point-to-point buffer is said to be device memory, so Comm stages it through pinned host
   // memory (D2H into the log entry or a staging buffer, H2D on delivery); with REPRISE_DEVICE_BACKEND=host-twin the
   // "device" is host memory and the copies are the backend's host twins. The checksum is the host run's.
@@ -41,6 +49,8 @@ int run(int argc, char** argv) {
     else if (a == "--checkpoint-every") every = std::stoull(argv[i + 1]);
     else if (a == "--words") words = std::stoull(argv[i + 1]);
     else if (a == "--mode") mode = argv[i + 1];
+    else if (a == "--late") late_steps = std::stoull(argv[i + 1]);
+    else if (a == "--lag-ms") lag_ms = std::stoull(argv[i + 1]);
     else if (a == "--space") space = std::string(argv[i + 1]) == "device" ? reprise::MemorySpace::Device
                                                                           : reprise::MemorySpace::Host;
     else throw reprise::UsageError("unknown option " + a);
@@ -75,10 +85,39 @@ int run(int argc, char** argv) {
   auto fold = [&](int from) {
     for (std::size_t i = 0; i < words; ++i) state[i] = mix(state[i] ^ in[i] ^ static_cast<std::uint64_t>(from));
   };
+  // drift mode: a sender's messages (std::deque: a buffer stays where it is while the send may use it), and the
+  // requests a rollback left behind (forgotten, never waited for: the re-execution sends those messages again).
+  const bool drift = mode == "drift";
+  if (drift && (n < 4 || n % 2))
+    throw reprise::UsageError("--mode drift needs an even number of ranks, at least 4 (two groups or more)");
+  const bool drift_sender = me < n / 2;
+  const int partner = drift_sender ? me + n / 2 : me - n / 2;
+  std::deque<std::vector<std::uint64_t>> drift_out;
+  std::vector<reprise::Comm::Request> drift_sends, forgotten;
+  auto drift_receive = [&] {  // the message the partner sent `late_steps` steps ago
+    c.recv(in.data(), words * 8, partner, 7);
+    fold(partner);
+  };
   for (;;) {
     try {
       while (step < steps) {
         rt.step(step);
+        if (drift) {
+          if (drift_sender) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(lag_ms));
+            for (std::size_t i = 0; i < words; ++i) state[i] = mix(state[i] + step);
+            drift_out.push_back(state);
+            drift_sends.push_back(c.isend(drift_out.back().data(), words * 8, partner, 7));
+          } else if (step >= late_steps) {
+            drift_receive();
+          }
+          if (me == 0) std::printf("rank 0 at step %" PRIu64 "\n", step), std::fflush(stdout);  // (relaunch.sh)
+          if (++step % every == 0) {
+            rt.checkpoint(step);
+            inter_at_checkpoint.push_back(inter_messages());
+          }
+          continue;
+        }
         const int next = (me + 1) % n, prev = (me + n - 1) % n;
         if (space == reprise::MemorySpace::Host) {
           c.sendrecv(state.data(), words * 8, next, 1, in.data(), words * 8, prev, 1);
@@ -145,6 +184,10 @@ int run(int argc, char** argv) {
           inter_at_checkpoint.push_back(inter_messages());
         }
       }
+      if (drift && !drift_sender)
+        for (std::uint64_t t = steps > late_steps ? steps - late_steps : 0; t < steps; ++t) drift_receive();
+      for (auto& r : drift_sends)
+        if (r.pending()) c.wait(r);
       std::uint64_t local = 0;
       for (std::uint64_t w : state) local = mix(local ^ w);
       // Sum of per-rank digests through Comm's own allreduce (exact in int64 arithmetic modulo 2^64).
@@ -154,6 +197,8 @@ int run(int argc, char** argv) {
     } catch (const reprise::Rollback& r) {
       ++rollbacks;
       inter_at_checkpoint.clear();
+      for (auto& r : drift_sends) forgotten.push_back(std::move(r));
+      drift_sends.clear();
       if (r.from_start()) {
         init();
         step = 0;
@@ -169,13 +214,20 @@ int run(int argc, char** argv) {
     std::printf("comm rank 0 %s\n", c.stats_json().c_str());
   }
   // GC: the log holds only the messages sent since the third-last checkpoint (versions commit one checkpoint
-  // later, the views reach the senders at the next one); older ones were released.
+  // later, the views reach the senders at the next one; see `behind`); older ones were released.
   // A run that took no checkpoint (relaunched from its last version, or rolled back to it) has nothing to
   // collect: it says so instead.
   const std::size_t k = inter_at_checkpoint.size();
+  // Where every group restarts from one version (REPRISE_ROLLBACK=all, or REPRISE_DIR), the views wait for the
+  // job floor (rank 0 gathers the groups' commits and sends the floor back; it applies at the next checkpoint):
+  // two checkpoints more. Drift: a receiver sends nothing, so logs nothing; a sender's messages are delivered
+  // late_steps later, and the receivers take their last checkpoint that long before the end.
+  const reprise::Config& cfg = rt.config();
+  const std::size_t behind = (!cfg.group_rollback || !cfg.dir.empty() ? 6 : 4) + (drift ? 2 + late_steps / every : 0);
   int ok = k == 0 || stat("channel_checks") > 0;
-  if (k >= 4) ok = ok && stat("log_entries_released") > 0 &&
-                   stat("log_live_entries") <= inter_messages() - inter_at_checkpoint[k - 4];
+  if (k >= behind && !(drift && !drift_sender))
+    ok = ok && stat("log_entries_released") > 0 &&
+         stat("log_live_entries") <= inter_messages() - inter_at_checkpoint[k - behind];
   // Log bound (REPRISE_LOG_BOUND): the runtime forced checkpoints, and the log stayed near the bound (it is held
   // in 1 MiB segments; a group learns it was asked at its next step and its commit releases the log one
   // checkpoint later).

@@ -22,6 +22,12 @@
 #               snapshot (the re-execution does not send it again; without the exchange the receiver waits for it
 #               forever). Under load version 10 may not have reached every rank's files: then 5, or the beginning;
 #               and the job may survive all 8 kills (then any version).
+#   comm_drift  reprise-mpi-comm-check --mode drift (CHECKSUM is its own), 4 ranks: the receivers' group runs up
+#               to 8 steps ahead of the senders' (slowed to 100 ms a step); when rank 0 reaches step 20 every
+#               process of the job is SIGKILLed at once. The relaunch restores a version every rank holds, older
+#               than the receivers' newest commits, and the restart exchange replays what the receivers took
+#               after it from the senders' restored log snapshots (before the views waited for the job floor,
+#               those had already released them: a ProtocolError).
 #   rank_count  a 4-rank run ends normally; relaunches with 2 and with 8 ranks are refused with a message naming
 #               both counts, and leave the directory exactly as it was.
 set -u
@@ -61,6 +67,29 @@ if [ "$mode" = comm_late ]; then
   echo "== run 2: relaunch on the same directory"
   comm 8 --match "restarted from step $restart$|starts from the beginning" --match "checksum $checksum" \
     --match "comm ok: $collected"
+  exit
+fi
+if [ "$mode" = comm_drift ]; then
+  drift=(--mode drift --steps 40 --checkpoint-every 2 --lag-ms 100)
+  descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
+  echo "== run 1: 4 ranks, the whole job SIGKILLed when rank 0 reaches step 20"
+  run1=$(mktemp)
+  bash scripts/mpirun.sh -n 4 --timeout 300 -- reprise-mpi-comm-check "${drift[@]}" > "$run1" 2>&1 &
+  job=$!
+  until grep -q "^rank 0 at step 20$" "$run1"; do
+    kill -0 "$job" 2> /dev/null || { cat "$run1"; rm -f "$run1"; echo "relaunch.sh: run 1 ended before step 20"; exit 1; }
+    sleep 0.05
+  done
+  # Every process under mpirun.sh at once (the ranks, the launcher): no survivor starts a recovery.
+  kill -9 $(descendants "$job") "$job" 2> /dev/null
+  wait "$job" 2> /dev/null
+  grep -v "^rank 0 at step" "$run1"
+  rm -f "$run1"
+  for r in 0 1 2 3; do echo "rank $r: $(ls "$dir/rank-$r" | tr "\n" " ")"; done
+  echo "== run 2: relaunch on the same directory"
+  bash tests/ulfm/expect.sh --match "restarted from step [1-9][0-9]*$" --match "checksum $checksum" \
+    --match "comm ok: logs garbage-collected on every rank" -- \
+    bash scripts/mpirun.sh -n 4 --timeout 300 -- reprise-mpi-comm-check "${drift[@]}"
   exit
 fi
 if [ "$mode" != whole ] && [ "$mode" != one_chain ]; then
