@@ -673,7 +673,16 @@ bool CommState::checkpoint_wanted() {
     ++stats_.log_over_bound;
     if (!asks_sent_) {
       asks_sent_ = true;
-      for (int q : p_->log().dests()) {
+      // Gated on the job floor, the views release nothing until every group committed again: ask them all (a
+      // group that exchanges nothing and never checkpoints on its own would otherwise hold every log forever).
+      std::vector<int> ask;
+      if (floor_gated_) {
+        for (int q = 0; q < size(); ++q)
+          if (group_of(q) != group_of(rank_)) ask.push_back(q);
+      } else {
+        ask = p_->log().dests();
+      }
+      for (int q : ask) {
         view_sends_.push_back({MPI_REQUEST_NULL, {0, 0}});
         auto& back = view_sends_.back();
         host_.check_mpi(MPI_Isend(back.second.data(), 2, MPI_UINT64_T, q, kAskTag, host_.view_comm(), &back.first));

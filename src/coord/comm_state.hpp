@@ -165,7 +165,8 @@ class CommState {
   void after_restore(std::uint64_t version);
   /// Log bound (Config::log_bound_bytes): whether this member wants its group to checkpoint now, because its
   /// log holds more than the bound (it then also asks, once per checkpoint, every process it holds log entries
-  /// for: their groups' commits release those entries) or because a process of another group asked it. Clears
+  /// for: their groups' commits release those entries; gated on the job floor, every process of another group:
+  /// the floor must rise) or because a process of another group asked it. Clears
   /// the request.
   bool checkpoint_wanted();
   void note_forced_checkpoint() { ++stats_.forced_checkpoints; }
