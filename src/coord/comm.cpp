@@ -632,7 +632,6 @@ void CommState::read_log_region(proto::Capture& c) {
 }
 
 void CommState::committed(std::uint64_t version) {
-  if (!group_committed_ || version > *group_committed_) group_committed_ = version;
   if (!floor_gated_) {
     announce(version);
   } else if (floor_) {
@@ -641,9 +640,7 @@ void CommState::committed(std::uint64_t version) {
 }
 
 void CommState::job_floor(std::uint64_t floor) {
-  if (floor_ && floor <= *floor_) return;
-  floor_ = floor;
-  if (floor_gated_ && group_committed_) announce(std::min(*group_committed_, floor));
+  if (!floor_ || floor > *floor_) floor_ = floor;
 }
 
 void CommState::announce(std::uint64_t through) {
@@ -714,7 +711,6 @@ void CommState::after_restore(std::uint64_t version) {
   captures_.erase(captures_.upper_bound(version), captures_.end());
   region_compact_ = true;  // the restored region's offsets are not this process's map
   if (announced_ && *announced_ > version) announced_ = version;
-  if (group_committed_ && *group_committed_ > version) group_committed_ = version;
   p_->restore(c);
 }
 
@@ -724,7 +720,6 @@ void CommState::start_over() {
   captures_.clear();
   announced_.reset();
   floor_.reset();
-  group_committed_.reset();
   region_compact_ = true;
 }
 

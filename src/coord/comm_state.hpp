@@ -149,7 +149,7 @@ class CommState {
   /// newest commit, so older than any version the sender checkpoints afterwards: its log snapshot of a version v
   /// holds everything the receiver's version v lacks. The cost: logs are held while the slowest group lags.
   void gate_views_on_job_floor(bool on) { floor_gated_ = on; }
-  /// The job floor rose (gated: the views it allows are announced now).
+  /// The newest job floor (applied at each checkpoint, before committed(): the views it allows go then).
   void job_floor(std::uint64_t floor);
   /// The protected region holding the message log snapshot and the orphan record of the newest capture, so that
   /// they travel with the version to the buddy and come back with it (a replacement process gets the log it
@@ -267,7 +267,7 @@ class CommState {
   std::optional<std::uint64_t> announced_;
   void announce(std::uint64_t through);  // the newest capture not newer than `through`, when newer than announced_
   bool floor_gated_ = false;
-  std::optional<std::uint64_t> floor_, group_committed_;
+  std::optional<std::uint64_t> floor_;
   unsigned ops_since_poll_ = 0;
   unsigned ops_since_control_ = 0;  // control probes are throttled like views while no recovery needs them
   std::vector<PendingMessage*> awaiting_header_;

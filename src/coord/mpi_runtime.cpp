@@ -1007,7 +1007,7 @@ class MpiCoordination : public Coordination, public CommHost {
     if (!holds_job_floor()) return;
     if (const std::int64_t f = floor_received_; f >= 0) {
       store_->set_job_floor(static_cast<std::uint64_t>(f));
-      comm_state_->job_floor(static_cast<std::uint64_t>(f));  // the views it allows (CommState::committed)
+      comm_state_->job_floor(static_cast<std::uint64_t>(f));  // the views it allows go in committed(), below
     }
     if (layout_.members_of_group(layout_.group_of[static_cast<std::size_t>(rank_)]).front() != rank_) return;
     const auto c = store_->committed();
