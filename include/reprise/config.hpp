@@ -63,7 +63,9 @@ struct Config {
   /// unbounded. A process over it asks its own group and the groups it holds log entries for to checkpoint; a
   /// group that was asked checkpoints at its next step() (version = the step number, as if the application had
   /// called checkpoint(step) at the end of the previous step), so commits release the log (reported in the
-  /// metrics: CheckpointMetrics::forced, Comm's stats). REPRISE_LOG_BOUND=64M.
+  /// metrics: CheckpointMetrics::forced, Comm's stats). The log takes memory in 1 MiB segments. A log still over
+  /// the bound at 32 checks in a row (a bound below what it must hold until its receivers commit: every check
+  /// forces a checkpoint) warns once on stderr. REPRISE_LOG_BOUND=64M.
   std::size_t log_bound_bytes = 0;
   /// With a log bound: the members of a group decide together, in a group reduction at every
   /// `log_check_every`-th step(), whether one of them was asked. REPRISE_LOG_CHECK_EVERY.

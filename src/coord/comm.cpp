@@ -666,6 +666,25 @@ void CommState::announce(std::uint64_t through) {
 bool CommState::checkpoint_wanted() {
   poll_views();
   const bool over = p_->log().over_bound();
+  stats_.over_bound_streak = over ? stats_.over_bound_streak + 1 : 0;
+  stats_.over_bound_streak_max = std::max(stats_.over_bound_streak_max, stats_.over_bound_streak);
+  if (stats_.over_bound_streak == kBoundTooLowChecks) {
+    const std::string segments =
+        log_options_.bound_bytes <= log_options_.segment_bytes
+            ? " (the log takes memory in segments of " + std::to_string(log_options_.segment_bytes) +
+                  " bytes: a bound of one segment is passed whenever an entry is live)"
+            : std::string();
+    std::fprintf(stderr,
+                 "reprise: warning: rank %d: its message log held %zu bytes, over the log bound (REPRISE_LOG_BOUND, "
+                 "%zu bytes), at %llu log checks in a row although each asked for a checkpoint: entries wait until "
+                 "their receivers' groups commit%s, and what this rank sends to other groups meanwhile needs more "
+                 "than the bound, so its group now checkpoints at every check%s. Raise the bound above %zu bytes (the "
+                 "most its log has held).\n",
+                 rank_, p_->log().held_bytes(), log_options_.bound_bytes,
+                 static_cast<unsigned long long>(kBoundTooLowChecks),
+                 floor_gated_ ? " and every group committed again (the job floor)" : "",
+                 segments.c_str(), stats_.log_max_held);
+  }
   if (over) {
     ++stats_.log_over_bound;
     if (!asks_sent_) {
@@ -1024,6 +1043,7 @@ std::string CommState::stats_json() const {
     << ",\"log_bound_bytes\":" << log_options_.bound_bytes << ",\"log_over_bound\":" << stats_.log_over_bound
     << ",\"checkpoint_asks_sent\":" << stats_.asks_sent << ",\"checkpoint_asks_received\":" << stats_.asks_received
     << ",\"forced_checkpoints\":" << stats_.forced_checkpoints
+    << ",\"log_over_bound_streak_max\":" << stats_.over_bound_streak_max
     << ",\"phase\":" << p_->phase() << "}";
   return o.str();
 }

@@ -167,8 +167,10 @@ class CommState {
   /// log holds more than the bound (it then also asks, once per checkpoint, every process it holds log entries
   /// for: their groups' commits release those entries; gated on the job floor, every process of another group:
   /// the floor must rise) or because a process of another group asked it. Clears
-  /// the request.
+  /// the request. A log still over the bound at kBoundTooLowChecks checks in a row (each asked for a
+  /// checkpoint) means the bound is below what the log must hold until receivers' groups commit: warned once.
   bool checkpoint_wanted();
+  static constexpr std::uint64_t kBoundTooLowChecks = 32;
   void note_forced_checkpoint() { ++stats_.forced_checkpoints; }
   /// The run starts over from the beginning (nothing was committed before a failure).
   void start_over();
@@ -301,6 +303,7 @@ class CommState {
     std::size_t log_max_held = 0;
     std::uint64_t device_messages = 0, device_bytes = 0;
     std::uint64_t log_over_bound = 0, asks_sent = 0, asks_received = 0, forced_checkpoints = 0;
+    std::uint64_t over_bound_streak = 0, over_bound_streak_max = 0;  // log checks over the bound in a row
     std::uint64_t replayed = 0, replayed_sent = 0, replayed_bytes = 0, orphans_notified = 0, duplicates_dropped = 0, duplicates_skipped = 0, recoveries = 0;
   } stats_;
   Comm comm_;
