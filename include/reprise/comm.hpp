@@ -1,7 +1,7 @@
 // reprise::Comm: the application's messages under the hierarchical protocol (../shared/PROTOCOL.md). Take it from
-// MpiRuntime::messages(). Every message carries its sender's (seq, phase, group) in a header sent in the same MPI
-// message (no copy of the payload: a two-block datatype over the header and the user's buffer; small payloads are
-// packed with the header). Messages to another group are also appended to the sender's log (pinned host memory),
+// MpiRuntime::messages(). Every message carries its sender's (seq, phase, group) in a header: packed with payloads
+// up to 4 KiB; before a larger payload a separate header message, the payload following on its own communicator
+// (MPI's single-copy path, never copied by Comm). Messages to another group are also appended to the sender's log,
 // overlapped with the transfer; messages inside a group are not logged. At each group checkpoint the group checks
 // that every intra-group channel is empty and takes the maximum phase; the channel counters are part of every
 // checkpoint version, and after a group commits, its members announce their delivered counts so senders release
@@ -16,9 +16,11 @@
 // replay cannot reproduce, so it is refused with a UsageError. Collectives (barrier, bcast, allreduce) are built
 // on these point-to-point messages, so they follow the same rules. A process failure surfaces as the runtime's
 // Rollback exception from any call, as with MpiRuntime::check(); with group rollback (Config::group_rollback)
-// only in the groups of the failed ranks: elsewhere the call completes once the job is repaired. A UsageError or ProtocolError is a bug of the
-// program (a wildcard receive, a message left unreceived inside a group at a checkpoint): report it and stop the
-// whole job with MPI_Abort, since the other ranks may be waiting for this one.
+// only in the groups of the failed ranks: elsewhere the call completes once the job is repaired. The protocol
+// assumes the program is send-deterministic (it sends the same messages whenever it delivered the same ones on
+// each channel, whatever the order across channels): see README, "What the protocol assumes". A UsageError or
+// ProtocolError is a bug of the program (a wildcard receive, a message left unreceived inside a group at a
+// checkpoint): report it and stop the whole job with MPI_Abort, since the other ranks may be waiting for this one.
 #pragma once
 
 #include <mpi.h>
