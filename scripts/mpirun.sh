@@ -37,8 +37,8 @@ host_probe() {
   if [ -f "$cache" ]; then cat "$cache"; return; fi
   mkdir -p "$b"
   if ! command -v mpirun > /dev/null ||
-     ! cmake -S "$here" -B "$b" "${configure_args[@]}" -DREPRISE_BUILD_TESTS=OFF > "$b/configure.log" 2>&1 ||
-     ! cmake --build "$b" --target reprise-ulfm-probe > "$b/build.log" 2>&1; then
+     ! (flock 9 && cmake -S "$here" -B "$b" "${configure_args[@]}" -DREPRISE_BUILD_TESTS=OFF > "$b/configure.log" 2>&1 &&
+        cmake --build "$b" --target reprise-ulfm-probe > "$b/build.log" 2>&1) 9> "$b.lock"; then
     echo no | tee "$cache"; return
   fi
   if timeout 120 mpirun "${FLAGS[@]}" -n 3 "$b/apps/reprise-ulfm-probe" 2>/dev/null | grep -q "ULFM works"; then
@@ -82,9 +82,14 @@ case "$mpi" in
   host)
     build="$here/build-host-mpi"
     if [[ "$program" != /* ]]; then
-      cmake -S "$here" -B "$build" "${configure_args[@]}" > /dev/null
-      cmake --build "$build" -j "$(nproc)" --target "$program" > "$build/build-$program.log" 2>&1 \
-        || { tail -30 "$build/build-$program.log"; log "building $program failed"; exit 1; }
+      # One configure + build at a time per build tree (jobs launched side by side, e.g. the demo beside tests:
+      # two configures in one tree break each other's try_compile); the runs themselves are not serialised.
+      (
+        flock 9
+        cmake -S "$here" -B "$build" "${configure_args[@]}" > /dev/null || exit 1
+        cmake --build "$build" -j "$(nproc)" --target "$program" > "$build/build-$program.log" 2>&1 \
+          || { tail -30 "$build/build-$program.log"; log "building $program failed"; exit 1; }
+      ) 9> "$build.lock" || exit 1
       program=$(find "$build" -type f -perm -u+x -name "$program" | head -n 1)
     fi
     hang_stacks $$ "$program" > /dev/null &
@@ -108,10 +113,13 @@ case "$mpi" in
       program=$1; shift
       b=/src/build-ulfm
       if [[ "$program" != /* ]]; then
-        cmake -S /src -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_ENABLE_MPI=ON \
-          -DREPRISE_BUILD_BENCH=ON -DREPRISE_ENABLE_CUDA=OFF -DREPRISE_IN_SANDBOX=ON > "$b.configure.log" 2>&1 || { cat "$b.configure.log"; exit 1; }
-        cmake --build "$b" -j "$(nproc)" --target "$program" > "$b.build-$program.log" 2>&1 \
-          || { tail -30 "$b.build-$program.log"; echo "[mpirun.sh] building $program in the sandbox failed" >&2; exit 1; }
+        (  # one configure + build at a time in this tree (see the host case)
+          flock 9
+          cmake -S /src -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_ENABLE_MPI=ON \
+            -DREPRISE_BUILD_BENCH=ON -DREPRISE_ENABLE_CUDA=OFF -DREPRISE_IN_SANDBOX=ON > "$b.configure.log" 2>&1 || { cat "$b.configure.log"; exit 1; }
+          cmake --build "$b" -j "$(nproc)" --target "$program" > "$b.build-$program.log" 2>&1 \
+            || { tail -30 "$b.build-$program.log"; echo "[mpirun.sh] building $program in the sandbox failed" >&2; exit 1; }
+        ) 9> "$b.lock" || exit 1
         program=$(find "$b" -type f -perm -u+x -name "$program" | head -n 1)
       fi
       # Watchdog: Open MPI 5.0.7'"'"'s prterun sometimes deadlocks (a mutex in an event callback) after ranks
