@@ -29,16 +29,25 @@ for v in $(compgen -e | grep '^REPRISE_' || true); do passthrough+=(-x "$v"); do
 
 log() { echo "[mpirun.sh] $*" >&2; }
 
-# build_and_find BUILD_DIR CONFIGURE_PREFIX... : prints the path of $program built in BUILD_DIR.
 configure_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_ENABLE_MPI=ON -DREPRISE_BUILD_BENCH=ON)
+
+# configure_and_build BUILD TARGET LOG [CMAKE_ARG...]: configures BUILD (log in BUILD/configure.log) and builds
+# TARGET (log in LOG) with the host's tools. Every launch does this, so one launch at a time per build tree holds a
+# flock on BUILD.lock: two configures in one tree (jobs launched side by side, e.g. the demo beside tests) break
+# each other's try_compile. The runs themselves are not serialised. (The sandbox case below does the same inside.)
+configure_and_build() {
+  local b=$1 target=$2 logf=$3
+  shift 3
+  mkdir -p "$b"
+  (flock 9 && cmake -S "$here" -B "$b" "${configure_args[@]}" "$@" > "$b/configure.log" 2>&1 &&
+     cmake --build "$b" -j "$(nproc)" --target "$target" > "$logf" 2>&1) 9> "$b.lock"
+}
 
 host_probe() {
   local b="$here/build-host-mpi" cache="$here/build-host-mpi/.ulfm-probe"
   if [ -f "$cache" ]; then cat "$cache"; return; fi
-  mkdir -p "$b"
   if ! command -v mpirun > /dev/null ||
-     ! (flock 9 && cmake -S "$here" -B "$b" "${configure_args[@]}" -DREPRISE_BUILD_TESTS=OFF > "$b/configure.log" 2>&1 &&
-        cmake --build "$b" --target reprise-ulfm-probe > "$b/build.log" 2>&1) 9> "$b.lock"; then
+     ! configure_and_build "$b" reprise-ulfm-probe "$b/build.log" -DREPRISE_BUILD_TESTS=OFF; then
     echo no | tee "$cache"; return
   fi
   if timeout 120 mpirun "${FLAGS[@]}" -n 3 "$b/apps/reprise-ulfm-probe" 2>/dev/null | grep -q "ULFM works"; then
@@ -82,14 +91,8 @@ case "$mpi" in
   host)
     build="$here/build-host-mpi"
     if [[ "$program" != /* ]]; then
-      # One configure + build at a time per build tree (jobs launched side by side, e.g. the demo beside tests:
-      # two configures in one tree break each other's try_compile); the runs themselves are not serialised.
-      (
-        flock 9
-        cmake -S "$here" -B "$build" "${configure_args[@]}" > /dev/null || exit 1
-        cmake --build "$build" -j "$(nproc)" --target "$program" > "$build/build-$program.log" 2>&1 \
-          || { tail -30 "$build/build-$program.log"; log "building $program failed"; exit 1; }
-      ) 9> "$build.lock" || exit 1
+      configure_and_build "$build" "$program" "$build/build-$program.log" \
+        || { tail -n 30 "$build/configure.log" "$build/build-$program.log" 2> /dev/null || true; log "building $program failed"; exit 1; }
       program=$(find "$build" -type f -perm -u+x -name "$program" | head -n 1)
     fi
     hang_stacks $$ "$program" > /dev/null &
@@ -113,7 +116,7 @@ case "$mpi" in
       program=$1; shift
       b=/src/build-ulfm
       if [[ "$program" != /* ]]; then
-        (  # one configure + build at a time in this tree (see the host case)
+        (  # one configure + build at a time in this tree (see configure_and_build)
           flock 9
           cmake -S /src -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_ENABLE_MPI=ON \
             -DREPRISE_BUILD_BENCH=ON -DREPRISE_ENABLE_CUDA=OFF -DREPRISE_IN_SANDBOX=ON > "$b.configure.log" 2>&1 || { cat "$b.configure.log"; exit 1; }
