@@ -43,6 +43,8 @@ configure_and_build() {
      cmake --build "$b" -j "$(nproc)" --target "$target" > "$logf" 2>&1) 9> "$b.lock"
 }
 
+# The probe configures build-host-mpi without tests (a host whose ULFM works need not have GoogleTest); the MPI
+# check programs the tests run are built there all the same (CMakeLists.txt).
 host_probe() {
   local b="$here/build-host-mpi" cache="$here/build-host-mpi/.ulfm-probe"
   if [ -f "$cache" ]; then cat "$cache"; return; fi
