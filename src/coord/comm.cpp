@@ -223,7 +223,7 @@ Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag, s
 
 void CommState::post_receive(PendingMessage& m) {
   // The header, and the payload when it is small: a buffer of an earlier receive when there is one (a new one
-  // costs an allocation and zeroing 4 KiB, a good part of a small message's time).
+  // costs an allocation and zeroing 4000 bytes, a good part of a small message's time).
   if (m.packed.size() != kReceiveBuffer && !spare_receive_buffers_.empty()) {
     m.packed = std::move(spare_receive_buffers_.back());
     spare_receive_buffers_.pop_back();
