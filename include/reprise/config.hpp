@@ -22,6 +22,15 @@ enum class GroupBarrierKind {
   Auto,  ///< NCCL when every member has its own GPU and the build has NCCL, otherwise MPI
 };
 
+/// MpiRuntime: how reprise::Comm moves a message in device memory.
+enum class CudaAwareMpi {
+  Auto,  ///< hand device buffers to MPI when the CUDA backend is in use and the MPI says at run time that it takes
+         ///< them (MPIX_Query_cuda_support in Open MPI, MPIX_GPU_query_support in MPICH 4); staged otherwise
+  Yes,   ///< always hand them to MPI (a CUDA-aware MPI without that query); a ConfigError when the MPI says it
+         ///< cannot take them
+  No,    ///< always stage them through pinned host memory
+};
+
 struct Config {
   /// Rank id used to name this process's checkpoint files (single-rank runtime; MPI sets it later).
   int rank = 0;
@@ -74,6 +83,11 @@ struct Config {
   /// REPRISE_GROUP_BARRIER=mpi|nccl|auto. The NCCL barrier is built when NCCL is found with CUDA; it has only
   /// been compiled so far (see docs/GPU.md), hence the default MPI.
   GroupBarrierKind group_barrier = GroupBarrierKind::Mpi;
+  /// MpiRuntime: device buffers of reprise::Comm go to MPI directly (a CUDA-aware MPI: no staging copy; messages
+  /// to another group are copied D2H into the log while MPI sends them) or through pinned host memory. Payloads
+  /// small enough to travel packed behind their header (3968 B) are staged either way. REPRISE_CUDA_AWARE_MPI=
+  /// auto|yes|no.
+  CudaAwareMpi cuda_aware_mpi = CudaAwareMpi::Auto;
   /// MpiRuntime: while a recovery lasts longer than this, every rank says on stderr, this often, which stage it is
   /// in (shrink, spawn, merge, moving checkpoints, ...) and for how long; 0 = never. REPRISE_RECOVERY_WATCH_MS.
   unsigned recovery_watch_ms = 20000;

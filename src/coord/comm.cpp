@@ -129,14 +129,19 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
     ++stats_.intra_messages;
     stats_.intra_bytes += bytes;
   }
+  const bool now = !s.orphan && !s.duplicate && !p_->send_blocked() && !p_->has_queue(dest);
+  // A CUDA-aware MPI sends a device payload as it is, when it is sent now (a queued one is kept as a host copy).
+  const bool direct = m->device && now && device_direct(bytes);
   const void* host = buf;  // what MPI sends
   if (m->device) {
-    // No MPI here is CUDA-aware: the payload goes D2H first. A logged message goes straight into its log entry
-    // (pinned when a GPU exists) and is sent from there, so the log costs no copy beyond that staging; others
-    // go through a pinned staging buffer.
+    // Staged: the payload goes D2H first. A logged message goes straight into its log entry (pinned when a GPU
+    // exists) and is sent from there, so the log costs no copy beyond that staging; others go through a pinned
+    // staging buffer.
     ++stats_.device_messages;
     stats_.device_bytes += bytes;
-    if (s.log_slot) {
+    if (direct) {
+      ++stats_.device_direct;
+    } else if (s.log_slot) {
       device_to_host(s.log_slot, buf, bytes);
       m->hold = p_->log().find(dest, s.header.seq)->segment;
       host = s.log_slot;
@@ -147,7 +152,6 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
       m->hold = std::move(staging);
     }
   }
-  const bool now = !s.orphan && !s.duplicate && !p_->send_blocked() && !p_->has_queue(dest);
   if (!now) {
     if (s.log_slot && bytes && !m->device) std::memcpy(s.log_slot, buf, bytes);
     if (s.duplicate) {  // the rolled-back receiver already has it
@@ -166,6 +170,7 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
   const int rc = post_send(dest, tag, m->header, host, m->packed, m->request, m->payload, m->epoch);
   // The log copy overlaps the transfer; it is done before the send can be reported complete.
   if (s.log_slot && bytes && !m->device) std::memcpy(s.log_slot, buf, bytes);
+  if (s.log_slot && direct) device_to_host(s.log_slot, buf, bytes);
   m->owner = this;
   live_.push_back(m.get());
   host_.check_mpi(rc);
@@ -175,6 +180,12 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
 bool CommState::on_device(const void* buf, std::optional<MemorySpace> space) {
   if (space) return *space == MemorySpace::Device;
   return host_.device_pointers_possible() && host_.device().is_device_pointer(buf);
+}
+
+bool CommState::device_direct(std::size_t bytes) {
+  if (bytes <= kPackLimit) return false;
+  if (!device_mpi_) device_mpi_ = host_.device_mpi();
+  return device_mpi_->direct;
 }
 
 std::shared_ptr<std::byte> CommState::take_staging(std::size_t bytes) {
@@ -320,7 +331,9 @@ void CommState::header_arrived(PendingMessage& m, const MPI_Status& st) {
     if (m.device) m.staged = m.packed.data() + sizeof(WireHeader);
   } else {
     void* into = m.buf;
-    if (m.device) {
+    if (m.device && device_direct(m.header.bytes)) {
+      ++stats_.device_direct;
+    } else if (m.device) {
       auto staging = take_staging(m.header.bytes);
       m.staged = staging.get();
       m.hold = std::move(staging);
@@ -354,7 +367,7 @@ bool CommState::progress(PendingMessage& m, bool block) {
     if (m.payload != MPI_REQUEST_NULL && !finish(m.payload, MPI_STATUS_IGNORE, block, &m)) return false;
     if (m.request != MPI_REQUEST_NULL) continue;  // a repair posted it again
     if (deliver(m)) {
-      if (m.device && m.result) host_to_device(m.buf, m.staged, m.result);
+      if (m.device && m.result && m.staged) host_to_device(m.buf, m.staged, m.result);  // (null: direct)
       break;
     }
     post_receive(m);  // a duplicate was dropped: receive again
@@ -1040,7 +1053,9 @@ std::string CommState::stats_json() const {
     << ",\"orphans_notified\":" << stats_.orphans_notified << ",\"duplicates_dropped\":" << stats_.duplicates_dropped
     << ",\"duplicates_skipped\":" << stats_.duplicates_skipped
     << ",\"device_messages\":" << stats_.device_messages << ",\"device_bytes\":" << stats_.device_bytes
-    << ",\"log_bound_bytes\":" << log_options_.bound_bytes << ",\"log_over_bound\":" << stats_.log_over_bound
+    << ",\"device_direct\":" << stats_.device_direct;
+  if (device_mpi_) o << ",\"device_mpi\":\"" << device_mpi_->reason << "\"";
+  o << ",\"log_bound_bytes\":" << log_options_.bound_bytes << ",\"log_over_bound\":" << stats_.log_over_bound
     << ",\"checkpoint_asks_sent\":" << stats_.asks_sent << ",\"checkpoint_asks_received\":" << stats_.asks_received
     << ",\"forced_checkpoints\":" << stats_.forced_checkpoints
     << ",\"log_over_bound_streak_max\":" << stats_.over_bound_streak_max

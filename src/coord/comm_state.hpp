@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "coord/device_mpi.hpp"
 #include "coord/protocol.hpp"
 #include "reprise/comm.hpp"
 
@@ -55,6 +56,9 @@ class CommHost {
   virtual gpu::Backend& device() = 0;
   /// Whether a pointer may be device memory (CUDA with a usable GPU): only then is CUDA asked where it lives.
   virtual bool device_pointers_possible() = 0;
+  /// Whether device buffers go to MPI as they are (a CUDA-aware MPI) or through pinned host memory, and why
+  /// (coord::choose_device_mpi). Asked once, at the first device message, after device().
+  virtual coord::DeviceMpiChoice device_mpi() = 0;
   /// A failure code from a blocking call although no process of the job failed and no communicator of this
   /// rank is revoked: Open MPI wakes every blocking wait of the process with such a code when it learns of any
   /// failure or revocation (e.g. a late notice of a failure already recovered from). The call is to be repeated.
@@ -106,8 +110,9 @@ struct PendingMessage {
   bool done = false;
   std::size_t result = 0;
   int epoch = 0;               // the communicators its MPI requests are on (CommState::epochs_)
-  // A device buffer (no MPI here is CUDA-aware): the host bytes MPI sends or receives are `staged` (pinned), held
-  // by `hold` (a staging buffer, or the log segment a logged send goes from).
+  // A device buffer. Staged (an MPI that is not CUDA-aware, or a payload packed behind its header): the host bytes
+  // MPI sends or receives are `staged` (pinned), held by `hold` (a staging buffer, or the log segment a logged send
+  // goes from). Direct (CommHost::device_mpi()): MPI sends or receives the device buffer itself, `staged` is null.
   bool device = false;
   std::byte* staged = nullptr;
   std::shared_ptr<void> hold;
@@ -259,6 +264,10 @@ class CommState {
   std::unique_ptr<proto::Process> p_;
   std::vector<std::uint64_t> region_;
   bool on_device(const void* buf, std::optional<MemorySpace> space);
+  /// Whether a device payload of `bytes` goes to MPI as it is: a payload above kPackLimit (a smaller one travels
+  /// packed behind its header, in host memory) with CommHost::device_mpi() direct.
+  bool device_direct(std::size_t bytes);
+  std::optional<coord::DeviceMpiChoice> device_mpi_;
   void keep(std::shared_ptr<void> memory) { kept_.push_back(std::move(memory)); }
   /// Pinned host memory for a device buffer's bytes, from a pool (pinning is slow); back to it when released.
   std::shared_ptr<std::byte> take_staging(std::size_t bytes);
@@ -310,6 +319,7 @@ class CommState {
     std::uint64_t views_sent = 0, views_received = 0, released = 0, channel_checks = 0;
     std::size_t log_max_held = 0;
     std::uint64_t device_messages = 0, device_bytes = 0;
+    std::uint64_t device_direct = 0;  // device payloads sent or received by MPI itself (no staging copy)
     std::uint64_t log_over_bound = 0, asks_sent = 0, asks_received = 0, forced_checkpoints = 0;
     std::uint64_t over_bound_streak = 0, over_bound_streak_max = 0;  // log checks over the bound in a row
     std::uint64_t replayed = 0, replayed_sent = 0, replayed_bytes = 0, orphans_notified = 0, duplicates_dropped = 0, duplicates_skipped = 0, recoveries = 0;

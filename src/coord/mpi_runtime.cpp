@@ -115,6 +115,19 @@ bool is_failure(int rc) {
 #endif
 }
 
+// What the MPI says at run time of CUDA device buffers (Open MPI's extension; MPICH 4's GPU query).
+coord::MpiCudaSupport mpi_cuda_support() {
+#if defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
+  return MPIX_Query_cuda_support() ? coord::MpiCudaSupport::Yes : coord::MpiCudaSupport::No;
+#elif defined(MPICH_NUMVERSION) && MPICH_NUMVERSION >= 40000000
+  int supported = 0;
+  if (MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) != MPI_SUCCESS) return coord::MpiCudaSupport::Unknown;
+  return supported ? coord::MpiCudaSupport::Yes : coord::MpiCudaSupport::No;
+#else
+  return coord::MpiCudaSupport::Unknown;
+#endif
+}
+
 // Thrown inside the runtime when an MPI call reports a process failure; turned into a recovery by the main
 // thread, or into "link down" by the background threads.
 struct PeerFailure {
@@ -447,6 +460,9 @@ class MpiCoordination : public Coordination, public CommHost {
     if (!device_possible_)
       device_possible_ = cfg_.device_backend != DeviceBackendKind::HostTwin && gpu::cuda_device_count() > 0;
     return *device_possible_;
+  }
+  coord::DeviceMpiChoice device_mpi() override {
+    return coord::choose_device_mpi(cfg_.cuda_aware_mpi, device().name(), mpi_cuda_support());
   }
   MPI_Comm view_comm() const override { return view_; }
   MPI_Comm control_comm() const override { return ctl_; }

@@ -111,6 +111,18 @@ Config Config::from_env(Config c) {
     else
       throw ConfigError("REPRISE_GROUP_BARRIER='" + s + "' (use mpi, nccl or auto)");
   }
+  if (auto v = env("REPRISE_CUDA_AWARE_MPI")) {
+    const std::string s = v;
+    if (s == "auto")
+      c.cuda_aware_mpi = CudaAwareMpi::Auto;
+    else if (s == "yes")
+      c.cuda_aware_mpi = CudaAwareMpi::Yes;
+    else if (s == "no")
+      c.cuda_aware_mpi = CudaAwareMpi::No;
+    else
+      throw ConfigError("REPRISE_CUDA_AWARE_MPI='" + s + "' (use auto: ask the MPI, yes: hand device buffers to "
+                        "MPI, or no: stage them through host memory)");
+  }
   c.validate();
   return c;
 }
