@@ -2,6 +2,10 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <utility>
 
 #include "reprise/errors.hpp"
 #include "reprise/memory_space.hpp"
@@ -57,6 +61,15 @@ bool parse_bool(const char* text, const char* what) {
   throw ConfigError(std::string(what) + "='" + t + "' is not a boolean (use 1/0, true/false, on/off)");
 }
 
+// One of a few words (`words`: each word and its value); anything else: a ConfigError quoting `meaning`.
+template <class T>
+T parse_choice(const char* text, const char* what, std::initializer_list<std::pair<const char*, T>> words,
+               const char* meaning) {
+  for (const auto& [word, value] : words)
+    if (std::strcmp(text, word) == 0) return value;
+  throw ConfigError(std::string(what) + "='" + text + "' (" + meaning + ")");
+}
+
 }  // namespace
 
 Config Config::from_env(Config c) {
@@ -71,16 +84,10 @@ Config Config::from_env(Config c) {
   if (auto v = env("REPRISE_MAX_INFLIGHT")) c.max_inflight = parse_unsigned(v, "REPRISE_MAX_INFLIGHT");
   if (auto v = env("REPRISE_VERIFY_RESTORE")) c.verify_restore = parse_bool(v, "REPRISE_VERIFY_RESTORE");
   if (auto v = env("REPRISE_METRICS")) c.metrics_file = v;
-  if (auto v = env("REPRISE_ROLLBACK")) {
-    const std::string s = v;
-    if (s == "group")
-      c.group_rollback = true;
-    else if (s == "all")
-      c.group_rollback = false;
-    else
-      throw ConfigError("REPRISE_ROLLBACK='" + s + "' (use group: only the groups of failed ranks roll back, their "
-                        "messages replayed from the senders' logs; or all: every rank rolls back)");
-  }
+  if (auto v = env("REPRISE_ROLLBACK"))
+    c.group_rollback = parse_choice<bool>(v, "REPRISE_ROLLBACK", {{"group", true}, {"all", false}},
+                                          "use group: only the groups of failed ranks roll back, their messages "
+                                          "replayed from the senders' logs; or all: every rank rolls back");
   if (auto v = env("REPRISE_LOG_BOUND")) c.log_bound_bytes = parse_bytes(v, "REPRISE_LOG_BOUND");
   if (auto v = env("REPRISE_LOG_CHECK_EVERY")) c.log_check_every = parse_unsigned(v, "REPRISE_LOG_CHECK_EVERY");
   if (auto v = env("REPRISE_RECOVERY_WATCH_MS"))
@@ -89,40 +96,23 @@ Config Config::from_env(Config c) {
     c.recovery_timeout_s = parse_unsigned(v, "REPRISE_RECOVERY_TIMEOUT_S");
   if (auto v = env("REPRISE_PINNED_PAYLOAD")) c.pinned_payload = parse_bool(v, "REPRISE_PINNED_PAYLOAD");
   if (auto v = env("REPRISE_PINNED_ARENA_BYTES")) c.pinned_arena_bytes = parse_bytes(v, "REPRISE_PINNED_ARENA_BYTES");
-  if (auto v = env("REPRISE_DEVICE_BACKEND")) {
-    const std::string s = v;
-    if (s == "auto")
-      c.device_backend = DeviceBackendKind::Auto;
-    else if (s == "cuda")
-      c.device_backend = DeviceBackendKind::Cuda;
-    else if (s == "host-twin")
-      c.device_backend = DeviceBackendKind::HostTwin;
-    else
-      throw ConfigError("REPRISE_DEVICE_BACKEND='" + s + "' (use auto, cuda or host-twin)");
-  }
-  if (auto v = env("REPRISE_GROUP_BARRIER")) {
-    const std::string s = v;
-    if (s == "mpi")
-      c.group_barrier = GroupBarrierKind::Mpi;
-    else if (s == "nccl")
-      c.group_barrier = GroupBarrierKind::Nccl;
-    else if (s == "auto")
-      c.group_barrier = GroupBarrierKind::Auto;
-    else
-      throw ConfigError("REPRISE_GROUP_BARRIER='" + s + "' (use mpi, nccl or auto)");
-  }
-  if (auto v = env("REPRISE_CUDA_AWARE_MPI")) {
-    const std::string s = v;
-    if (s == "auto")
-      c.cuda_aware_mpi = CudaAwareMpi::Auto;
-    else if (s == "yes")
-      c.cuda_aware_mpi = CudaAwareMpi::Yes;
-    else if (s == "no")
-      c.cuda_aware_mpi = CudaAwareMpi::No;
-    else
-      throw ConfigError("REPRISE_CUDA_AWARE_MPI='" + s + "' (use auto: ask the MPI, yes: hand device buffers to "
-                        "MPI, or no: stage them through host memory)");
-  }
+  if (auto v = env("REPRISE_DEVICE_BACKEND"))
+    c.device_backend = parse_choice<DeviceBackendKind>(
+        v, "REPRISE_DEVICE_BACKEND",
+        {{"auto", DeviceBackendKind::Auto},
+         {"cuda", DeviceBackendKind::Cuda},
+         {"host-twin", DeviceBackendKind::HostTwin}},
+        "use auto, cuda or host-twin");
+  if (auto v = env("REPRISE_GROUP_BARRIER"))
+    c.group_barrier = parse_choice<GroupBarrierKind>(
+        v, "REPRISE_GROUP_BARRIER",
+        {{"mpi", GroupBarrierKind::Mpi}, {"nccl", GroupBarrierKind::Nccl}, {"auto", GroupBarrierKind::Auto}},
+        "use mpi, nccl or auto");
+  if (auto v = env("REPRISE_CUDA_AWARE_MPI"))
+    c.cuda_aware_mpi = parse_choice<CudaAwareMpi>(
+        v, "REPRISE_CUDA_AWARE_MPI",
+        {{"auto", CudaAwareMpi::Auto}, {"yes", CudaAwareMpi::Yes}, {"no", CudaAwareMpi::No}},
+        "use auto: ask the MPI, yes: hand device buffers to MPI, or no: stage them through host memory");
   c.validate();
   return c;
 }
