@@ -91,6 +91,12 @@ fi
 
 case "$mpi" in
   host)
+    # (Forced with REPRISE_MPI=host: say so when that mpirun has no ULFM at all, rather than its usage error.)
+    if [ -n "${REPRISE_MPI:-}" ] && ! mpirun --with-ft ulfm --version > /dev/null 2>&1; then
+      log "REPRISE_MPI=host, but the host's mpirun ($(mpirun --version 2>&1 | head -n 1)) does not take" \
+          "--with-ft ulfm: it has no ULFM. Unset REPRISE_MPI to run in the ULFM sandbox (scripts/ulfm-sandbox.sh)"
+      exit 2
+    fi
     build="$here/build-host-mpi"
     if [[ "$program" != /* ]]; then
       configure_and_build "$build" "$program" "$build/build-$program.log" \
