@@ -217,6 +217,15 @@ class Sim {
   std::size_t replayed() const { return replayed_; }
   std::size_t skipped() const { return skipped_; }
   std::size_t rollbacks() const { return rolled_back_; }
+  /// A message by (sender, receiver, seq on their channel), for the journals below.
+  using MsgId = std::tuple<int, int, std::uint64_t>;
+  /// The processes each failure (each recovery) rolled back, in order.
+  const std::vector<std::set<int>>& rolled_back_sets() const { return rolled_back_sets_; }
+  /// Messages sent again from a log (replays), re-executed sends suppressed as orphans (the receiver kept them;
+  /// the coordinator was notified), and re-executed sends skipped as duplicates (a rolled-back receiver had them).
+  const std::vector<MsgId>& replay_journal() const { return replays_; }
+  const std::vector<MsgId>& orphan_journal() const { return orphans_; }
+  const std::vector<MsgId>& duplicate_journal() const { return duplicates_; }
 
   std::vector<Proc> P;
 
@@ -308,6 +317,7 @@ class Sim {
     const Process::Send s = p.core->send(d, 0, &content, sizeof content);
     max_log_ = std::max(max_log_, p.core->log().live_entries());
     if (s.orphan) {
+      orphans_.push_back({me, d, s.header.seq});
       if (oracle_) {
         const auto& od = oracle_->P[static_cast<std::size_t>(d)].dseq.at(me);
         if (od[s.header.seq - 1] != content) note("diverged", "orphan re-executed with different content");
@@ -318,6 +328,7 @@ class Sim {
     }
     if (s.duplicate) {  // the rolled-back receiver delivered it before its checkpoint: not sent at all
       ++skipped_;
+      duplicates_.push_back({me, d, s.header.seq});
       return;
     }
     p.core->queue_new(d, s.header, 0, &content, sizeof content);
@@ -330,6 +341,7 @@ class Sim {
       std::memcpy(&content, m.payload.data(), sizeof content);
       if (m.replay) {
         ++replayed_;
+        replays_.push_back({p.core->id(), d, m.header.seq});
         for (const auto& [k, ph] : truth_)
           if (ph < static_cast<std::int64_t>(m.header.phase)) {
             note("inv3", "P" + std::to_string(p.core->id()) + " replays to P" + std::to_string(d) + " #" +
@@ -434,6 +446,7 @@ class Sim {
       if (!R.count(i)) S.push_back(i);
     ++epoch_;
     rolled_back_ += R.size();
+    rolled_back_sets_.push_back(R);
     // 1. Repair: what was in flight to or from R is lost; survivor-to-survivor traffic is delivered.
     for (int a = 0; a < N; ++a)
       for (int b = 0; b < N; ++b)
@@ -556,6 +569,8 @@ class Sim {
   std::map<std::string, std::string> first_;
   int nfail_ = 0;
   std::size_t max_log_ = 0, replayed_ = 0, rolled_back_ = 0, skipped_ = 0;
+  std::vector<std::set<int>> rolled_back_sets_;
+  std::vector<MsgId> replays_, orphans_, duplicates_;
 };
 
 }  // namespace reprise::proto::sim

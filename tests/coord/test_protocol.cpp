@@ -2,8 +2,10 @@
 // (protocol_sim.hpp) through hand-made scenarios from the papers and thousands of random programs and failures.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <set>
 
 #include "coord/protocol.hpp"
 #include "coord/protocol_sim.hpp"
@@ -258,6 +260,113 @@ TEST(ProtocolSim, OrphanRecordIsPartOfTheCapture) {
     s.fail_at(ref.now() + 100, {0});
   });
   EXPECT_TRUE(res.empty()) << join(res);
+}
+
+// ---- golden scenarios from seeds 001 and 003 (HC3I, Monnet et al.): the same executions under HydEE ----------
+// HC3I rolls other clusters back in cascade (communication-induced checkpoints, rollback alerts); HydEE confines
+// the rollback to the failed group: survivors replay what it had not delivered at its committed version, and its
+// re-executed sends that survivors already hold are suppressed (orphans, notified to the coordinator).
+
+using MsgId = Sim::MsgId;
+struct Golden {
+  std::vector<std::set<int>> rolled_back;  // one set per failure
+  std::vector<MsgId> replays, orphans, duplicates;
+};
+
+// Runs `prog` under `seeds` delay schedules with `setup`'s failures: every run must match the failure-free one and
+// roll back, replay and suppress exactly what `want` says (each message once, in any order).
+std::string run_golden(const Program& prog, int seeds, const std::function<void(Sim&, const Sim&)>& setup,
+                       const Golden& want) {
+  auto sorted = [](std::vector<MsgId> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  auto show = [](const std::vector<MsgId>& v) {
+    std::string s;
+    for (const auto& [a, b, q] : v) s += " P" + std::to_string(a) + "->P" + std::to_string(b) + "#" + std::to_string(q);
+    return s.empty() ? std::string(" none") : s;
+  };
+  for (int sd = 0; sd < seeds; ++sd) {
+    Sim ref(prog, static_cast<std::uint64_t>(sd));
+    ref.run();
+    Sim s(prog, static_cast<std::uint64_t>(sd) + 1, &ref);
+    setup(s, ref);
+    s.run();
+    std::string bad = join(s.check(ref));
+    auto sets = [](const std::vector<std::set<int>>& v) {
+      std::string s;
+      for (const auto& r : v) {
+        s += " {";
+        for (int x : r) s += " P" + std::to_string(x);
+        s += " }";
+      }
+      return s;
+    };
+    if (s.rolled_back_sets() != want.rolled_back)
+      bad += "rolled back" + sets(s.rolled_back_sets()) + " (expected" + sets(want.rolled_back) + ")\n";
+    const std::pair<const char*, std::pair<std::vector<MsgId>, std::vector<MsgId>>> journals[] = {
+        {"replays", {s.replay_journal(), want.replays}},
+        {"orphans", {s.orphan_journal(), want.orphans}},
+        {"duplicates", {s.duplicate_journal(), want.duplicates}}};
+    for (const auto& [what, got_want] : journals)
+      if (sorted(got_want.first) != sorted(got_want.second))
+        bad += std::string(what) + ":" + show(sorted(got_want.first)) + " (expected" + show(sorted(got_want.second)) +
+               ")\n";
+    if (!bad.empty()) return "schedule " + std::to_string(sd) + ": " + bad;
+  }
+  return "";
+}
+
+// Seed 001, Figure 4 (three clusters): m1, m2 C1->C2 delivered before C2's checkpoint, then m3 C2->C3, m4 C1->C3,
+// m5 C3->C1; a node of C2 fails. HC3I rolls C3 back (m3 would be a ghost), then C1 (m5), and C1 re-sends m4.
+// Here C1 = {p0}, C2 = {p1, p2}, C3 = {p3}: only C2 rolls back; m3 is an orphan (p3 keeps it, p1's re-execution
+// does not send it again), nothing is replayed (C2's checkpoint holds m1 and m2), and C2's intra-group message is
+// simply sent again.
+TEST(ProtocolGolden, SeedOneFigureFourOnlyTheFailedClusterRollsBack) {
+  Program p{{0, 1, 1, 2},
+            {{S(1), S(1), S(3), R(3)},          // p0: m1, m2, m4, m5
+             {R(0), R(0), C(1), S(3), S(2)},    // p1: m1, m2, checkpoint, m3, intra-group
+             {C(1), R(1)},                      // p2
+             {R(1), R(0), S(0)}}};              // p3: m3, m4, m5
+  const std::string bad = run_golden(p, 100, [](Sim& s, const Sim& ref) { s.fail_at(ref.now() + 50, {2}); },
+                                     Golden{{{1, 2}}, {}, {{1, 3, 1}}, {}});
+  EXPECT_TRUE(bad.empty()) << bad;
+}
+
+// Seed 003, Figure 3.11: site 2 never sent to site 1; m1 and m2 (site 1 -> site 2) were taken into account after
+// site 2's checkpoint; a node of site 2 fails. Site 1 does not roll back and replays both. Here site 1 = {p0},
+// site 2 = {p1, p2}; a variant with m1 delivered before the checkpoint replays only m2.
+TEST(ProtocolGolden, SeedThreeFigureElevenSurvivorsReplayWhatTheCheckpointLacks) {
+  const auto fail_p1 = [](Sim& s, const Sim& ref) { s.fail_at(ref.now() + 50, {1}); };
+  Program after{{0, 1, 1}, {{S(1), S(1)}, {C(1), R(0), R(0)}, {C(1)}}};
+  std::string bad = run_golden(after, 100, fail_p1, Golden{{{1, 2}}, {{0, 1, 1}, {0, 1, 2}}, {}, {}});
+  EXPECT_TRUE(bad.empty()) << bad;
+  Program between{{0, 1, 1}, {{S(1), S(1)}, {R(0), C(1), R(0)}, {C(1)}}};
+  bad = run_golden(between, 100, fail_p1, Golden{{{1, 2}}, {{0, 1, 2}}, {}, {}});
+  EXPECT_TRUE(bad.empty()) << bad;
+}
+
+// Seed 003, Figures 3.12 and 3.13: three sites; site 1 exchanges with site 2, sends m4 to site 3 and receives m5
+// from it. Site 3 fails (3.12): HC3I rolls site 1 back too (m5 would be a ghost) and site 1 re-sends m4. Then site
+// 2 fails (3.13): HC3I rolls every site back. Here site 1 = {p0}, site 2 = {p1}, site 3 = {p2, p3}: each failure
+// rolls back its own site only; m4 is replayed and m5 suppressed as an orphan, then p0's message to p1 is
+// replayed and p1's answer suppressed.
+TEST(ProtocolGolden, SeedThreeFiguresTwelveThirteenNoCascade) {
+  Program p{{0, 1, 2, 2},
+            {{S(1), R(1), S(2), R(2)},   // p0: to site 2, its answer, m4, m5
+             {R(0), S(0)},               // p1
+             {C(1), R(0), S(0)},         // p2: checkpoint, m4, m5
+             {C(1)}}};                   // p3
+  std::string bad = run_golden(p, 100, [](Sim& s, const Sim& ref) { s.fail_at(ref.now() + 50, {3}); },
+                               Golden{{{2, 3}}, {{0, 2, 1}}, {{2, 0, 1}}, {}});
+  EXPECT_TRUE(bad.empty()) << "figure 3.12: " << bad;
+  bad = run_golden(p, 100,
+                   [](Sim& s, const Sim& ref) {
+                     s.fail_at(ref.now() + 50, {3});
+                     s.fail_at(ref.now() + 100, {1});
+                   },
+                   Golden{{{2, 3}, {1}}, {{0, 2, 1}, {0, 1, 1}}, {{2, 0, 1}, {1, 0, 1}}, {}});
+  EXPECT_TRUE(bad.empty()) << "figure 3.13: " << bad;
 }
 
 // Random send-deterministic programs (6-9 processes, 2-4 groups, ring/stencil/random/intra/cross rounds, lagged
