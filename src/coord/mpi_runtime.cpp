@@ -51,6 +51,7 @@
 #include "coord/comm_state.hpp"
 #include "coord/polled_mpi.hpp"
 #include "coord/failure_injection.hpp"
+#include "coord/device_mpi.hpp"
 #include "coord/group_barrier.hpp"
 #include "coord/job_floor.hpp"
 #include "coord/mpi_layout.hpp"
@@ -343,6 +344,11 @@ class MpiCoordination : public Coordination, public CommHost {
                         "and check `provided`): its progress and background threads call MPI");
     kills_ = coord::parse_kill_spec(std::getenv("REPRISE_KILL") ? std::getenv("REPRISE_KILL") : "");
     group_rollback_ = cfg.group_rollback;
+    // REPRISE_CUDA_AWARE_MPI=yes where the MPI says it cannot take device buffers: refused now, on every rank,
+    // rather than at the first device message.
+    if (cfg.cuda_aware_mpi == CudaAwareMpi::Yes && cfg.device_backend != DeviceBackendKind::HostTwin &&
+        gpu::cuda_device_count() > 0)
+      coord::choose_device_mpi(cfg.cuda_aware_mpi, "cuda", mpi_cuda_support());
     // A write to the socket of a process that died raises SIGPIPE, whose default action kills this process too
     // (seen: a replacement of an abandoned recovery attempt, and survivors, killed by signal 13). With it
     // ignored the write fails with EPIPE, which the MPI library reports as the failure it is. An application's
