@@ -104,7 +104,9 @@ void copy_row(const Field& u, const Line& line, int i, bool to_line) {
     Kokkos::parallel_for("unpack", n, KOKKOS_LAMBDA(int j) { u(i, j + 1) = line(j); });
 }
 
-// Halo exchange: pack into device lines, stage through host mirrors (no Debian MPI is CUDA-aware), sendrecv.
+// Halo exchange: pack into lines where the field lives, then reprise::Comm moves them as they are (a device line
+// is staged through pinned memory by Comm, or handed to a CUDA-aware MPI), or raw MPI through host mirrors (no
+// Debian MPI is CUDA-aware).
 struct Halo {
   Line send, recv;
   Line::HostMirror hsend, hrecv;
@@ -113,19 +115,20 @@ struct Halo {
     hrecv = Kokkos::create_mirror_view(recv);
   }
   void exchange(reprise::MpiRuntime& rt, int to, int from, int tag, bool through_comm) {
-    Kokkos::deep_copy(hsend, send);
     const int n = static_cast<int>(send.extent(0));
     if (through_comm) {
       reprise::Comm& c = rt.messages();
       const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(double);
+      const reprise::MemorySpace space = reprise::memory_space_of(send);
+      Kokkos::fence();  // the pack kernel wrote `send` (Comm reads it on its own stream, or MPI does)
       reprise::Comm::Request rr, sr;
-      if (from != MPI_PROC_NULL) rr = c.irecv(hrecv.data(), bytes, from, tag);
-      if (to != MPI_PROC_NULL) sr = c.isend(hsend.data(), bytes, to, tag);
+      if (from != MPI_PROC_NULL) rr = c.irecv(recv.data(), bytes, from, tag, space);
+      if (to != MPI_PROC_NULL) sr = c.isend(send.data(), bytes, to, tag, space);
       if (sr.pending()) c.wait(sr);
       if (rr.pending()) c.wait(rr);
-      Kokkos::deep_copy(recv, hrecv);
       return;
     }
+    Kokkos::deep_copy(hsend, send);
     // Irecv + Isend + two waits rather than MPI_Sendrecv: Open MPI 5.0.7's MPI_Sendrecv can crash when its peer
     // has just failed (seen with ULFM here); the separate requests report MPI_ERR_PROC_FAILED instead.
     MPI_Request rr = MPI_REQUEST_NULL, sr = MPI_REQUEST_NULL;

@@ -21,6 +21,12 @@ constexpr MemorySpace memory_space_of() {
 
 }  // namespace detail
 
+/// Where a view's data live, as protect() and reprise::Comm see them (CUDA UVM counts as device memory).
+template <class View>
+constexpr MemorySpace memory_space_of(const View&) {
+  return detail::memory_space_of<View>();
+}
+
 template <class View, class>
 void Runtime::protect(const View& view) {
   static_assert(Kokkos::is_view<View>::value, "Runtime::protect(view) takes a Kokkos::View");
