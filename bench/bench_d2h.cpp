@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "gpu/backend.hpp"
+#include "bench_common.hpp"
 #include "reprise/reprise.hpp"
 
 namespace {
@@ -68,7 +69,7 @@ Ceilings measure_ceilings(reprise::gpu::Backend& be, std::size_t bytes, int repe
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"reprise-bench-d2h: checkpoint D2H overhead of device data vs measured ceilings"};
   std::vector<std::string> sizes_text;
   std::string json_path = "reprise-bench-d2h.json", backend_name = "auto";
@@ -230,3 +231,6 @@ int main(int argc, char** argv) {
   std::printf("wrote %s\n", json_path.c_str());
   return 0;
 }
+
+// (a missing GPU with --backend cuda, a size the device cannot hold: a message and exit 1)
+int main(int argc, char** argv) { return reprise::bench::guarded_main("reprise-bench-d2h", run, argc, argv); }
