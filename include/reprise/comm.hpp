@@ -102,7 +102,8 @@ class Comm {
   }
 
   /// Counters since the start (JSON object): messages and bytes intra/inter group, log entries and bytes held
-  /// now and at most, entries released by committed views.
+  /// now and at most, entries released by committed views, recoveries (replays, orphans, duplicates), device
+  /// messages (`device_direct`: those MPI moved itself; `device_mpi`: why direct or staged), the log bound.
   std::string stats_json() const;
   std::size_t log_held_bytes() const;
   std::size_t log_live_entries() const;
