@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# expect.sh [--rc N] [--match REGEX]... [--absent REGEX]... [--record-checksum FILE] [--same-checksum FILE]
-#           -- COMMAND ARGS...
+# expect.sh [--rc N] [--match REGEX]... [--twice REGEX]... [--absent REGEX]... [--record-checksum FILE]
+#           [--same-checksum FILE] -- COMMAND ARGS...
 # Runs COMMAND, prints its output, and fails unless its exit status matches N (default 0; a glob such as '[1-9]*'
 # is allowed, and alternatives separated by '|' such as '3|125'), every --match REGEX occurs
-# in the output and no --absent REGEX does. ctest's PASS_REGULAR_EXPRESSION alone would ignore the exit status.
+# in the output, every --twice REGEX on two lines at least, and no --absent REGEX does. ctest's PASS_REGULAR_EXPRESSION alone would ignore the exit status.
 # --record-checksum writes the output's "checksum 0x..." to FILE; --same-checksum requires the one in FILE (a
 # result that depends on the machine, e.g. on the BLAS kernels OpenBLAS picks for this CPU, compared between a
 # failure-free run and runs with failures on the same machine).
@@ -12,6 +12,7 @@
 set -u
 rc_expected=0
 matches=()
+twice=()
 absents=()
 record=
 same=
@@ -19,6 +20,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
   case "$1" in
     --rc) rc_expected=$2; shift 2 ;;
     --match) matches+=("$2"); shift 2 ;;
+    --twice) twice+=("$2"); shift 2 ;;
     --absent) absents+=("$2"); shift 2 ;;
     --record-checksum) record=$2; shift 2 ;;
     --same-checksum) same=$2; shift 2 ;;
@@ -41,6 +43,9 @@ done
 if [ $rc_ok -eq 0 ]; then echo "expect.sh: exit status $rc, expected $rc_expected"; status=1; fi
 for m in "${matches[@]+"${matches[@]}"}"; do
   grep -aEq -- "$m" "$out" || { echo "expect.sh: missing in the output: $m"; status=1; }
+done
+for m in "${twice[@]+"${twice[@]}"}"; do
+  [ "$(grep -acE -- "$m" "$out")" -ge 2 ] || { echo "expect.sh: not on two lines of the output: $m"; status=1; }
 done
 absents+=("Caught signal (4|6|7|8|11) |Segmentation fault \(core dumped\)")
 for m in "${absents[@]+"${absents[@]}"}"; do
