@@ -103,6 +103,19 @@ TEST(KokkosViews, UnlabelledViewNeedsAName) {
   EXPECT_THROW(rt.protect(v), reprise::UsageError);
 }
 
+// Where a view lives, as protect() and reprise::Comm see it (the stencil passes its halo lines to Comm with it):
+// host memory here; CudaSpace and CudaUVMSpace views are device memory with a CUDA Kokkos.
+TEST(KokkosViews, MemorySpaceOfAView) {
+  Kokkos::View<double*, Kokkos::HostSpace> host("host", 4);
+  EXPECT_EQ(reprise::memory_space_of(host), reprise::MemorySpace::Host);
+#if defined(KOKKOS_ENABLE_CUDA)
+  Kokkos::View<double*, Kokkos::CudaSpace> device("device", 4);
+  EXPECT_EQ(reprise::memory_space_of(device), reprise::MemorySpace::Device);
+  Kokkos::View<double*, Kokkos::CudaUVMSpace> uvm("uvm", 4);
+  EXPECT_EQ(reprise::memory_space_of(uvm), reprise::MemorySpace::Device);
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
