@@ -1,11 +1,11 @@
 // reprise::Comm: the application's messages under the hierarchical protocol (../shared/PROTOCOL.md). Take it from
 // MpiRuntime::messages(). Every message carries its sender's (seq, phase, group) in a header: packed with payloads
 // up to 3968 B (within shared-memory MPI's eager limit); before a larger payload a separate header message, the
-// payload following on its own communicator (MPI's single-copy path, never copied by Comm). Messages to another group are also appended to the sender's log,
-// overlapped with the transfer; messages inside a group are not logged. At each group checkpoint the group checks
-// that every intra-group channel is empty and takes the maximum phase; the channel counters are part of every
-// checkpoint version, and after a group commits, its members announce their delivered counts so senders release
-// the log entries no rollback can need.
+// payload following on its own communicator (MPI's single-copy path, never copied by Comm). Messages to another
+// group are also appended to the sender's log, overlapped with the transfer; messages inside a group are not
+// logged. At each group checkpoint the group checks that every intra-group channel is empty and takes the maximum
+// phase; the channel counters are part of every checkpoint version, and after a group commits, its members
+// announce their delivered counts so senders release the log entries no rollback can need.
 //
 // The log lives in pinned memory when a GPU is usable, in plain host memory otherwise; its snapshot and the
 // orphan record travel with every checkpoint version (region "reprise.log"), so a replacement process replays

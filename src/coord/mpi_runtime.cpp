@@ -346,8 +346,7 @@ class MpiCoordination : public Coordination, public CommHost {
     group_rollback_ = cfg.group_rollback;
     // REPRISE_CUDA_AWARE_MPI=yes where the MPI says it cannot take device buffers: refused now, on every rank,
     // rather than at the first device message.
-    if (cfg.cuda_aware_mpi == CudaAwareMpi::Yes && cfg.device_backend != DeviceBackendKind::HostTwin &&
-        gpu::cuda_device_count() > 0)
+    if (cfg.cuda_aware_mpi == CudaAwareMpi::Yes && device_pointers_possible())
       coord::choose_device_mpi(cfg.cuda_aware_mpi, "cuda", mpi_cuda_support());
     // A write to the socket of a process that died raises SIGPIPE, whose default action kills this process too
     // (seen: a replacement of an abandoned recovery attempt, and survivors, killed by signal 13). With it
