@@ -20,7 +20,8 @@ class DeviceTracker {
   /// Digests every chunk on the device and compacts the changed ones; returns their indices (host copy).
   std::vector<std::uint32_t> scan(gpu::Stream& stream, bool all);
   const std::vector<std::uint64_t>& digests() const { return digests_; }
-  /// Packs dirty chunks [first, first + count) of the last scan into `staging` (device memory).
+  /// Packs dirty chunks [first, first + count) of the last scan into `staging` (device memory), asynchronously on
+  /// `stream`: `staging` holds them once the stream is synchronised.
   void pack(std::uint32_t first, std::uint32_t count, void* staging, gpu::Stream& stream) const;
   void accept();
   void adopt(const std::vector<std::uint64_t>& digests, gpu::Stream& stream);

@@ -58,7 +58,8 @@ class Buffer {
   std::function<void(void*)> release_;
 };
 
-/// An ordered queue of device work (cudaStream_t for CUDA; work runs inline for the host twin).
+/// An ordered queue of device work (cudaStream_t for CUDA; for the host twin, work that runs when the host waits
+/// for it: see host_backend.cpp).
 class Stream {
  public:
   virtual ~Stream() = default;

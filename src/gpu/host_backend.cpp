@@ -1,8 +1,18 @@
-// Host-twin backend: "device" memory is host memory and kernels are their host twins, run inline. It lets the
-// whole device data path (digest, compact, pack, double-buffered drain, unpack) run and be tested without a GPU.
+// Host-twin backend: "device" memory is host memory and kernels are their host twins. It lets the whole device
+// data path (digest, compact, pack, double-buffered drain, unpack) run and be tested without a GPU.
+//
+// Its streams keep CUDA's semantics at their strictest: work enqueued on a stream does not run when it is
+// enqueued but when the host waits for it (synchronize, or wait on an event recorded after it), in stream order,
+// on the waiting thread. Code that reads a kernel's or a copy's result without waiting for it reads stale bytes,
+// and code that changes a copy's source before waiting for the copy sends the new bytes: the host-twin tests see
+// every missing wait that a GPU would hit only by chance. Like cudaFree and cudaFreeHost, releasing a buffer first
+// completes every stream's work, and destroying a stream completes its work (CUDA finishes it too).
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <new>
+#include <unordered_set>
 
 #include "gpu/backend.hpp"
 #include "kernels/chunk_kernels.hpp"
@@ -11,13 +21,92 @@
 namespace reprise::gpu {
 namespace {
 
-class InlineStream final : public Stream {};
-class DoneEvent final : public Event {};
+// One stream's queue. `run_` is held while items run so they run in order even when several threads wait.
+class WorkQueue {
+ public:
+  void push(std::function<void()> work) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    work_.push_back(std::move(work));
+    ++enqueued_;
+  }
+  std::uint64_t enqueued() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return enqueued_;
+  }
+  /// Runs the work enqueued before the `target`-th item completed (all of it for ~0).
+  void run_until(std::uint64_t target) {
+    std::lock_guard<std::mutex> running(run_);
+    for (;;) {
+      std::function<void()> next;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (work_.empty() || done_ >= target) return;
+        next = std::move(work_.front());
+        work_.pop_front();
+      }
+      next();
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++done_;
+    }
+  }
 
-Buffer host_alloc(std::size_t bytes) {
-  void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
-  if (!p) throw std::bad_alloc();
-  return Buffer(p, bytes, [](void* q) { std::free(q); });
+ private:
+  std::mutex run_, mutex_;
+  std::deque<std::function<void()>> work_;
+  std::uint64_t enqueued_ = 0, done_ = 0;
+};
+
+// The live streams, so that freeing memory can complete their work first (cudaFree synchronises the device).
+class Device {
+ public:
+  void add(WorkQueue* q) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queues_.insert(q);
+  }
+  void remove(WorkQueue* q) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queues_.erase(q);
+  }
+  void synchronize() {
+    std::lock_guard<std::mutex> lock(mutex_);  // held: a stream is not destroyed while its work runs here
+    for (WorkQueue* q : queues_) q->run_until(~std::uint64_t{0});
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_set<WorkQueue*> queues_;
+};
+
+class DeferredStream final : public Stream {
+ public:
+  explicit DeferredStream(std::shared_ptr<Device> device)
+      : device_(std::move(device)), queue_(std::make_shared<WorkQueue>()) {
+    device_->add(queue_.get());
+  }
+  ~DeferredStream() override {
+    queue_->run_until(~std::uint64_t{0});
+    device_->remove(queue_.get());
+  }
+  const std::shared_ptr<WorkQueue>& queue() const { return queue_; }
+
+ private:
+  std::shared_ptr<Device> device_;
+  std::shared_ptr<WorkQueue> queue_;
+};
+
+// Completed once its queue ran `target` items; it keeps the queue alive, as a CUDA event outlives its stream.
+class QueueEvent final : public Event {
+ public:
+  QueueEvent(std::shared_ptr<WorkQueue> queue, std::uint64_t target) : queue_(std::move(queue)), target_(target) {}
+  void wait() { queue_->run_until(target_); }
+
+ private:
+  std::shared_ptr<WorkQueue> queue_;
+  std::uint64_t target_;
+};
+
+WorkQueue& queue_of(Stream& stream) {
+  return *static_cast<DeferredStream&>(stream).queue();
 }
 
 class HostTwinBackend final : public Backend {
@@ -25,32 +114,56 @@ class HostTwinBackend final : public Backend {
   const char* name() const override { return "host-twin"; }
   std::string device_description() const override { return "host (kernel host twins)"; }
   bool is_device_pointer(const void*) const override { return false; }
-  Buffer alloc_device(std::size_t bytes) override { return host_alloc(bytes); }
-  Buffer alloc_pinned(std::size_t bytes) override { return host_alloc(bytes); }
-  std::unique_ptr<Stream> create_stream(bool) override { return std::make_unique<InlineStream>(); }
-  void synchronize(Stream&) override {}
-  std::unique_ptr<Event> record(Stream&) override { return std::make_unique<DoneEvent>(); }
-  void wait(Event&) override {}
+  Buffer alloc_device(std::size_t bytes) override { return alloc(bytes); }
+  Buffer alloc_pinned(std::size_t bytes) override { return alloc(bytes); }
+  std::unique_ptr<Stream> create_stream(bool) override { return std::make_unique<DeferredStream>(device_); }
+  void synchronize(Stream& stream) override { queue_of(stream).run_until(~std::uint64_t{0}); }
+  std::unique_ptr<Event> record(Stream& stream) override {
+    WorkQueue& q = queue_of(stream);
+    return std::make_unique<QueueEvent>(static_cast<DeferredStream&>(stream).queue(), q.enqueued());
+  }
+  void wait(Event& event) override { static_cast<QueueEvent&>(event).wait(); }
 
   void digest(const void* region, std::size_t bytes, std::size_t chunk_bytes, std::uint64_t* digests,
-              Stream&) override {
-    kernels::digest_chunks_host(region, bytes, chunk_bytes, digests);
+              Stream& stream) override {
+    queue_of(stream).push([=] { kernels::digest_chunks_host(region, bytes, chunk_bytes, digests); });
   }
   void compare_compact(const std::uint64_t* cur, const std::uint64_t* prev, std::uint32_t n, bool all,
-                       std::uint32_t* indices, std::uint32_t* count, Stream&) override {
-    *count = kernels::compare_compact_host(cur, prev, n, all, indices);
+                       std::uint32_t* indices, std::uint32_t* count, Stream& stream) override {
+    queue_of(stream).push([=] { *count = kernels::compare_compact_host(cur, prev, n, all, indices); });
   }
   void pack(const void* region, std::size_t bytes, std::size_t chunk_bytes, const std::uint32_t* indices,
-            std::uint32_t n, void* staging, Stream&) override {
-    kernels::pack_host(region, bytes, chunk_bytes, indices, n, staging);
+            std::uint32_t n, void* staging, Stream& stream) override {
+    queue_of(stream).push([=] { kernels::pack_host(region, bytes, chunk_bytes, indices, n, staging); });
   }
   void unpack(void* region, std::size_t bytes, std::size_t chunk_bytes, const std::uint32_t* indices, std::uint32_t n,
-              const void* staging, Stream&) override {
-    kernels::unpack_host(region, bytes, chunk_bytes, indices, n, staging);
+              const void* staging, Stream& stream) override {
+    queue_of(stream).push([=] { kernels::unpack_host(region, bytes, chunk_bytes, indices, n, staging); });
   }
-  void copy_to_host(void* dst, const void* src, std::size_t bytes, Stream&) override { std::memcpy(dst, src, bytes); }
-  void copy_to_device(void* dst, const void* src, std::size_t bytes, Stream&) override { std::memcpy(dst, src, bytes); }
-  void copy_device(void* dst, const void* src, std::size_t bytes, Stream&) override { std::memcpy(dst, src, bytes); }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes, Stream& stream) override {
+    copy(dst, src, bytes, stream);
+  }
+  void copy_to_device(void* dst, const void* src, std::size_t bytes, Stream& stream) override {
+    copy(dst, src, bytes, stream);
+  }
+  void copy_device(void* dst, const void* src, std::size_t bytes, Stream& stream) override {
+    copy(dst, src, bytes, stream);
+  }
+
+ private:
+  static void copy(void* dst, const void* src, std::size_t bytes, Stream& stream) {
+    queue_of(stream).push([=] { std::memcpy(dst, src, bytes); });
+  }
+  Buffer alloc(std::size_t bytes) {
+    void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+    if (!p) throw std::bad_alloc();
+    return Buffer(p, bytes, [device = device_](void* q) {
+      device->synchronize();
+      std::free(q);
+    });
+  }
+
+  std::shared_ptr<Device> device_ = std::make_shared<Device>();
 };
 
 }  // namespace

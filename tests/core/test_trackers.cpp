@@ -55,6 +55,7 @@ TEST(DeviceTracker, HostTwinAgreesWithTheSpecification) {
   EXPECT_EQ(dirty, (std::vector<std::uint32_t>{2, 7}));
   std::vector<unsigned char> staging(2 * kChunk);
   t.pack(0, 2, staging.data(), *stream);
+  backend->synchronize(*stream);  // pack is asynchronous (the host twin runs it only now)
   EXPECT_EQ(std::memcmp(staging.data(), data.data() + 2 * kChunk, kChunk), 0);
   EXPECT_EQ(std::memcmp(staging.data() + kChunk, data.data() + 7 * kChunk, 33), 0);
   // adopt() makes given digests the reference

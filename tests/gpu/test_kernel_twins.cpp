@@ -158,5 +158,54 @@ TEST(HostTwinBackend, RoundTripThroughTheBackend) {
   testing::expect_round_trip(*be, 100, 4096, 3, {true}, false, seed++);  // one partial chunk
 }
 
+// The host twin's streams run work only when the host waits for it, so a host-twin test sees a missing wait.
+TEST(HostTwinBackend, StreamWorkRunsWhenTheHostWaitsForIt) {
+  auto be = gpu::make_host_twin_backend();
+  auto stream = be->create_stream(false);
+  gpu::Buffer dev = be->alloc_device(64), host = be->alloc_pinned(64);
+  std::memset(dev.data(), 1, 64);
+  std::memset(host.data(), 0, 64);
+  be->copy_to_host(host.data(), dev.data(), 32, *stream);
+  auto first = be->record(*stream);
+  be->copy_to_host(host.as<char>() + 32, dev.as<char>() + 32, 32, *stream);
+  EXPECT_EQ(host.as<char>()[0], 0) << "a copy ran before anyone waited for it";
+  std::memset(dev.data(), 2, 64);  // changed before the copies ran: they read the new bytes
+  be->wait(*first);
+  EXPECT_EQ(host.as<char>()[0], 2);
+  EXPECT_EQ(host.as<char>()[32], 0) << "waiting for an event ran work recorded after it";
+  be->synchronize(*stream);
+  EXPECT_EQ(host.as<char>()[32], 2);
+  be->wait(*first);  // an event stays complete
+
+  std::uint32_t count = 99;
+  std::uint32_t indices[2];
+  const std::uint64_t cur[2] = {1, 2}, prev[2] = {1, 3};
+  be->compare_compact(cur, prev, 2, false, indices, &count, *stream);
+  EXPECT_EQ(count, 99u);
+  be->synchronize(*stream);
+  EXPECT_EQ(count, 1u);
+  EXPECT_EQ(indices[0], 1u);
+}
+
+TEST(HostTwinBackend, FreeingMemoryOrDestroyingAStreamCompletesItsWork) {
+  auto be = gpu::make_host_twin_backend();
+  auto stream = be->create_stream(false), other = be->create_stream(true);
+  std::vector<char> out(16, 0), out2(16, 0);
+  {
+    gpu::Buffer dev = be->alloc_device(16);
+    std::memset(dev.data(), 7, 16);
+    be->copy_to_host(out.data(), dev.data(), 16, *stream);
+    be->copy_to_host(out2.data(), dev.data(), 16, *other);
+  }  // freed here: like cudaFree, after the device's work (both streams), before the memory goes
+  EXPECT_EQ(out[15], 7);
+  EXPECT_EQ(out2[15], 7);
+  std::vector<char> src(16, 5);
+  be->copy_device(out.data(), src.data(), 16, *stream);
+  auto event = be->record(*stream);
+  stream.reset();
+  EXPECT_EQ(out[0], 5) << "a destroyed stream's work completes";
+  be->wait(*event);  // an event outlives its stream
+}
+
 }  // namespace
 }  // namespace reprise::kernels
