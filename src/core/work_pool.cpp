@@ -15,31 +15,38 @@ WorkPool::~WorkPool() {
   for (auto& t : workers_) t.join();
 }
 
-void WorkPool::drain_items() {
+void WorkPool::drain_items(const std::function<void(std::size_t)>& fn, std::size_t count) {
   for (;;) {
     const std::size_t i = next_.fetch_add(1);
-    if (i >= count_) return;
+    if (i >= count) return;
     try {
-      (*fn_)(i);
+      fn(i);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!error_) error_ = std::current_exception();
-      next_.store(count_);  // stop handing out work
+      next_.store(count);  // stop handing out work
     }
   }
 }
 
 void WorkPool::worker_loop() {
   std::size_t seen = 0;
+  const std::function<void(std::size_t)>* fn = nullptr;
+  std::size_t count = 0;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
+      // The call may be over already (its caller did every item before this thread woke): then fn_ is null.
+      // Otherwise the job is read here, under the lock, and the call cannot return before busy_ is back to 0.
+      if (!fn_) continue;
+      fn = fn_;
+      count = count_;
       ++busy_;
     }
-    drain_items();
+    drain_items(*fn, count);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       --busy_;
@@ -64,7 +71,7 @@ void WorkPool::parallel_for(std::size_t count, const std::function<void(std::siz
     ++generation_;
   }
   wake_.notify_all();
-  drain_items();
+  drain_items(fn, count);
   std::exception_ptr error;
   {
     std::unique_lock<std::mutex> lock(mutex_);

@@ -26,7 +26,7 @@ class WorkPool {
 
  private:
   void worker_loop();
-  void drain_items();
+  void drain_items(const std::function<void(std::size_t)>& fn, std::size_t count);
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;
