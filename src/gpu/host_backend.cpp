@@ -152,7 +152,7 @@ class HostTwinBackend final : public Backend {
 
  private:
   static void copy(void* dst, const void* src, std::size_t bytes, Stream& stream) {
-    queue_of(stream).push([=] { std::memcpy(dst, src, bytes); });
+    if (bytes) queue_of(stream).push([=] { std::memcpy(dst, src, bytes); });  // (null pointers when empty)
   }
   Buffer alloc(std::size_t bytes) {
     void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
