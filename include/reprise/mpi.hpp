@@ -60,7 +60,7 @@ class MpiRuntime : public Runtime {
   /// process spawned by a recovery it joins the repaired job and fetches its checkpoints from its buddy.
   /// Throws ConfigError (bad layout, no buddy on another node, MPI without thread support).
   explicit MpiRuntime(MPI_Comm comm, Config config = Config::from_env());
-  ~MpiRuntime();
+  ~MpiRuntime() override;
 
   /// The application's communicator (original rank numbering, errors returned, not fatal).
   MPI_Comm comm() const;

@@ -34,7 +34,9 @@ class Coordination;
 class Runtime {
  public:
   explicit Runtime(Config config = Config::from_env());
-  ~Runtime();  ///< waits for in-flight checkpoints; errors are reported on stderr, never thrown
+  /// Waits for in-flight checkpoints; errors are reported on stderr, never thrown. Virtual: an MpiRuntime held as
+  /// a Runtime (e.g. std::unique_ptr<Runtime>) is destroyed as an MpiRuntime.
+  virtual ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
