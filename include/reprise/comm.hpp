@@ -90,7 +90,7 @@ class Comm {
   void barrier();
   void bcast(void* buf, std::size_t bytes, int root);
   double allreduce(double value, Op op);
-  std::int64_t allreduce(std::int64_t value, Op op);
+  std::int64_t allreduce(std::int64_t value, Op op);  ///< Sum wraps modulo 2^64 on overflow
 
   template <class T>
   void send(const T* buf, std::size_t count, int dest, int tag) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #define XXH_INLINE_ALL
@@ -1152,7 +1153,11 @@ namespace {
 template <class T>
 T combine(T a, T b, Comm::Op op) {
   switch (op) {
-    case Comm::Op::Sum: return a + b;
+    case Comm::Op::Sum:
+      if constexpr (std::is_integral_v<T>)  // wraps modulo 2^64 (signed overflow would be undefined)
+        return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) + static_cast<std::make_unsigned_t<T>>(b));
+      else
+        return a + b;
     case Comm::Op::Min: return std::min(a, b);
     default: return std::max(a, b);
   }

@@ -59,7 +59,7 @@ class Reader {
     const auto n = get<std::uint64_t>(field);
     if (n > (bytes_ - pos_) / sizeof(T)) fail(std::string("manifest array '") + field + "' runs past the end");
     std::vector<T> v(n);
-    std::memcpy(v.data(), data_ + pos_, n * sizeof(T));
+    if (n) std::memcpy(v.data(), data_ + pos_, n * sizeof(T));  // (an empty vector's data() may be null)
     pos_ += n * sizeof(T);
     return v;
   }
