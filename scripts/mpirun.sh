@@ -8,6 +8,8 @@
 # Which MPI: the host's when a runtime probe (reprise-ulfm-probe: kill a rank, detect, shrink, respawn) says its
 # ULFM works, otherwise Open MPI 5 in the trixie sandbox (scripts/ulfm-sandbox.sh, created on first use).
 # REPRISE_MPI=host|sandbox forces one. REPRISE_* variables (e.g. REPRISE_KILL) reach every rank.
+# REPRISE_SANITIZE=address,undefined|thread: the sandbox builds and runs the programs with those sanitizers, in a tree of
+# their own (build-ulfm-sanitize-KIND; set ASAN_OPTIONS=detect_leaks=0: Open MPI does not free all it allocates).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 n=""; timeout_s=600
@@ -24,6 +26,9 @@ program=$1; shift
 
 FLAGS=(--with-ft ulfm --oversubscribe --mca async_mpi_finalize true --mca btl self,sm,tcp --mca btl_tcp_if_include lo)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# AddressSanitizer's shadow memory takes the address where PMIx's gds/shmem2 maps its segment in a spawned
+# process: the replacement aborts in MPI_Init and the survivors wait in MPI_Comm_spawn forever.
+[ -z "${REPRISE_SANITIZE:-}" ] || export PMIX_MCA_gds=${PMIX_MCA_gds:-hash}
 passthrough=()
 for v in $(compgen -e | grep '^REPRISE_' || true); do passthrough+=(-x "$v"); done
 
@@ -122,12 +127,15 @@ case "$mpi" in
       while [ "$1" != "--" ]; do mpirun_args+=("$1"); shift; done
       shift
       program=$1; shift
-      b=/src/build-ulfm
+      b=/src/build-ulfm sanitize=()
+      if [ -n "${REPRISE_SANITIZE:-}" ]; then  # a tree of its own, built with these sanitizers
+        b=/src/build-ulfm-sanitize-${REPRISE_SANITIZE//,/-} sanitize=(-DREPRISE_SANITIZE="$REPRISE_SANITIZE")
+      fi
       if [[ "$program" != /* ]]; then
         (  # one configure + build at a time in this tree (see configure_and_build)
           flock 9
           cmake -S /src -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_ENABLE_MPI=ON \
-            -DREPRISE_BUILD_BENCH=ON -DREPRISE_ENABLE_CUDA=OFF -DREPRISE_IN_SANDBOX=ON > "$b.configure.log" 2>&1 || { cat "$b.configure.log"; exit 1; }
+            -DREPRISE_BUILD_BENCH=ON -DREPRISE_ENABLE_CUDA=OFF -DREPRISE_IN_SANDBOX=ON "${sanitize[@]}" > "$b.configure.log" 2>&1 || { cat "$b.configure.log"; exit 1; }
           cmake --build "$b" -j "$(nproc)" --target "$program" > "$b.build-$program.log" 2>&1 \
             || { tail -30 "$b.build-$program.log"; echo "[mpirun.sh] building $program in the sandbox failed" >&2; exit 1; }
         ) 9> "$b.lock" || exit 1
