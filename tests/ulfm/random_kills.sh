@@ -38,12 +38,14 @@ for ((i = 1; i <= runs; i++)); do
   got=$(grep -ao 'checksum 0x[0-9a-f]*' <<< "$out" | tail -n 1)
   groups=$(grep -ao 'only groups\? [0-9, and]*' <<< "$out" | tr '\n' ';')
   killed=$(grep -ac 'REPRISE_KILL: SIGKILL' <<< "$out")
-  if [ "$got" = "$ref" ] && { [ "$killed" -eq 0 ] || [ -n "$groups" ]; }; then
+  # (a sanitizer's report fails the run even when the checksum came out right: REPRISE_SANITIZE, sanitized.sh)
+  sanitizer=$(grep -acE 'ERROR: AddressSanitizer|runtime error:|WARNING: ThreadSanitizer' <<< "$out")
+  if [ "$got" = "$ref" ] && [ "$sanitizer" -eq 0 ] && { [ "$killed" -eq 0 ] || [ -n "$groups" ]; }; then
     echo "run $i REPRISE_KILL=$kill: ok ($killed killed; $groups rc $rc)"
   else
     bad=$((bad + 1))
     echo "run $i REPRISE_KILL=$kill: FAILED (got '$got', rc $rc, rollbacks '$groups')"
-    grep -a "reprise\|error" <<< "$out" | grep -v "^\[" | tail -n 8
+    grep -a "reprise\|error\|Sanitizer" <<< "$out" | grep -v "^\[" | tail -n 8
   fi
 done
 echo "random_kills: $((runs - bad))/$runs runs gave the failure-free checksum with only the failed groups rolled back"
