@@ -118,6 +118,10 @@ case "$mpi" in
         *) log "$program is outside the source tree, which is all the sandbox sees"; exit 2 ;;
       esac
     fi
+    # ThreadSanitizer cannot see inside Open MPI (not instrumented): its suppressions for Open MPI's libraries.
+    if [[ "${REPRISE_SANITIZE:-}" == *thread* ]]; then
+      export TSAN_OPTIONS="suppressions=/src/tests/ulfm/tsan-openmpi.supp ${TSAN_OPTIONS:-}"
+    fi
     # Configure + build inside the sandbox (its own compiler and Open MPI 5), then run there.
     # Inner arguments: MPIRUN_ARGS... -- PROGRAM ARGS...
     hang_stacks $$ "$program" > /dev/null &

@@ -9,6 +9,7 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 export REPRISE_SANITIZE=$kind
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:halt_on_error=1}  # (Open MPI does not free all it allocates)
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:report_signal_unsafe=0}
 out=$(REPRISE_RANKS_PER_NODE=1 bash "$here/scripts/mpirun.sh" -n 2 --timeout 1200 -- reprise-mpi-comm-check 2>&1)
 rc=$?
 if [ $rc -ne 0 ] || ! grep -aq "^comm ok" <<< "$out" ||
