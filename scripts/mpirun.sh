@@ -8,8 +8,9 @@
 # Which MPI: the host's when a runtime probe (reprise-ulfm-probe: kill a rank, detect, shrink, respawn) says its
 # ULFM works, otherwise Open MPI 5 in the trixie sandbox (scripts/ulfm-sandbox.sh, created on first use).
 # REPRISE_MPI=host|sandbox forces one. REPRISE_* variables (e.g. REPRISE_KILL) reach every rank.
-# REPRISE_SANITIZE=address,undefined|thread: the sandbox builds and runs the programs with those sanitizers, in a tree of
-# their own (build-ulfm-sanitize-KIND; set ASAN_OPTIONS=detect_leaks=0: Open MPI does not free all it allocates).
+# REPRISE_SANITIZE=address,undefined|thread: the sandbox builds and runs the programs with those sanitizers, in a
+# tree of their own (build-ulfm-sanitize-KIND; set ASAN_OPTIONS=detect_leaks=0: Open MPI does not free all it
+# allocates).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 n=""; timeout_s=600
@@ -91,7 +92,7 @@ hang_stacks() {  # hang_stacks ROOT_PID NAME
 }
 mpi=${REPRISE_MPI:-}
 if [ -z "$mpi" ]; then
-  if [ "$(host_probe)" = yes ]; then mpi=host; else mpi=sandbox; fi
+  if [ -z "${REPRISE_SANITIZE:-}" ] && [ "$(host_probe)" = yes ]; then mpi=host; else mpi=sandbox; fi
 fi
 
 case "$mpi" in
@@ -100,6 +101,10 @@ case "$mpi" in
     if [ -n "${REPRISE_MPI:-}" ] && ! mpirun --with-ft ulfm --version > /dev/null 2>&1; then
       log "REPRISE_MPI=host, but the host's mpirun ($(mpirun --version 2>&1 | head -n 1)) does not take" \
           "--with-ft ulfm: it has no ULFM. Unset REPRISE_MPI to run in the ULFM sandbox (scripts/ulfm-sandbox.sh)"
+      exit 2
+    fi
+    if [ -n "${REPRISE_SANITIZE:-}" ]; then
+      log "REPRISE_SANITIZE builds sanitized programs in the sandbox only: unset REPRISE_MPI=host"
       exit 2
     fi
     build="$here/build-host-mpi"

@@ -27,11 +27,11 @@ class WorkQueue {
   void push(std::function<void()> work) {
     std::lock_guard<std::mutex> lock(mutex_);
     work_.push_back(std::move(work));
-    ++enqueued_;
   }
+  /// How many items were ever enqueued: an event recorded now is complete once that many have run.
   std::uint64_t enqueued() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return enqueued_;
+    return done_ + work_.size();
   }
   /// Runs the work enqueued before the `target`-th item completed (all of it for ~0).
   void run_until(std::uint64_t target) {
@@ -53,7 +53,7 @@ class WorkQueue {
  private:
   std::mutex run_, mutex_;
   std::deque<std::function<void()>> work_;
-  std::uint64_t enqueued_ = 0, done_ = 0;
+  std::uint64_t done_ = 0;  // items run
 };
 
 // The live streams, so that freeing memory can complete their work first (cudaFree synchronises the device).
@@ -119,8 +119,8 @@ class HostTwinBackend final : public Backend {
   std::unique_ptr<Stream> create_stream(bool) override { return std::make_unique<DeferredStream>(device_); }
   void synchronize(Stream& stream) override { queue_of(stream).run_until(~std::uint64_t{0}); }
   std::unique_ptr<Event> record(Stream& stream) override {
-    WorkQueue& q = queue_of(stream);
-    return std::make_unique<QueueEvent>(static_cast<DeferredStream&>(stream).queue(), q.enqueued());
+    const auto& queue = static_cast<DeferredStream&>(stream).queue();
+    return std::make_unique<QueueEvent>(queue, queue->enqueued());
   }
   void wait(Event& event) override { static_cast<QueueEvent&>(event).wait(); }
 
