@@ -78,7 +78,8 @@ class Comm {
 
   /// The same with the buffer's memory space said (MemorySpace::Device: CUDA device memory; without it Comm asks
   /// CUDA where a buffer lives when a GPU is usable). With a CUDA-aware MPI (Config::cuda_aware_mpi) a device
-  /// payload above 3968 B goes to MPI as it is (one to another group is also copied D2H into its log entry).
+  /// payload above 3968 B goes to MPI as it is (one to another group is also copied D2H into its log entry,
+  /// asynchronously: the request completes once MPI sent the buffer and that copy is done).
   /// Otherwise device buffers are staged through pinned host memory: a message to another group is copied D2H
   /// straight into its log entry and sent from there; a received one is copied H2D once delivered. As with MPI,
   /// a buffer belongs to Comm until its request completes (a staged send happens not to read it after isend).

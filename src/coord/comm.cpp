@@ -171,7 +171,7 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
   const int rc = post_send(dest, tag, m->header, host, m->packed, m->request, m->payload, m->epoch);
   // The log copy overlaps the transfer; it is done before the send can be reported complete.
   if (s.log_slot && bytes && !m->device) std::memcpy(s.log_slot, buf, bytes);
-  if (s.log_slot && direct) device_to_host(s.log_slot, buf, bytes);
+  if (s.log_slot && direct) copy_into_log(*m, s.log_slot, buf, bytes, p_->log().find(dest, s.header.seq)->segment);
   m->owner = this;
   live_.push_back(m.get());
   host_.check_mpi(rc);
@@ -203,18 +203,36 @@ std::shared_ptr<std::byte> CommState::take_staging(std::size_t bytes) {
   });
 }
 
+gpu::Stream& CommState::stream() {
+  if (!stream_) stream_ = host_.device().create_stream(false);
+  return *stream_;
+}
+
 void CommState::device_to_host(void* dst, const void* src, std::size_t bytes) {
   gpu::Backend& be = host_.device();
-  if (!stream_) stream_ = be.create_stream(false);
-  be.copy_to_host(dst, src, bytes, *stream_);
-  be.synchronize(*stream_);
+  be.copy_to_host(dst, src, bytes, stream());
+  be.synchronize(stream());
 }
 
 void CommState::host_to_device(void* dst, const void* src, std::size_t bytes) {
   gpu::Backend& be = host_.device();
-  if (!stream_) stream_ = be.create_stream(false);
-  be.copy_to_device(dst, src, bytes, *stream_);
-  be.synchronize(*stream_);
+  be.copy_to_device(dst, src, bytes, stream());
+  be.synchronize(stream());
+}
+
+void CommState::copy_into_log(PendingMessage& m, void* slot, const void* buf, std::size_t bytes,
+                              std::shared_ptr<logging::Segment> segment) {
+  gpu::Backend& be = host_.device();
+  while (!log_copies_.empty() && be.query(*log_copies_.front().done)) log_copies_.pop_front();
+  be.copy_to_host(slot, buf, bytes, stream());
+  m.log_copy = be.record(stream());
+  log_copies_.push_back(LogCopy{m.log_copy, std::move(segment)});
+}
+
+void CommState::log_copies_done() {
+  if (log_copies_.empty()) return;
+  host_.device().synchronize(stream());  // the copies are in order on it
+  log_copies_.clear();
 }
 
 Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag, std::optional<MemorySpace> space) {
@@ -354,6 +372,13 @@ bool CommState::progress(PendingMessage& m, bool block) {
       if (!finish(m.request, MPI_STATUS_IGNORE, block, &m)) return false;
     while (!m.done && m.payload != MPI_REQUEST_NULL)
       if (!finish(m.payload, MPI_STATUS_IGNORE, block, &m)) return false;
+    if (!m.done && m.log_copy) {  // (done by a repair: that completed every copy)
+      if (block)
+        host_.device().wait(*m.log_copy);
+      else if (!host_.device().query(*m.log_copy))
+        return false;
+    }
+    m.log_copy.reset();
     m.done = true;
     forget(&m);
     return true;
@@ -508,6 +533,7 @@ void CommState::barrier_result(const std::vector<const std::uint64_t*>& member, 
   ++stats_.channel_checks;
   asks_sent_ = false;
   p_->raise_phase(phase);
+  log_copies_done();  // the snapshot's payloads are read below
   // Capture into the region (counters and views) and keep the log snapshot in memory.
   const std::size_t N = group_of_.size();
   region_[0] = p_->phase();
@@ -785,6 +811,7 @@ void CommState::abandon(PendingMessage& m) {
 }
 
 void CommState::after_repair() {
+  log_copies_done();  // before the sends they belong to are abandoned (and their buffers perhaps freed)
   for (auto& [req, buf] : view_sends_)
     if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
   view_sends_.clear();
@@ -812,6 +839,7 @@ void CommState::begin_recovery(std::uint32_t epoch, const std::set<int>& rolled_
   coordinator_.reset();
   exchanging_ = false;
   in_r_ = rolled_back.count(rank_) > 0;
+  log_copies_done();  // sends to R are completed below, and the exchange reads the log
   if (in_r_) {
     after_repair();  // everything of this process is redone from its group's version
     exchange_pending_ = true;
@@ -1005,7 +1033,9 @@ void CommState::poll_control() {
 }
 
 void CommState::flush_outbox() {
-  for (int d : p_->queued_dests())
+  const std::vector<int> dests = p_->queued_dests();
+  if (!dests.empty()) log_copies_done();  // replays read their log entries
+  for (int d : dests)
     for (auto& m : p_->ready(d)) {
       auto o = std::make_unique<Outbound>();
       o->dest = d;

@@ -116,6 +116,9 @@ struct PendingMessage {
   bool device = false;
   std::byte* staged = nullptr;
   std::shared_ptr<void> hold;
+  // A direct logged send: its payload's copy into the log entry (CommState::copy_into_log). The send completes
+  // once MPI sent the device buffer and this copy is done: the application may then change the buffer.
+  std::shared_ptr<gpu::Event> log_copy;
   CommState* owner = nullptr;  // pending messages are registered there (repairs reach them)
   ~PendingMessage();
 };
@@ -273,7 +276,21 @@ class CommState {
   std::shared_ptr<std::byte> take_staging(std::size_t bytes);
   void device_to_host(void* dst, const void* src, std::size_t bytes);
   void host_to_device(void* dst, const void* src, std::size_t bytes);
+  gpu::Stream& stream();
   std::unique_ptr<gpu::Stream> stream_;
+  /// A logged device payload that MPI sends as it is (direct) reaches its log entry by a D2H copy on stream_,
+  /// enqueued right after the send was posted: the copy overlaps the transfer and isend returns without waiting
+  /// for it (a staged payload is copied into its entry first and sent from there, so it has no second copy).
+  /// The copy holds the entry's segment, which a commit may release meanwhile. Until log_copies_done() no entry's
+  /// bytes may be read: the capture of a checkpoint, replays and repairs call it first.
+  void copy_into_log(PendingMessage& m, void* slot, const void* buf, std::size_t bytes,
+                     std::shared_ptr<logging::Segment> segment);
+  void log_copies_done();
+  struct LogCopy {
+    std::shared_ptr<gpu::Event> done;
+    std::shared_ptr<logging::Segment> segment;
+  };
+  std::deque<LogCopy> log_copies_;  // oldest first
   std::shared_ptr<logging::SegmentPool> staging_pool_ = std::make_shared<logging::SegmentPool>(std::size_t{64} << 20);
   std::vector<std::shared_ptr<void>> kept_;  // staging that MPI may still use after its request was abandoned
   void write_log_region(const proto::Capture& c);

@@ -89,6 +89,9 @@ class Backend {
   virtual void synchronize(Stream& stream) = 0;
   virtual std::unique_ptr<Event> record(Stream& stream) = 0;
   virtual void wait(Event& event) = 0;  ///< host blocks until the event completed
+  /// Whether the event completed, without blocking (cudaEventQuery). The host twin's device advances only when
+  /// the host asks: each query of an event not yet complete runs one item of its stream's work and says false.
+  virtual bool query(Event& event) = 0;
 
   // Kernels; all asynchronous on `stream`; pointers below are device pointers unless stated otherwise.
   /// digests[i] = Lanes64 digest of chunk i of [region, region + bytes); chunk i has

@@ -151,6 +151,12 @@ class CudaBackend final : public Backend {
     return e;
   }
   void wait(Event& event) override { REPRISE_CUDA_CHECK(cudaEventSynchronize(static_cast<CudaEvent&>(event).event)); }
+  bool query(Event& event) override {
+    const cudaError_t rc = cudaEventQuery(static_cast<CudaEvent&>(event).event);
+    if (rc == cudaErrorNotReady) return false;
+    REPRISE_CUDA_CHECK(rc);
+    return true;
+  }
 
   void digest(const void* region, std::size_t bytes, std::size_t chunk_bytes, std::uint64_t* digests,
               Stream& stream) override {

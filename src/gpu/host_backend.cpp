@@ -33,10 +33,10 @@ class WorkQueue {
     std::lock_guard<std::mutex> lock(mutex_);
     return done_ + work_.size();
   }
-  /// Runs the work enqueued before the `target`-th item completed (all of it for ~0).
-  void run_until(std::uint64_t target) {
+  /// Runs the work enqueued before the `target`-th item completed (all of it for ~0), at most `most` items.
+  void run_until(std::uint64_t target, std::uint64_t most = ~std::uint64_t{0}) {
     std::lock_guard<std::mutex> running(run_);
-    for (;;) {
+    for (std::uint64_t ran = 0; ran < most; ++ran) {
       std::function<void()> next;
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -48,6 +48,10 @@ class WorkQueue {
       std::lock_guard<std::mutex> lock(mutex_);
       ++done_;
     }
+  }
+  bool completed(std::uint64_t target) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return done_ >= target;
   }
 
  private:
@@ -99,6 +103,11 @@ class QueueEvent final : public Event {
  public:
   QueueEvent(std::shared_ptr<WorkQueue> queue, std::uint64_t target) : queue_(std::move(queue)), target_(target) {}
   void wait() { queue_->run_until(target_); }
+  bool query() {  // not complete: the device advances by one item, and the answer is still "not yet"
+    if (queue_->completed(target_)) return true;
+    queue_->run_until(target_, 1);
+    return false;
+  }
 
  private:
   std::shared_ptr<WorkQueue> queue_;
@@ -123,6 +132,7 @@ class HostTwinBackend final : public Backend {
     return std::make_unique<QueueEvent>(queue, queue->enqueued());
   }
   void wait(Event& event) override { static_cast<QueueEvent&>(event).wait(); }
+  bool query(Event& event) override { return static_cast<QueueEvent&>(event).query(); }
 
   void digest(const void* region, std::size_t bytes, std::size_t chunk_bytes, std::uint64_t* digests,
               Stream& stream) override {

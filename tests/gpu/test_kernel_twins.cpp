@@ -187,6 +187,26 @@ TEST(HostTwinBackend, StreamWorkRunsWhenTheHostWaitsForIt) {
   EXPECT_EQ(indices[0], 1u);
 }
 
+// A query never blocks; on the twin each query of an incomplete event lets the device run one item and answers
+// "not yet", so a polling loop terminates and code that polls sees the not-ready answer at least once.
+TEST(HostTwinBackend, QueryAdvancesTheDeviceOneItemAtATime) {
+  auto be = gpu::make_host_twin_backend();
+  auto stream = be->create_stream(false);
+  std::vector<char> a(8, 0), b(8, 0), src(8, 3);
+  auto nothing = be->record(*stream);
+  EXPECT_TRUE(be->query(*nothing)) << "an event with no work before it is complete";
+  be->copy_to_host(a.data(), src.data(), 8, *stream);
+  be->copy_to_host(b.data(), src.data(), 8, *stream);
+  auto both = be->record(*stream);
+  EXPECT_FALSE(be->query(*both));
+  EXPECT_EQ(a[0], 3) << "the query ran the first copy";
+  EXPECT_EQ(b[0], 0) << "and only the first";
+  EXPECT_FALSE(be->query(*both));
+  EXPECT_EQ(b[0], 3);
+  EXPECT_TRUE(be->query(*both));
+  EXPECT_TRUE(be->query(*both)) << "an event stays complete";
+}
+
 TEST(HostTwinBackend, FreeingMemoryOrDestroyingAStreamCompletesItsWork) {
   auto be = gpu::make_host_twin_backend();
   auto stream = be->create_stream(false), other = be->create_stream(true);
