@@ -87,7 +87,7 @@ hang_stacks() {  # hang_stacks ROOT_PID NAME
     log "--- pid $p ($(tr '\0' '\n' < /proc/"$p"/environ 2> /dev/null | grep -E '^OMPI_COMM_WORLD_RANK=|^PMIX_NAMESPACE=' |
       tr '\n' ' '))"
     timeout 60 gdb -p "$p" -batch -ex "set sysroot /proc/$p/root" -ex "thread apply all bt" 2>&1 |
-      grep -E '^(Thread|#)' >&2 || true
+      grep -E '^(Thread|#)|[Ee]rror|[Cc]annot|[Cc]ould not|[Cc]ouldn' >&2 || true  # (a stack gdb failed to read says why)
   done
 }
 mpi=${REPRISE_MPI:-}

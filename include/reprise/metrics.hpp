@@ -32,6 +32,10 @@ struct CheckpointMetrics {
   std::uint64_t released_versions = 0;
   std::string device_backend;   ///< "cuda", "host-twin" or "" when no device region
   bool payload_pinned = false;  ///< the version went to pinned memory (else through the bounce buffers)
+  /// Host chunks were packed into memory touched before (a recycled version buffer, or the one reserved when the
+  /// regions were protected): checkpoint() took no first-touch page faults for them. False when the buffer was
+  /// newly allocated, or no host chunk was packed.
+  bool payload_warm = false;
   /// Payload bytes already on their way to the buddy when the drain's last part reached host memory (the
   /// transfer overlapping the drain; 0 without a buddy level or without device regions).
   std::uint64_t streamed_bytes = 0;

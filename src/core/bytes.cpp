@@ -29,20 +29,26 @@ bool reusable(const HostBytes& b, std::size_t bytes) {
 }
 }  // namespace
 
-HostBytes BufferPool::take(std::size_t bytes) {
+HostBytes BufferPool::take(std::size_t bytes, bool* reused) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    std::size_t best = free_.size();
-    for (std::size_t i = 0; i < free_.size(); ++i)
-      if (free_[i].capacity() >= bytes && (best == free_.size() || free_[i].capacity() < free_[best].capacity()))
-        best = i;
-    if (best != free_.size() && reusable(free_[best], bytes)) {
-      HostBytes out = std::move(free_[best]);
-      free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
+    HostBytes* best = nullptr;  // the smallest kept buffer that holds `bytes`
+    for (HostBytes& b : free_)
+      if (b.capacity() >= bytes && (!best || b.capacity() < best->capacity())) best = &b;
+    if (reserved_.data() && reserved_.capacity() >= bytes && (!best || reserved_.capacity() < best->capacity()))
+      best = &reserved_;
+    if (best && reusable(*best, bytes)) {
+      HostBytes out = std::move(*best);
+      if (best == &reserved_)
+        reserved_ = HostBytes();
+      else
+        free_.erase(free_.begin() + (best - free_.data()));
       out.resize_within(bytes);
+      if (reused) *reused = true;
       return out;
     }
   }
+  if (reused) *reused = false;
   return allocate_ ? allocate_(bytes) : HostBytes(bytes);
 }
 
@@ -53,24 +59,44 @@ void BufferPool::give(HostBytes&& buffer) {
   free_.push_back(std::move(buffer));
 }
 
+bool BufferPool::fits_locked(std::size_t bytes) const {
+  for (const auto& b : free_)
+    if (reusable(b, bytes)) return true;
+  return reserved_.data() && reusable(reserved_, bytes);
+}
+
+HostBytes BufferPool::fresh_touched(std::size_t bytes) {
+  // A quarter of headroom, so that slightly larger versions reuse it too.
+  HostBytes fresh = allocate_ ? allocate_(bytes + bytes / 4) : HostBytes(bytes + bytes / 4);
+  for (std::size_t off = 0; off < fresh.size(); off += 4096) fresh.data()[off] = std::byte{0};
+  return fresh;
+}
+
 void BufferPool::prepare(std::size_t bytes) {
   if (bytes == 0) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& b : free_)
-      if (reusable(b, bytes)) return;
+    if (fits_locked(bytes)) return;
   }
-  // A quarter of headroom, so that slightly larger versions reuse it too.
-  HostBytes fresh = allocate_ ? allocate_(bytes + bytes / 4) : HostBytes(bytes + bytes / 4);
-  for (std::size_t off = 0; off < fresh.size(); off += 4096) fresh.data()[off] = std::byte{0};
-  give(std::move(fresh));
+  give(fresh_touched(bytes));
 }
+
+void BufferPool::reserve(std::size_t bytes) {
+  if (bytes == 0) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (fits_locked(bytes)) return;
+  }
+  HostBytes fresh = fresh_touched(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!fits_locked(bytes)) std::swap(reserved_, fresh);
+}  // (`fresh`, now the replaced buffer or the unneeded new one, is freed here, after the lock)
 
 std::size_t BufferPool::held_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::size_t n = 0;
   for (const auto& b : free_) n += b.capacity();
-  return n;
+  return n + (reserved_.data() ? reserved_.capacity() : 0);
 }
 
 }  // namespace reprise::core

@@ -40,17 +40,25 @@ class BufferPool {
   using Allocate = std::function<HostBytes(std::size_t)>;
   explicit BufferPool(std::size_t max_buffers = 8, Allocate allocate = nullptr)
       : max_buffers_(max_buffers), allocate_(std::move(allocate)) {}
-  HostBytes take(std::size_t bytes);
+  /// `reused`: set to whether the buffer came from the pool (already touched) rather than newly allocated.
+  HostBytes take(std::size_t bytes, bool* reused = nullptr);
   void give(HostBytes&& buffer);
   /// Makes sure a buffer that take(bytes) would reuse is waiting, already written once (first touch: a page fault
   /// per 4 KiB), so that the next version of about this size is packed into warm memory. Called off the
   /// application's path, after a version is stored.
   void prepare(std::size_t bytes);
+  /// The same for the first version of newly protected regions, before any version exists: one buffer kept
+  /// apart from those give() returns. A reservation that the kept one does not fit replaces it (the old one is
+  /// freed), so regions protected one by one never hold more than one such buffer.
+  void reserve(std::size_t bytes);
   std::size_t held_bytes() const;
 
  private:
+  bool fits_locked(std::size_t bytes) const;  // a kept buffer take(bytes) would reuse
+  HostBytes fresh_touched(std::size_t bytes);
   mutable std::mutex mutex_;
   std::vector<HostBytes> free_;
+  HostBytes reserved_;
   std::size_t max_buffers_;
   Allocate allocate_;
 };

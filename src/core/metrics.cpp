@@ -30,6 +30,7 @@ std::string to_json(const std::vector<CheckpointMetrics>& all) {
                    {"released_versions", m.released_versions},
                    {"device_backend", m.device_backend},
                    {"payload_pinned", m.payload_pinned},
+                   {"payload_warm", m.payload_warm},
                    {"streamed_bytes", m.streamed_bytes}});
   return out.dump(2);
 }

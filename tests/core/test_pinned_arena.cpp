@@ -77,5 +77,28 @@ TEST(BufferPool, PreparedBufferIsReusedAndBounded) {
   EXPECT_LE(pool.held_bytes(), (30u << 20) + (30u << 20) / 4 + (10u << 20) + (10u << 20) / 4);
 }
 
+// The first version's buffer, reserved when regions are protected: one reservation at a time (regions protected
+// one by one must not leave a buffer per region behind), taken by the first take() it fits.
+TEST(BufferPool, OneReservationAtATimeServesTheFirstTake) {
+  BufferPool pool(4);
+  pool.reserve(1000);
+  const std::size_t first = pool.held_bytes();
+  EXPECT_GE(first, 1000u);
+  pool.reserve(1100);  // fits the first (a quarter of headroom): nothing new
+  EXPECT_EQ(pool.held_bytes(), first);
+  pool.reserve(1u << 20);  // replaces it
+  EXPECT_EQ(pool.held_bytes(), (1u << 20) + (1u << 18));
+  bool reused = false;
+  HostBytes b = pool.take(1u << 20, &reused);
+  EXPECT_TRUE(reused);
+  EXPECT_EQ(b.size(), 1u << 20);
+  EXPECT_EQ(pool.held_bytes(), 0u);
+  HostBytes c = pool.take(100, &reused);
+  EXPECT_FALSE(reused) << "nothing kept: newly allocated";
+  pool.give(std::move(b));
+  pool.reserve(1u << 20);  // a returned buffer fits: no reservation
+  EXPECT_EQ(pool.held_bytes(), (1u << 20) + (1u << 18));
+}
+
 }  // namespace
 }  // namespace reprise::core

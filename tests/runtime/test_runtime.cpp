@@ -282,6 +282,26 @@ TEST(Runtime, FencesRunBeforeCheckpointAndRestore) {
   EXPECT_EQ(fences, 20);
 }
 
+// The first version of host regions is packed into a buffer the background thread reserved, touched, when they
+// were protected (no first-touch page faults inside checkpoint()); regions protected one by one share it.
+TEST(Runtime, FirstVersionIsPackedIntoMemoryReservedWhenProtected) {
+  Config c;
+  c.chunk_bytes = kChunk;
+  Runtime rt(c);
+  std::vector<unsigned char> a(64 * kChunk, 1), b(32 * kChunk, 2);
+  rt.protect("a", a.data(), a.size(), MemorySpace::Host);
+  rt.protect("b", b.data(), b.size(), MemorySpace::Host);
+  rt.wait();  // the reservation is background work: done by now
+  rt.checkpoint(1);
+  rt.wait();
+  const auto m = rt.metrics();
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_TRUE(m[0].full);
+  EXPECT_EQ(m[0].bytes_dirty, a.size() + b.size());
+  EXPECT_TRUE(m[0].payload_warm) << "the first version went into newly allocated memory";
+  EXPECT_NE(rt.metrics_json().find("\"payload_warm\": true"), std::string::npos);
+}
+
 TEST(Runtime, MetricsAreJson) {
   Runtime rt(Config{});
   double v = 3.5;
