@@ -38,6 +38,11 @@ struct Config {
   std::size_t chunk_bytes = 64 * 1024;
   /// A full version every `full_every` versions; differential versions in between. 1 = always full.
   unsigned full_every = 8;
+  /// A differential version in which at least this percentage of the protected bytes changed is stored as a full
+  /// one (its unchanged chunks packed too, at most 100 - this % of the data more): its chain starts over, so the
+  /// versions before it are released instead of piling up until the next scheduled full version (a stencil's
+  /// field changes everywhere at every step: full_every copies of it, here and at the buddy). 0 = never.
+  unsigned full_at_dirty_percent = 90;
   /// Differential chains (a full version and its differentials) kept; older chains are released.
   unsigned keep_chains = 2;
   /// Directory store root; empty = versions kept in this process's host memory.

@@ -99,4 +99,20 @@ std::size_t BufferPool::held_bytes() const {
   return n + (reserved_.data() ? reserved_.capacity() : 0);
 }
 
+namespace {
+struct PooledBytes : HostBytes {
+  PooledBytes(HostBytes b, std::weak_ptr<BufferPool> p) : HostBytes(std::move(b)), pool(std::move(p)) {}
+  PooledBytes(const PooledBytes&) = delete;
+  PooledBytes& operator=(const PooledBytes&) = delete;
+  ~PooledBytes() {
+    if (auto p = pool.lock()) p->give(std::move(static_cast<HostBytes&>(*this)));
+  }
+  std::weak_ptr<BufferPool> pool;
+};
+}  // namespace
+
+std::shared_ptr<HostBytes> take_pooled(const std::shared_ptr<BufferPool>& pool, std::size_t bytes, bool* reused) {
+  return std::make_shared<PooledBytes>(pool->take(bytes, reused), pool);
+}
+
 }  // namespace reprise::core

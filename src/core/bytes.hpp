@@ -63,4 +63,9 @@ class BufferPool {
   Allocate allocate_;
 };
 
+/// A buffer from `pool` (take(bytes, reused)) that goes back to the pool when its last holder drops it; freed
+/// instead when the pool is gone by then.
+std::shared_ptr<HostBytes> take_pooled(const std::shared_ptr<BufferPool>& pool, std::size_t bytes,
+                                       bool* reused = nullptr);
+
 }  // namespace reprise::core

@@ -76,6 +76,8 @@ Config Config::from_env(Config c) {
   if (auto v = env("REPRISE_RANK")) c.rank = static_cast<int>(parse_unsigned(v, "REPRISE_RANK"));
   if (auto v = env("REPRISE_CHUNK_BYTES")) c.chunk_bytes = parse_bytes(v, "REPRISE_CHUNK_BYTES");
   if (auto v = env("REPRISE_FULL_EVERY")) c.full_every = parse_unsigned(v, "REPRISE_FULL_EVERY");
+  if (auto v = env("REPRISE_FULL_AT_DIRTY_PERCENT"))
+    c.full_at_dirty_percent = parse_unsigned(v, "REPRISE_FULL_AT_DIRTY_PERCENT");
   if (auto v = env("REPRISE_KEEP_CHAINS")) c.keep_chains = parse_unsigned(v, "REPRISE_KEEP_CHAINS");
   if (auto v = env("REPRISE_DIR")) c.dir = v;
   if (auto v = env("REPRISE_DIGEST_THREADS")) c.digest_threads = parse_unsigned(v, "REPRISE_DIGEST_THREADS");
@@ -123,6 +125,9 @@ void Config::validate() const {
     throw ConfigError("chunk_bytes (REPRISE_CHUNK_BYTES) = " + std::to_string(chunk_bytes) +
                       ": must be a multiple of 16 between 256 bytes and 1 GiB");
   if (full_every < 1) throw ConfigError("full_every (REPRISE_FULL_EVERY) must be >= 1 (1 = every version full)");
+  if (full_at_dirty_percent > 100)
+    throw ConfigError("full_at_dirty_percent (REPRISE_FULL_AT_DIRTY_PERCENT) = " + std::to_string(full_at_dirty_percent) +
+                      ": must be a percentage, 0 (never) to 100");
   if (keep_chains < 1) throw ConfigError("keep_chains (REPRISE_KEEP_CHAINS) must be >= 1");
   if (digest_threads < 1 || digest_threads > 256)
     throw ConfigError("digest_threads (REPRISE_DIGEST_THREADS) must be between 1 and 256");

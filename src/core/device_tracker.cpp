@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <limits>
+#include <numeric>
 
 #include "kernels/chunk_kernels.hpp"
 #include "reprise/errors.hpp"
@@ -48,6 +49,15 @@ std::vector<std::uint32_t> DeviceTracker::scan(gpu::Stream& stream, bool all) {
 void DeviceTracker::pack(std::uint32_t first, std::uint32_t count, void* staging, gpu::Stream& stream) const {
   backend_->pack(region_.data, region_.bytes, chunk_bytes_, indices_dev_.as<std::uint32_t>() + first, count, staging,
                  stream);
+}
+
+std::vector<std::uint32_t> DeviceTracker::select_all(gpu::Stream& stream) {
+  backend_->compare_compact(cur_dev_.as<std::uint64_t>(), nullptr, n_, true, indices_dev_.as<std::uint32_t>(),
+                            count_dev_.as<std::uint32_t>(), stream);
+  backend_->synchronize(stream);
+  std::vector<std::uint32_t> all(n_);
+  std::iota(all.begin(), all.end(), 0u);
+  return all;
 }
 
 void DeviceTracker::accept() {

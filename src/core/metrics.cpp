@@ -15,6 +15,7 @@ std::string to_json(const std::vector<CheckpointMetrics>& all) {
     out.push_back({{"version", m.version},
                    {"full", m.full},
                    {"forced", m.forced},
+                   {"promoted", m.promoted},
                    {"bytes_protected", m.bytes_protected},
                    {"bytes_dirty", m.bytes_dirty},
                    {"dirty_ratio", m.dirty_ratio()},

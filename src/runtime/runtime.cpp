@@ -7,6 +7,7 @@
 // arena, or through two pinned bounce buffers), checksums it, stores it and releases versions no chain needs.
 // wait() returns when the store holds everything.
 #include <algorithm>
+#include <numeric>
 #include <chrono>
 #include <functional>
 #include <condition_variable>
@@ -168,20 +169,12 @@ struct Runtime::Impl {
     cv.wait(lock, [&] { return queue.size() + (busy || reserve_bytes ? 1 : 0) <= limit; });
   }
 
-  // A payload buffer that goes back to the pool when the last holder (job, store) drops it.
-  struct PooledBytes : core::HostBytes {
-    PooledBytes(core::HostBytes b, std::weak_ptr<core::BufferPool> p) : core::HostBytes(std::move(b)), pool(p) {}
-    ~PooledBytes() {
-      if (auto p = pool.lock()) p->give(std::move(static_cast<core::HostBytes&>(*this)));
-    }
-    std::weak_ptr<core::BufferPool> pool;
-  };
   // Versions with device data go into the pinned arena when it has room (the drain then DMAs straight into
   // them); otherwise, like host-only versions, into recycled pageable buffers.
   std::shared_ptr<core::HostBytes> take_payload(std::size_t bytes, bool has_device_data, bool* reused = nullptr) {
     if (has_device_data && arena)
       if (auto pinned = arena->allocate(bytes)) return std::make_shared<core::HostBytes>(std::move(*pinned));
-    return std::make_shared<PooledBytes>(payload_pool->take(bytes, reused), payload_pool);
+    return core::take_pooled(payload_pool, bytes, reused);
   }
 
   // The first version of host regions would be packed inside checkpoint() into memory never touched: a page
@@ -543,6 +536,30 @@ void Runtime::checkpoint(std::uint64_t version) {
     r.chunks = dirty[i];
     scanned += e.region.bytes;
     m.regions.push_back(std::move(r));
+  }
+  // Nearly every byte changed (a stencil's field does at every step; what stays is small, e.g. a step counter):
+  // the version becomes a full one, its unchanged chunks packed too (Config::full_at_dirty_percent). Its chain
+  // starts here, so the versions before it are released once it is kept.
+  if (!full && d.cfg.full_at_dirty_percent > 0) {
+    std::uint64_t changed = 0;
+    for (const auto& r : m.regions) changed += r.stored_bytes();
+    if (changed * 100 >= m.protected_bytes() * d.cfg.full_at_dirty_percent) {
+      full = job.metrics.promoted = true;
+      m.kind = core::VersionKind::Full;
+      m.base_version = version;
+      m.chain_index = 0;
+      for (std::size_t i = 0; i < d.entries.size(); ++i) {
+        core::RegionRecord& r = m.regions[i];
+        if (r.chunks.size() == r.chunk_count()) continue;
+        if (std::holds_alternative<core::HostTracker>(d.entries[i].tracker)) {
+          dirty[i].resize(r.chunk_count());
+          std::iota(dirty[i].begin(), dirty[i].end(), 0u);
+        } else {
+          dirty[i] = std::get<core::DeviceTracker>(d.entries[i].tracker).select_all(*d.scan_stream);
+        }
+        r.chunks = dirty[i];
+      }
+    }
   }
   const std::uint64_t payload_bytes = m.layout_payload();
   job.metrics.digest = {seconds_since(t_digest), scanned};

@@ -27,7 +27,9 @@ TEST(Config, ParsesSizesWithBinaryUnits) {
 TEST(Config, EnvironmentOverridesTheStruct) {
   EnvGuard a("REPRISE_CHUNK_BYTES", "128K"), b("REPRISE_FULL_EVERY", "3"), c("REPRISE_DIR", "/tmp/x"),
       d("REPRISE_DEVICE_BACKEND", "host-twin"), e("REPRISE_VERIFY_RESTORE", "off"),
-      f("REPRISE_RECOVERY_WATCH_MS", "0"), g("REPRISE_RECOVERY_TIMEOUT_S", "30");
+      f("REPRISE_RECOVERY_WATCH_MS", "0"), g("REPRISE_RECOVERY_TIMEOUT_S", "30"),
+      h("REPRISE_FULL_AT_DIRTY_PERCENT", "0");
+  EXPECT_EQ(Config{}.full_at_dirty_percent, 90u);
   EXPECT_EQ(Config{}.recovery_watch_ms, 20000u);
   EXPECT_EQ(Config{}.recovery_timeout_s, 600u);
   Config base;
@@ -41,6 +43,7 @@ TEST(Config, EnvironmentOverridesTheStruct) {
   EXPECT_FALSE(cfg.verify_restore);
   EXPECT_EQ(cfg.recovery_watch_ms, 0u);
   EXPECT_EQ(cfg.recovery_timeout_s, 30u);
+  EXPECT_EQ(cfg.full_at_dirty_percent, 0u);
 }
 
 TEST(Config, BadValuesNameTheVariable) {
@@ -59,6 +62,10 @@ TEST(Config, BadValuesNameTheVariable) {
   }
   {
     EnvGuard a("REPRISE_FULL_EVERY", "0");
+    EXPECT_THROW(Config::from_env(), ConfigError);
+  }
+  {
+    EnvGuard a("REPRISE_FULL_AT_DIRTY_PERCENT", "101");
     EXPECT_THROW(Config::from_env(), ConfigError);
   }
   {

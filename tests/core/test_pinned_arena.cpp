@@ -100,5 +100,26 @@ TEST(BufferPool, OneReservationAtATimeServesTheFirstTake) {
   EXPECT_EQ(pool.held_bytes(), (1u << 20) + (1u << 18));
 }
 
+// A shared buffer from take_pooled goes back to the pool when its last holder drops it, and is simply freed when
+// the pool is gone first.
+TEST(BufferPool, PooledBufferReturnsWhenTheLastHolderDropsIt) {
+  auto pool = std::make_shared<BufferPool>(4);
+  bool reused = true;
+  std::shared_ptr<HostBytes> a = take_pooled(pool, 4096, &reused);
+  EXPECT_FALSE(reused);
+  const std::byte* where = a->data();
+  std::shared_ptr<const HostBytes> holder = a;  // e.g. a store keeping the version
+  a.reset();
+  EXPECT_EQ(pool->held_bytes(), 0u) << "still held";
+  holder.reset();
+  EXPECT_EQ(pool->held_bytes(), 4096u);
+  std::shared_ptr<HostBytes> b = take_pooled(pool, 4000, &reused);
+  EXPECT_TRUE(reused);
+  EXPECT_EQ(b->data(), where);
+  EXPECT_EQ(b->size(), 4000u);
+  pool.reset();
+  b.reset();  // the pool is gone: freed (ASan would report a leak or a use after free)
+}
+
 }  // namespace
 }  // namespace reprise::core

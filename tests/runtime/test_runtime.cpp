@@ -89,7 +89,9 @@ TEST_P(DataPath, RestoreAfterDifferentialChainGivesExactBytesOfEveryVersion) {
 
 TEST_P(DataPath, ApplicationMayOverwriteRightAfterCheckpointReturns) {
   std::vector<unsigned char> data(256 * kChunk);
-  Runtime rt(config());
+  Config c = config();
+  c.keep_chains = 6;  // every chunk changes: each version is a full one (a chain of its own), all kept
+  Runtime rt(c);
   rt.protect("field", data.data(), data.size(), space());
   std::vector<std::vector<unsigned char>> snapshots;
   for (int s = 1; s <= 6; ++s) {
@@ -104,6 +106,66 @@ TEST_P(DataPath, ApplicationMayOverwriteRightAfterCheckpointReturns) {
     rt.restore(std::uint64_t(s));
     ASSERT_EQ(data, snapshots[std::size_t(s - 1)]) << "version " << s;
   }
+}
+
+// A differential version in which nearly all data changed (Config::full_at_dirty_percent, 90 by default) is stored
+// as a full one, its unchanged chunks too: its chain starts over and the versions before it are released, instead
+// of being kept until the next scheduled full version.
+void rewrite_chunks(std::vector<unsigned char>& d, std::size_t chunks, std::uint64_t seed) {
+  test::fill_random(d.data(), std::min(d.size(), chunks * kChunk), seed);
+}
+
+TEST_P(DataPath, VersionWithNearlyAllDataChangedIsFullAndEndsTheChain) {
+  std::vector<unsigned char> data(20 * kChunk);
+  test::fill_random(data.data(), data.size(), 1);
+  Config c = config();
+  c.keep_chains = 1;
+  c.full_every = 100;
+  Runtime rt(c);
+  rt.protect("field", data.data(), data.size(), space());
+  rt.checkpoint(1);
+  rewrite_chunks(data, 17, 2);  // 85%: differential
+  rt.checkpoint(2);
+  rewrite_chunks(data, 18, 3);  // 90%: full, chain 3
+  rt.checkpoint(3);
+  const std::vector<unsigned char> third = data;
+  rewrite_chunks(data, 1, 4);
+  rt.checkpoint(4);
+  rt.wait();
+  const auto m = rt.metrics();
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_TRUE(m[0].full);
+  EXPECT_FALSE(m[1].full);
+  EXPECT_EQ(m[1].chunks_dirty, 17u);
+  EXPECT_TRUE(m[2].full && m[2].promoted) << "90% of the data changed";
+  EXPECT_EQ(m[2].chunks_dirty, 20u) << "the unchanged chunks are stored too";
+  EXPECT_EQ(m[2].bytes_dirty, data.size());
+  EXPECT_FALSE(m[3].full) << "based on version 3";
+  EXPECT_THROW(rt.restore(2), RestoreError) << "released: keep_chains = 1 and version 3 began a new chain";
+  std::memset(data.data(), 0, data.size());
+  rt.restore(3);
+  EXPECT_EQ(data, third);
+}
+
+TEST_P(DataPath, PromotionToFullVersionsCanBeTurnedOff) {
+  std::vector<unsigned char> data(8 * kChunk);
+  Config c = config();
+  c.full_at_dirty_percent = 0;
+  Runtime rt(c);
+  rt.protect("field", data.data(), data.size(), space());
+  std::vector<std::vector<unsigned char>> history;
+  for (int s = 1; s <= 3; ++s) {
+    test::fill_random(data.data(), data.size(), std::uint64_t(s));
+    rt.checkpoint(std::uint64_t(s));
+    history.push_back(data);
+  }
+  rt.wait();
+  const auto m = rt.metrics();
+  EXPECT_FALSE(m[1].full || m[1].promoted);
+  EXPECT_FALSE(m[2].full || m[2].promoted);
+  EXPECT_EQ(m[2].chunks_dirty, 8u);
+  rt.restore(2);
+  EXPECT_EQ(data, history[1]);
 }
 
 TEST_P(DataPath, UnchangedDataCostsNoCopy) {
