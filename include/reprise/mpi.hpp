@@ -96,6 +96,11 @@ class MpiRuntime : public Runtime {
   /// Recoveries this process took part in, as JSON (failed ranks, version, seconds per phase, bytes).
   std::string recovery_json() const;
 
+  /// What this rank holds as a buddy, as JSON: "wards" maps each rank whose versions it keeps to their numbers,
+  /// "receive_buffers" counts the versions received into fresh memory and into recycled buffers (a released
+  /// version's buffer takes the next one) and the bytes now waiting for reuse. Local: no communication.
+  std::string buddy_json() const;
+
   /// Where this rank runs, as JSON: rank, node, local_index, group, buddy, and from hwloc numa_node, cpuset, the
   /// CUDA device closest to it (gpu, -1 without GPUs; see closest_gpu) and that device's gpu_numa_node (-1:
   /// unknown). Local: no communication.

@@ -230,9 +230,18 @@ int run(int argc, char** argv) {
   const reprise::Config& cfg = rt.config();
   const std::size_t behind = (!cfg.group_rollback || !cfg.dir.empty() ? 6 : 4) + (drift ? 2 + late_steps / every : 0);
   int ok = k == 0 || stat("channel_checks") > 0;
-  if (k >= behind && !(drift && !drift_sender))
-    ok = ok && stat("log_entries_released") > 0 &&
-         stat("log_live_entries") <= inter_messages() - inter_at_checkpoint[k - behind];
+  if (k >= behind && !(drift && !drift_sender)) {
+    const bool collected = stat("log_entries_released") > 0 &&
+                           stat("log_live_entries") <= inter_messages() - inter_at_checkpoint[k - behind];
+    if (!collected)
+      std::printf("rank %d: log not collected: %llu entries live, %llu released; %llu inter-group messages sent, "
+                  "%llu of them before the checkpoint %zu back (of %zu)\n",
+                  me, static_cast<unsigned long long>(stat("log_live_entries")),
+                  static_cast<unsigned long long>(stat("log_entries_released")),
+                  static_cast<unsigned long long>(inter_messages()),
+                  static_cast<unsigned long long>(inter_at_checkpoint[k - behind]), behind, k);
+    ok = ok && collected;
+  }
   // Log bound (REPRISE_LOG_BOUND): the runtime forced checkpoints, and the log stayed near the bound (it is held
   // in 1 MiB segments; a group learns it was asked at its next step and its commit releases the log one
   // checkpoint later).

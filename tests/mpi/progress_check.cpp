@@ -6,6 +6,10 @@
 // `--device`: the 32 MiB are a device region (REPRISE_DEVICE_BACKEND=host-twin without a GPU), so the version is
 // drained to host memory in parts and streamed to the buddy during the drain; also prints "streamed B bytes" and
 // fails unless part of every rank's version was on its way to the buddy before the drain's last part landed.
+// Then every rank changes all its data and checkpoints seven more times, waiting for each commit: the buddy must
+// receive versions into recycled buffers (those of the versions it released), not into fresh memory each time
+// (the first three or four are fresh: versions are released two or three commits later). Prints "buddy buffers:
+// F fresh, R reused" (most fresh, least reused over the ranks) and fails when F > 4 (8 without recycling).
 #include <mpi.h>
 
 #include <chrono>
@@ -13,6 +17,8 @@
 #include <cstdio>
 #include <cstring>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "reprise/mpi.hpp"
 
@@ -62,6 +68,16 @@ int main(int argc, char** argv) {
         std::printf("streamed %.0f bytes (least over the ranks) to the buddy before the drain ended\n", least);
       if (least <= 0) rc = 1;
     }
+    for (std::uint64_t v = 2; v <= 8; ++v) {
+      for (double& d : data) d += 1.0;  // every chunk changes: each version is as large as the first
+      rt.checkpoint(v);
+      rt.wait();
+    }
+    const auto buffers = nlohmann::json::parse(rt.buddy_json()).at("receive_buffers");
+    int counts[2] = {buffers.at("fresh").get<int>(), -buffers.at("reused").get<int>()};
+    rt.check(MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT, MPI_MAX, rt.comm()));
+    if (rt.rank() == 0) std::printf("buddy buffers: %d fresh, %d reused\n", counts[0], -counts[1]);
+    if (counts[0] > 4) rc = 1;
   }
   MPI_Finalize();
   return rc;
