@@ -9,7 +9,7 @@
 #   group_lost  a 4-rank run ends normally, then ranks 2 and 3 lose every version file (as if their writes never
 #               reached the disk): the relaunch must start from the beginning, say why, end with the checksum, and
 #               keep the other ranks' files in DIR/previous-1.
-#   newer       a 4-rank run ends normally (files 10..40 everywhere), then ranks 2 and 3 lose versions 30 and 40:
+#   newer       a 4-rank run ends normally (files 10..40 everywhere: REPRISE_KEEP_CHAINS=4), then ranks 2 and 3 lose versions 30 and 40:
 #               the relaunch restarts from 20, ends with the checksum, and ranks 0 and 1 set their 30 and 40
 #               aside in DIR/previous-1 (a fall-back to files must not find versions of the old run).
 #   one_chain   8 ranks (4 groups), one chain of one version kept (REPRISE_KEEP_CHAINS=1, REPRISE_FULL_EVERY=1), a
@@ -93,6 +93,9 @@ if [ "$mode" = comm_drift ]; then
     bash scripts/mpirun.sh -n 4 --timeout 300 -- reprise-mpi-comm-check "${drift[@]}"
   exit
 fi
+# Every version of this small field changes all over, so each is stored as a full one (Config::full_at_dirty_percent)
+# and keep_chains counts versions: newer keeps four, so that 10..40 are all in the files.
+[ "$mode" = newer ] && export REPRISE_KEEP_CHAINS=4
 if [ "$mode" != whole ] && [ "$mode" != one_chain ]; then
   echo "== run 1: 4 ranks, no failure"
   stencil 4 --match "checksum $checksum" || exit 1
