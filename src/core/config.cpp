@@ -126,8 +126,8 @@ void Config::validate() const {
                       ": must be a multiple of 16 between 256 bytes and 1 GiB");
   if (full_every < 1) throw ConfigError("full_every (REPRISE_FULL_EVERY) must be >= 1 (1 = every version full)");
   if (full_at_dirty_percent > 100)
-    throw ConfigError("full_at_dirty_percent (REPRISE_FULL_AT_DIRTY_PERCENT) = " + std::to_string(full_at_dirty_percent) +
-                      ": must be a percentage, 0 (never) to 100");
+    throw ConfigError("full_at_dirty_percent (REPRISE_FULL_AT_DIRTY_PERCENT) = " +
+                      std::to_string(full_at_dirty_percent) + ": must be a percentage, 0 (never) to 100");
   if (keep_chains < 1) throw ConfigError("keep_chains (REPRISE_KEEP_CHAINS) must be >= 1");
   if (digest_threads < 1 || digest_threads > 256)
     throw ConfigError("digest_threads (REPRISE_DIGEST_THREADS) must be between 1 and 256");

@@ -9,7 +9,8 @@
 #   group_lost  a 4-rank run ends normally, then ranks 2 and 3 lose every version file (as if their writes never
 #               reached the disk): the relaunch must start from the beginning, say why, end with the checksum, and
 #               keep the other ranks' files in DIR/previous-1.
-#   newer       a 4-rank run ends normally (files 10..40 everywhere: REPRISE_KEEP_CHAINS=4), then ranks 2 and 3 lose versions 30 and 40:
+#   newer       a 4-rank run ends normally (files 10..40 everywhere: REPRISE_KEEP_CHAINS=4), then ranks 2 and 3
+#               lose versions 30 and 40:
 #               the relaunch restarts from 20, ends with the checksum, and ranks 0 and 1 set their 30 and 40
 #               aside in DIR/previous-1 (a fall-back to files must not find versions of the old run).
 #   one_chain   8 ranks (4 groups), one chain of one version kept (REPRISE_KEEP_CHAINS=1, REPRISE_FULL_EVERY=1), a
