@@ -52,9 +52,9 @@ void DeviceTracker::pack(std::uint32_t first, std::uint32_t count, void* staging
 }
 
 std::vector<std::uint32_t> DeviceTracker::select_all(gpu::Stream& stream) {
+  // Enqueued only: pack() runs on the same stream, after it.
   backend_->compare_compact(cur_dev_.as<std::uint64_t>(), nullptr, n_, true, indices_dev_.as<std::uint32_t>(),
                             count_dev_.as<std::uint32_t>(), stream);
-  backend_->synchronize(stream);
   std::vector<std::uint32_t> all(n_);
   std::iota(all.begin(), all.end(), 0u);
   return all;

@@ -23,7 +23,8 @@ class DeviceTracker {
   /// Packs dirty chunks [first, first + count) of the last scan into `staging` (device memory), asynchronously on
   /// `stream`: `staging` holds them once the stream is synchronised.
   void pack(std::uint32_t first, std::uint32_t count, void* staging, gpu::Stream& stream) const;
-  /// Makes every chunk the last scan's dirty list (the version becomes a full one), without digesting again.
+  /// Makes every chunk the last scan's dirty list (the version becomes a full one), without digesting again;
+  /// asynchronous on `stream`, which pack() must then use too.
   std::vector<std::uint32_t> select_all(gpu::Stream& stream);
   void accept();
   void adopt(const std::vector<std::uint64_t>& digests, gpu::Stream& stream);

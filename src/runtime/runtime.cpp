@@ -7,9 +7,9 @@
 // arena, or through two pinned bounce buffers), checksums it, stores it and releases versions no chain needs.
 // wait() returns when the store holds everything.
 #include <algorithm>
-#include <numeric>
 #include <chrono>
 #include <functional>
+#include <numeric>
 #include <condition_variable>
 #include <cstring>
 #include <ctime>
