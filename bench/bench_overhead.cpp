@@ -1,15 +1,25 @@
 // reprise-bench-overhead: what checkpointing costs a compute loop. A Kokkos heat stencil (device memory with a
 // CUDA Kokkos, host memory otherwise) runs the same steps without checkpoints and with a checkpoint every N
-// steps, for several N, interleaved in one run; the overhead is the loop time with checkpoints over the best
-// loop time without, minus one. The final fields must be bit-identical.
+// steps, for several N, interleaved in one run. Each round runs every configuration once, one after the other;
+// the overhead of an interval is the median over the rounds of (loop time with checkpoints / loop time without,
+// same round) - 1, so a drift of the machine between rounds cancels. The final fields must be bit-identical.
+//
+// Where the time goes: each loop also counts the process's CPU seconds (every thread: the compute loop, the
+// runtime's background and progress threads) and its minor page faults, and the run measures what a first touch
+// of a page costs on this machine. On a node whose cores are all busy computing (2 ranks on this 2-core VM) the
+// extra CPU of background work is extra loop time; first touches of the memory that stores new versions are
+// part of it (1.5 to 9 us per 4 KiB page on this VM, depending on its host: 118 MiB is 0.05 to 0.27 s of a core).
 //
 // reprise-bench-overhead-mpi is the same program over MpiRuntime: every rank runs its own stencil (no messages)
 // and each checkpoint also goes to the rank's buddy (host memory, progress thread) and is committed by its group;
 // loop times are the slowest rank's. Run it through scripts/mpirun.sh, e.g. 2 ranks on 2 emulated nodes:
 //   REPRISE_RANKS_PER_NODE=1 scripts/mpirun.sh -n 2 -- reprise-bench-overhead-mpi --nx 2048 --steps 200
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #ifndef REPRISE_BENCH_MPI
@@ -31,9 +41,33 @@ namespace {
 
 struct Loop {
   double seconds;
+  double cpu_seconds;  // of the whole process (mean over the ranks)
+  double page_faults;  // minor faults of the whole process (mean over the ranks)
   std::uint64_t checksum;
   std::vector<reprise::CheckpointMetrics> metrics;
 };
+
+struct Usage {
+  double cpu, faults;
+};
+Usage usage_now() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
+  return {sec(u.ru_utime) + sec(u.ru_stime), double(u.ru_minflt)};
+}
+
+// Seconds per 4 KiB page of a first touch: a fresh 64 MiB allocation written once, page by page.
+double first_touch_seconds_per_page() {
+  constexpr std::size_t bytes = std::size_t(64) << 20, page = 4096;
+  auto* p = static_cast<volatile unsigned char*>(std::aligned_alloc(page, bytes));
+  if (!p) return 0;
+  const auto t0 = reprise::bench::Clock::now();
+  for (std::size_t off = 0; off < bytes; off += page) p[off] = 1;
+  const double s = reprise::bench::since(t0);
+  std::free(const_cast<unsigned char*>(p));
+  return s / double(bytes / page);
+}
 
 // `every` = 0: no runtime at all.
 Loop run(int nx, int steps, int every) {
@@ -54,21 +88,32 @@ Loop run(int nx, int steps, int every) {
 #if REPRISE_BENCH_MPI
   MPI_Barrier(MPI_COMM_WORLD);
 #endif
+  const Usage u0 = usage_now();
   const auto t0 = reprise::bench::Clock::now();
+  // Checkpoints half an interval off the loop's ends (steps 13, 38, ... for every 25: steps / every of them), and
+  // the clock stops once the last is durable: every checkpoint's background work (drain, buddy transfer, commit)
+  // is inside the timed loop, as in a long job, not left to run after the clock stopped.
   for (int s = 1; s <= steps; ++s) {
     reprise::heat::step(u, scratch);
-    if (every && s % every == 0) rt->checkpoint(static_cast<std::uint64_t>(s));
+    if (every && (s + every / 2) % every == 0) rt->checkpoint(static_cast<std::uint64_t>(s));
   }
   Kokkos::fence();
+  if (rt) rt->wait();
   out.seconds = reprise::bench::since(t0);
+  const Usage u1 = usage_now();
+  out.cpu_seconds = u1.cpu - u0.cpu;
+  out.page_faults = u1.faults - u0.faults;
 #if REPRISE_BENCH_MPI
   MPI_Allreduce(MPI_IN_PLACE, &out.seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);  // the slowest rank
+  double per_rank[2] = {out.cpu_seconds, out.page_faults};
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  MPI_Allreduce(MPI_IN_PLACE, per_rank, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  out.cpu_seconds = per_rank[0] / ranks;
+  out.page_faults = per_rank[1] / ranks;
   if (rt) static_cast<reprise::MpiRuntime&>(*rt).finish();
 #endif
-  if (rt) {
-    rt->wait();
-    out.metrics = rt->metrics();
-  }
+  if (rt) out.metrics = rt->metrics();
   out.checksum = reprise::heat::fingerprint(u);
   return out;
 }
@@ -83,7 +128,8 @@ int main(int argc, char** argv) {
   app.add_option("--nx", nx, "grid is nx x nx doubles")->check(CLI::Range(16, 1 << 15));
   app.add_option("--steps", steps, "time steps per loop")->check(CLI::PositiveNumber);
   app.add_option("--intervals", intervals, "checkpoint every N steps, for each N")->check(CLI::PositiveNumber);
-  app.add_option("--repeat", repeat, "loops per configuration (median reported)")->check(CLI::PositiveNumber);
+  app.add_option("--repeat", repeat, "rounds; each runs every configuration once (medians reported)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--json", json_path, "output file");
   CLI11_PARSE(app, argc, argv);
 #if REPRISE_BENCH_MPI
@@ -101,49 +147,72 @@ int main(int argc, char** argv) {
   Kokkos::ScopeGuard kokkos(argc, argv);
   const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, reprise::heat::Field::memory_space>::accessible;
   std::printf("reprise-bench-overhead: %dx%d doubles (%.0f MiB, %s memory) per rank, %d rank(s)%s, %d steps, "
-              "median of %d\n", nx, nx, nx * double(nx) * 8 / (1 << 20), device ? "device" : "host", ranks,
+              "%d rounds\n", nx, nx, nx * double(nx) * 8 / (1 << 20), device ? "device" : "host", ranks,
               ranks > 1 ? " (checkpoints also to the buddy)" : "", steps, repeat);
 
   run(nx, steps / 10 + 1, 0);  // warm-up: first allocations, first kernel launches
-  std::vector<double> base;
-  std::vector<std::vector<double>> with(intervals.size());
-  std::vector<Loop> last(intervals.size());
-  std::uint64_t reference = 0;
+  double touch = first_touch_seconds_per_page();
+#if REPRISE_BENCH_MPI
+  MPI_Allreduce(MPI_IN_PLACE, &touch, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  touch /= ranks;
+#endif
+  std::vector<Loop> base;
+  std::vector<std::vector<Loop>> with(intervals.size());
   bool identical = true;
   for (int r = 0; r < repeat; ++r) {  // interleaved, so the machine's drifts hit every configuration alike
-    const Loop b = run(nx, steps, 0);
-    base.push_back(b.seconds);
-    reference = b.checksum;
+    base.push_back(run(nx, steps, 0));
     for (std::size_t k = 0; k < intervals.size(); ++k) {
-      last[k] = run(nx, steps, intervals[k]);
-      with[k].push_back(last[k].seconds);
-      identical = identical && last[k].checksum == reference;
+      with[k].push_back(run(nx, steps, intervals[k]));
+      identical = identical && with[k].back().checksum == base.back().checksum;
     }
   }
-  const double best_base = reprise::bench::minimum(base);
+  using reprise::bench::median;
+  auto field = [](const std::vector<Loop>& loops, double Loop::*f) {
+    std::vector<double> v;
+    for (const Loop& l : loops) v.push_back(l.*f);
+    return v;
+  };
+  const double base_seconds = median(field(base, &Loop::seconds));
+  const double base_cpu = median(field(base, &Loop::cpu_seconds));
+  const double base_faults = median(field(base, &Loop::page_faults));
+  const auto base_times = field(base, &Loop::seconds);
+  std::printf("  first touch of a page: %.2f us\n", 1e6 * touch);
+  std::printf("  no checkpoints: %.3f s (rounds %.3f..%.3f s); per rank %.2f s CPU, %.0f page faults\n", base_seconds,
+              reprise::bench::minimum(base_times), *std::max_element(base_times.begin(), base_times.end()), base_cpu,
+              base_faults);
   nlohmann::json runs = nlohmann::json::array();
-  std::printf("  no checkpoints: %.3f s (best of %d)\n", best_base, repeat);
   for (std::size_t k = 0; k < intervals.size(); ++k) {
-    const double t = reprise::bench::median(with[k]);
+    std::vector<double> ratios;  // same round: loop with checkpoints / loop without
+    for (std::size_t r = 0; r < base.size(); ++r) ratios.push_back(with[k][r].seconds / base[r].seconds - 1);
+    const double overhead = median(ratios);
+    const double lo = reprise::bench::minimum(ratios), hi = *std::max_element(ratios.begin(), ratios.end());
+    const double t = median(field(with[k], &Loop::seconds));
+    const double extra_cpu = median(field(with[k], &Loop::cpu_seconds)) - base_cpu;
+    const double extra_faults = median(field(with[k], &Loop::page_faults)) - base_faults;
+    const Loop& last = with[k].back();
     double visible = 0, durable_max = 0;
     std::uint64_t stored = 0;
-    for (const auto& m : last[k].metrics) {
+    for (const auto& m : last.metrics) {
       visible += m.app_visible_seconds;
       durable_max = std::max(durable_max, m.durable_seconds);
       stored += m.bytes_dirty;
     }
-    const double overhead = t / best_base - 1;
     std::printf(
-        "  every %4d steps: %.3f s, overhead %+6.2f%%, %zu checkpoints, app-visible %.1f ms in all, "
-        "%.0f MiB stored\n",
-        intervals[k], t, 100 * overhead, last[k].metrics.size(), 1e3 * visible, stored / 1048576.0);
+        "  every %4d steps: %.3f s, overhead %+6.2f%% (rounds %+.2f..%+.2f%%), %zu checkpoints, app-visible %.1f ms "
+        "in all, %.0f MiB stored\n"
+        "      per rank, over the loop without: %+.3f s CPU, %+.0f page faults (%.3f s of first touches)\n",
+        intervals[k], t, 100 * overhead, 100 * lo, 100 * hi, last.metrics.size(), 1e3 * visible,
+        stored / 1048576.0, extra_cpu, extra_faults, extra_faults * touch);
     runs.push_back({{"interval", intervals[k]},
                     {"seconds", t},
                     {"overhead", overhead},
-                    {"checkpoints", last[k].metrics.size()},
+                    {"overhead_rounds", ratios},
+                    {"checkpoints", last.metrics.size()},
                     {"app_visible_seconds", visible},
                     {"max_durable_seconds", durable_max},
-                    {"bytes_stored", stored}});
+                    {"bytes_stored", stored},
+                    {"extra_cpu_seconds_per_rank", extra_cpu},
+                    {"extra_page_faults_per_rank", extra_faults}});
   }
   nlohmann::json out = {{"kind", "overhead"},
                         {"ranks", ranks},
@@ -153,7 +222,10 @@ int main(int argc, char** argv) {
                         {"nx", nx},
                         {"steps", steps},
                         {"repeat", repeat},
-                        {"baseline_seconds", best_base},
+                        {"baseline_seconds", base_seconds},
+                        {"baseline_cpu_seconds_per_rank", base_cpu},
+                        {"baseline_page_faults_per_rank", base_faults},
+                        {"first_touch_seconds_per_page", touch},
                         {"identical_results", identical},
                         {"runs", runs}};
   if (rank == 0) reprise::bench::write_json(json_path, out);

@@ -88,13 +88,21 @@ def plot_d2h(data, stem, outdir):
 def plot_overhead(data, stem, outdir):
     runs = data["runs"]
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot([r["interval"] for r in runs], [100 * r["overhead"] for r in runs], "o-", label="measured")
+    x = [r["interval"] for r in runs]
+    y = [100 * r["overhead"] for r in runs]
+    if all("overhead_rounds" in r for r in runs):  # median of the rounds, bars from the lowest to the highest
+        lo = [y[i] - 100 * min(r["overhead_rounds"]) for i, r in enumerate(runs)]
+        hi = [100 * max(r["overhead_rounds"]) - y[i] for i, r in enumerate(runs)]
+        ax.errorbar(x, y, yerr=[lo, hi], fmt="o-", capsize=3, label="measured (median, range of the rounds)")
+    else:
+        ax.plot(x, y, "o-", label="measured")
     ax.axhline(2, color="red", ls=":", label="goal: 2%")
     ax.axhline(0, color="gray", lw=0.5)
     ax.set_xscale("log")
     ax.set_xlabel("checkpoint every N steps")
     ax.set_ylabel("overhead (%)")
-    ax.set_title(f"stencil loop, {data['nx']}x{data['nx']} doubles in {data['memory']} memory", fontsize=10)
+    ranks = f", {data['ranks']} ranks with buddy transfer" if data.get("ranks", 1) > 1 else ""
+    ax.set_title(f"stencil loop, {data['nx']}x{data['nx']} doubles in {data['memory']} memory{ranks}", fontsize=10)
     ax.legend()
     return save(fig, outdir, stem + "-overhead.png")
 
