@@ -1,12 +1,35 @@
 #include "core/bytes.hpp"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
+#include <utility>
 
 namespace reprise::core {
 
-HostBytes::HostBytes(std::size_t bytes) : size_(bytes), capacity_(bytes) {
+namespace {
+constexpr std::size_t kPage = 4096;
+std::size_t page_round(std::size_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
+
+// A mapping of `bytes` (a multiple of the page size), unmapped by its deleter.
+std::unique_ptr<std::byte, std::function<void(std::byte*)>> owned_mapping(void* p, std::size_t bytes) {
+  return {static_cast<std::byte*>(p), [bytes](std::byte* q) { ::munmap(q, bytes); }};
+}
+}  // namespace
+
+HostBytes::HostBytes(std::size_t bytes) : size_(bytes), capacity_(bytes), touched_(bytes) {
+  if (bytes >= kMapMin) {
+    const std::size_t n = page_round(bytes);
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    data_ = owned_mapping(p, n);
+    capacity_ = n;
+    mapped_ = true;
+    return;
+  }
   const std::size_t rounded = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded ? rounded : 64);
   if (!p) throw std::bad_alloc();
@@ -15,38 +38,79 @@ HostBytes::HostBytes(std::size_t bytes) : size_(bytes), capacity_(bytes) {
 }
 
 HostBytes::HostBytes(std::byte* data, std::size_t bytes, std::function<void(std::byte*)> release, bool pinned)
-    : data_(data, std::move(release)), size_(bytes), capacity_(bytes), pinned_(pinned) {}
+    : data_(data, std::move(release)), size_(bytes), capacity_(bytes), touched_(bytes), pinned_(pinned) {}
 
 void HostBytes::resize_within(std::size_t bytes) {
   if (bytes > capacity_) throw std::length_error("HostBytes::resize_within beyond capacity");
   size_ = bytes;
+  touched_ = std::max(touched_, bytes);
+}
+
+void HostBytes::grow(std::size_t capacity) {
+  if (!mapped_) throw std::logic_error("HostBytes::grow: only a mapping grows");
+  if (capacity <= capacity_) return;
+  const std::size_t n = page_round(capacity);
+  void* p = ::mremap(data_.get(), capacity_, n, MREMAP_MAYMOVE);
+  if (p == MAP_FAILED) throw std::bad_alloc();  // the old mapping is unchanged then
+  (void)data_.release();                         // moved or extended: the old range is no longer ours to unmap
+  data_ = owned_mapping(p, n);
+  capacity_ = n;
 }
 
 namespace {
-// Reuse only when the waste is bounded, so one huge buffer does not serve every tiny version.
-bool reusable(const HostBytes& b, std::size_t bytes) {
-  return b.capacity() >= bytes && b.capacity() <= 2 * bytes + (1u << 20);
+// Writes one byte per page of [from, to): backs them (the first touch) before anyone times a pack into them.
+void touch(HostBytes& b, std::size_t from, std::size_t to) {
+  for (std::size_t off = from / kPage * kPage; off < to; off += kPage) b.data()[off] = std::byte{0};
+}
+
+// Touches `b` up to `bytes` plus a quarter of headroom (so that slightly larger versions find it warm too),
+// growing a mapping first; a buffer that cannot grow is touched as far as it goes.
+void warm_up(HostBytes& b, std::size_t bytes) {
+  const std::size_t target = bytes + bytes / 4;
+  if (b.growable() && b.capacity() < target) b.grow(target);
+  const std::size_t upto = std::min(target, b.capacity());
+  if (b.touched() < upto) touch(b, b.touched(), upto);
+  b.resize_within(std::max(upto, b.size()));
 }
 }  // namespace
 
+std::optional<BufferPool::Pick> BufferPool::pick_locked(std::size_t bytes) const {
+  std::optional<Pick> warm, grown;
+  auto consider = [&](const HostBytes& b, std::size_t index) {
+    // Waste bound: one huge buffer must not hold a tiny version.
+    if (!b.data() || b.touched() > 2 * bytes + (std::size_t(1) << 20)) return;
+    auto touched = [&](const std::optional<Pick>& p) {
+      return p->index == free_.size() ? reserved_.touched() : free_[p->index].touched();
+    };
+    if (b.capacity() >= bytes && b.touched() >= bytes) {
+      if (!warm || b.touched() < touched(warm)) warm = Pick{index, true};  // the least touched that suffices
+    } else if (b.capacity() >= bytes || b.growable()) {
+      if (!grown || b.touched() > touched(grown)) grown = Pick{index, false};  // the fewest new pages
+    }
+  };
+  for (std::size_t i = 0; i < free_.size(); ++i) consider(free_[i], i);
+  consider(reserved_, free_.size());
+  return warm ? warm : grown;
+}
+
+HostBytes BufferPool::remove_locked(std::size_t index) {
+  if (index == free_.size()) return std::exchange(reserved_, HostBytes());
+  HostBytes out = std::move(free_[index]);
+  free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(index));
+  return out;
+}
+
 HostBytes BufferPool::take(std::size_t bytes, bool* reused) {
+  HostBytes out;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    HostBytes* best = nullptr;  // the smallest kept buffer that holds `bytes`
-    for (HostBytes& b : free_)
-      if (b.capacity() >= bytes && (!best || b.capacity() < best->capacity())) best = &b;
-    if (reserved_.data() && reserved_.capacity() >= bytes && (!best || reserved_.capacity() < best->capacity()))
-      best = &reserved_;
-    if (best && reusable(*best, bytes)) {
-      HostBytes out = std::move(*best);
-      if (best == &reserved_)
-        reserved_ = HostBytes();
-      else
-        free_.erase(free_.begin() + (best - free_.data()));
-      out.resize_within(bytes);
-      if (reused) *reused = true;
-      return out;
-    }
+    if (auto p = pick_locked(bytes)) out = remove_locked(p->index);
+  }
+  if (out.data()) {
+    if (out.capacity() < bytes) out.grow(bytes);  // outside the lock: only the new pages are new memory
+    out.resize_within(bytes);
+    if (reused) *reused = true;
+    return out;
   }
   if (reused) *reused = false;
   return allocate_ ? allocate_(bytes) : HostBytes(bytes);
@@ -54,49 +118,85 @@ HostBytes BufferPool::take(std::size_t bytes, bool* reused) {
 
 void BufferPool::give(HostBytes&& buffer) {
   if (!buffer.data()) return;
+  HostBytes dropped;  // freed after the lock is released
   std::lock_guard<std::mutex> lock(mutex_);
-  if (free_.size() >= max_buffers_) free_.erase(free_.begin());
+  if (free_.size() >= max_buffers_) {
+    auto least = std::min_element(free_.begin(), free_.end(),
+                                  [](const HostBytes& a, const HostBytes& b) { return a.touched() < b.touched(); });
+    if (least == free_.end() || least->touched() >= buffer.touched()) {
+      dropped = std::move(buffer);  // the least touched of all: not kept
+      return;
+    }
+    dropped = std::move(*least);
+    free_.erase(least);
+  }
   free_.push_back(std::move(buffer));
 }
 
-bool BufferPool::fits_locked(std::size_t bytes) const {
-  for (const auto& b : free_)
-    if (reusable(b, bytes)) return true;
-  return reserved_.data() && reusable(reserved_, bytes);
-}
-
 HostBytes BufferPool::fresh_touched(std::size_t bytes) {
-  // A quarter of headroom, so that slightly larger versions reuse it too.
   HostBytes fresh = allocate_ ? allocate_(bytes + bytes / 4) : HostBytes(bytes + bytes / 4);
-  for (std::size_t off = 0; off < fresh.size(); off += 4096) fresh.data()[off] = std::byte{0};
+  touch(fresh, 0, fresh.size());
   return fresh;
 }
 
 void BufferPool::prepare(std::size_t bytes) {
   if (bytes == 0) return;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (fits_locked(bytes)) return;
+  try {
+    HostBytes b;
+    bool was_reserved = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const auto p = pick_locked(bytes);
+      if (p && p->warm) return;
+      if (p) {
+        was_reserved = p->index == free_.size();
+        b = remove_locked(p->index);
+      }
+    }
+    if (!b.data()) {
+      give(fresh_touched(bytes));
+      return;
+    }
+    warm_up(b, bytes);
+    if (was_reserved) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!reserved_.data()) {
+        reserved_ = std::move(b);
+        return;
+      }
+    }
+    give(std::move(b));
+  } catch (const std::bad_alloc&) {  // only a head start: the version allocates its buffer, and reports failure
   }
-  give(fresh_touched(bytes));
 }
 
 void BufferPool::reserve(std::size_t bytes) {
   if (bytes == 0) return;
+  HostBytes grown;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (fits_locked(bytes)) return;
+    const auto p = pick_locked(bytes);
+    if (p && p->warm) return;
+    if (reserved_.growable() && reserved_.touched() < bytes)
+      grown = std::exchange(reserved_, HostBytes());  // grown: only the new part is touched
   }
-  HostBytes fresh = fresh_touched(bytes);
+  HostBytes fresh;
+  if (grown.data()) {
+    warm_up(grown, bytes);
+    fresh = std::move(grown);
+  } else {
+    fresh = fresh_touched(bytes);
+  }
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!fits_locked(bytes)) std::swap(reserved_, fresh);
+  const auto p = pick_locked(bytes);
+  if (!(p && p->warm)) std::swap(reserved_, fresh);
 }  // (`fresh`, now the replaced buffer or the unneeded new one, is freed here, after the lock)
 
 std::size_t BufferPool::held_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::size_t n = 0;
-  for (const auto& b : free_) n += b.capacity();
-  return n + (reserved_.data() ? reserved_.capacity() : 0);
+  for (const auto& b : free_) n += b.touched();
+  return n + (reserved_.data() ? reserved_.touched() : 0);
 }
 
 namespace {

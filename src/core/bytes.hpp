@@ -6,14 +6,18 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 namespace reprise::core {
 
-/// An owned, uninitialised host buffer: 64-byte aligned heap memory, or memory from elsewhere (pinned memory
-/// from gpu::Backend) released by its own deleter.
+/// An owned, uninitialised host buffer: 64-byte aligned heap memory (below 1 MiB), an anonymous mapping that can
+/// grow in place (1 MiB and more), or memory from elsewhere (pinned memory from gpu::Backend) released by its own
+/// deleter.
 class HostBytes {
  public:
+  /// Buffers of this size and larger are mappings (growable).
+  static constexpr std::size_t kMapMin = std::size_t(1) << 20;
   HostBytes() = default;
   explicit HostBytes(std::size_t bytes);
   HostBytes(std::byte* data, std::size_t bytes, std::function<void(std::byte*)> release, bool pinned);
@@ -25,36 +29,62 @@ class HostBytes {
   std::size_t capacity() const { return capacity_; }
   /// Uses the first `bytes` bytes (<= capacity).
   void resize_within(std::size_t bytes);
+  /// The largest size() this buffer has had: its holders wrote that much, so those pages are backed (their first
+  /// touch, a page fault each, is paid).
+  std::size_t touched() const { return touched_; }
+  /// A mapping: grow() can enlarge it.
+  bool growable() const { return mapped_; }
+  /// Enlarges a mapping to at least `capacity` bytes (mremap: the pages already touched stay, without a copy;
+  /// new ones are backed on first touch). May move data(). Throws std::bad_alloc when the system refuses,
+  /// std::logic_error for a buffer that is not growable.
+  void grow(std::size_t capacity);
 
  private:
   std::unique_ptr<std::byte, std::function<void(std::byte*)>> data_;
   std::size_t size_ = 0;
   std::size_t capacity_ = 0;
+  std::size_t touched_ = 0;
   bool pinned_ = false;
+  bool mapped_ = false;
 };
 
-/// Recycles HostBytes. take() returns a buffer of at least `bytes` (reusing the smallest that fits, else
-/// allocating with `allocate`); give() hands one back. Bounded: at most `max_buffers` are kept.
+/// Recycles HostBytes. take() returns a buffer of at least `bytes`: a kept one already touched that far (the
+/// least touched such), else the kept one touched the most, grown if it is a mapping (only its pages beyond what
+/// was touched are new), else a new one (`allocate`). Versions' sizes vary from one checkpoint to the next
+/// (differential ones grow as the changed part of the data grows), so a buffer kept from an earlier version
+/// usually needs growing rather than replacing: without growth, most versions went into new memory. A kept buffer
+/// touched more than twice `bytes` (plus 1 MiB) does not serve it, so one huge buffer does not hold a tiny
+/// version. give() hands one back; at most `max_buffers` are kept (the least touched goes).
 class BufferPool {
  public:
   using Allocate = std::function<HostBytes(std::size_t)>;
   explicit BufferPool(std::size_t max_buffers = 8, Allocate allocate = nullptr)
       : max_buffers_(max_buffers), allocate_(std::move(allocate)) {}
-  /// `reused`: set to whether the buffer came from the pool (already touched) rather than newly allocated.
+  /// `reused`: set to whether the buffer came from the pool (touched, at least in part) rather than newly
+  /// allocated.
   HostBytes take(std::size_t bytes, bool* reused = nullptr);
   void give(HostBytes&& buffer);
-  /// Makes sure a buffer that take(bytes) would reuse is waiting, already written once (first touch: a page fault
-  /// per 4 KiB), so that the next version of about this size is packed into warm memory. Called off the
+  /// Makes sure a buffer that take(bytes) would use is waiting, already written once up to `bytes` plus a quarter
+  /// (first touch: a page fault per 4 KiB), so that the next version of about this size is packed into warm
+  /// memory: the kept buffer take() would grow is grown and touched, or a new one is. Called off the
   /// application's path, after a version is stored.
   void prepare(std::size_t bytes);
   /// The same for the first version of newly protected regions, before any version exists: one buffer kept
-  /// apart from those give() returns. A reservation that the kept one does not fit replaces it (the old one is
-  /// freed), so regions protected one by one never hold more than one such buffer.
+  /// apart from those give() returns. A reservation that the kept one does not fit grows it (touching only the
+  /// new part) or replaces it, so regions protected one by one never hold more than one such buffer.
   void reserve(std::size_t bytes);
+  /// Bytes touched in the kept buffers (memory they hold).
   std::size_t held_bytes() const;
 
  private:
-  bool fits_locked(std::size_t bytes) const;  // a kept buffer take(bytes) would reuse
+  // The kept buffer that take(bytes) would use (an index in free_, free_.size() for reserved_) and whether it is
+  // touched that far already; nullopt when none may serve.
+  struct Pick {
+    std::size_t index;
+    bool warm;
+  };
+  std::optional<Pick> pick_locked(std::size_t bytes) const;
+  HostBytes remove_locked(std::size_t index);
   HostBytes fresh_touched(std::size_t bytes);
   mutable std::mutex mutex_;
   std::vector<HostBytes> free_;
