@@ -67,7 +67,6 @@ inline void write_json(const std::string& path, const nlohmann::json& j) {
     throw std::runtime_error(path + " was written but does not parse back as JSON");
 }
 
-/// A headline line, `key value`, for scripts that grep the output.
 /// main() of a benchmark: runs `run`, turning an exception into a message and exit code 1.
 inline int guarded_main(const char* name, int (*run)(int, char**), int argc, char** argv) {
   try {
@@ -78,6 +77,7 @@ inline int guarded_main(const char* name, int (*run)(int, char**), int argc, cha
   }
 }
 
+/// A headline line, `key value`, for scripts that grep the output.
 inline void print_key(const char* key, double value) {
   std::printf("%s %.3f\n", key, value);
 }

@@ -125,16 +125,24 @@ TEST(BufferPool, TakesTheLeastTouchedThatSufficesElseTheMostTouched) {
   EXPECT_FALSE(reused) << "only the 10 MiB one is left: too much for 100 KiB";
 }
 
-// prepare() grows and touches the buffer the next take() would grow, rather than adding a new one.
-TEST(BufferPool, PrepareGrowsAKeptBuffer) {
-  BufferPool pool(4);
-  pool.give(HostBytes(2 * MiB));
-  pool.prepare(4 * MiB);
-  EXPECT_EQ(pool.held_bytes(), 5 * MiB) << "one buffer, grown to 4 MiB and a quarter, touched";
-  bool reused = false;
-  HostBytes b = pool.take(4 * MiB, &reused);
-  EXPECT_TRUE(reused);
-  EXPECT_EQ(pool.held_bytes(), 0u);
+// prepare() grows and touches the buffer the next take() would grow, rather than adding a new one; so does
+// reserve() with its reservation (regions protected one by one, e.g. Cholesky tiles: each protect() reserves the
+// total so far, and only the new part is touched each time).
+TEST(BufferPool, PrepareAndReserveGrowAKeptBuffer) {
+  for (const bool reservation : {false, true}) {
+    BufferPool pool(4);
+    if (reservation)
+      pool.reserve(2 * MiB);
+    else
+      pool.give(HostBytes(2 * MiB));
+    EXPECT_EQ(pool.held_bytes(), reservation ? 5 * MiB / 2 : 2 * MiB);
+    reservation ? pool.reserve(4 * MiB) : pool.prepare(4 * MiB);
+    EXPECT_EQ(pool.held_bytes(), 5 * MiB) << "one buffer, grown to 4 MiB and a quarter, touched";
+    bool reused = false;
+    HostBytes b = pool.take(4 * MiB, &reused);
+    EXPECT_TRUE(reused);
+    EXPECT_EQ(pool.held_bytes(), 0u);
+  }
 }
 
 // The first version's buffer, reserved when regions are protected: one reservation at a time (regions protected
@@ -158,20 +166,6 @@ TEST(BufferPool, OneReservationAtATimeServesTheFirstTake) {
   pool.give(std::move(b));
   pool.reserve(1u << 20);  // a returned buffer fits: no reservation
   EXPECT_EQ(pool.held_bytes(), (1u << 20) + (1u << 18));
-}
-
-// Regions protected one by one (Cholesky tiles): each protect() reserves the total so far; the reservation grows,
-// so only its new part is touched each time.
-TEST(BufferPool, AReservationThatMustGrowGrows) {
-  BufferPool pool(4);
-  pool.reserve(2 * MiB);
-  EXPECT_EQ(pool.held_bytes(), 5 * MiB / 2);
-  pool.reserve(4 * MiB);
-  EXPECT_EQ(pool.held_bytes(), 5 * MiB) << "still one buffer";
-  bool reused = false;
-  HostBytes b = pool.take(4 * MiB, &reused);
-  EXPECT_TRUE(reused);
-  EXPECT_EQ(pool.held_bytes(), 0u);
 }
 
 // A shared buffer from take_pooled goes back to the pool when its last holder drops it, and is simply freed when
