@@ -33,7 +33,7 @@ class HostBytes {
   /// touch, a page fault each, is paid).
   std::size_t touched() const { return touched_; }
   /// A mapping: grow() can enlarge it.
-  bool growable() const { return mapped_; }
+  bool growable() const { return mapped_ && data_; }
   /// Enlarges a mapping to at least `capacity` bytes (mremap: the pages already touched stay, without a copy;
   /// new ones are backed on first touch). May move data(). Throws std::bad_alloc when the system refuses,
   /// std::logic_error for a buffer that is not growable.
