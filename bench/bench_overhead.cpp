@@ -172,10 +172,10 @@ int main(int argc, char** argv) {
     for (const Loop& l : loops) v.push_back(l.*f);
     return v;
   };
-  const double base_seconds = median(field(base, &Loop::seconds));
+  const auto base_times = field(base, &Loop::seconds);
+  const double base_seconds = median(base_times);
   const double base_cpu = median(field(base, &Loop::cpu_seconds));
   const double base_faults = median(field(base, &Loop::page_faults));
-  const auto base_times = field(base, &Loop::seconds);
   std::printf("  first touch of a page: %.2f us\n", 1e6 * touch);
   std::printf("  no checkpoints: %.3f s (rounds %.3f..%.3f s); per rank %.2f s CPU, %.0f page faults\n", base_seconds,
               reprise::bench::minimum(base_times), *std::max_element(base_times.begin(), base_times.end()), base_cpu,

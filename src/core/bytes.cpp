@@ -58,19 +58,22 @@ void HostBytes::grow(std::size_t capacity) {
 }
 
 namespace {
+// A quarter of headroom, so that slightly larger versions find a prepared buffer warm too.
+std::size_t with_headroom(std::size_t bytes) { return bytes + bytes / 4; }
+
 // Writes one byte per page of [from, to): backs them (the first touch) before anyone times a pack into them.
 void touch(HostBytes& b, std::size_t from, std::size_t to) {
   for (std::size_t off = from / kPage * kPage; off < to; off += kPage) b.data()[off] = std::byte{0};
 }
 
-// Touches `b` up to `bytes` plus a quarter of headroom (so that slightly larger versions find it warm too),
-// growing a mapping first; a buffer that cannot grow is touched as far as it goes.
+// Touches `b` up to `bytes` with headroom, growing a mapping first; a buffer that cannot grow is touched as far as
+// it goes.
 void warm_up(HostBytes& b, std::size_t bytes) {
-  const std::size_t target = bytes + bytes / 4;
+  const std::size_t target = with_headroom(bytes);
   if (b.growable() && b.capacity() < target) b.grow(target);
   const std::size_t upto = std::min(target, b.capacity());
   if (b.touched() < upto) touch(b, b.touched(), upto);
-  b.resize_within(std::max(upto, b.size()));
+  b.resize_within(upto);  // (touched() keeps the larger of the two)
 }
 }  // namespace
 
@@ -79,13 +82,10 @@ std::optional<BufferPool::Pick> BufferPool::pick_locked(std::size_t bytes) const
   auto consider = [&](const HostBytes& b, std::size_t index) {
     // Waste bound: one huge buffer must not hold a tiny version.
     if (!b.data() || b.touched() > 2 * bytes + (std::size_t(1) << 20)) return;
-    auto touched = [&](const std::optional<Pick>& p) {
-      return p->index == free_.size() ? reserved_.touched() : free_[p->index].touched();
-    };
-    if (b.capacity() >= bytes && b.touched() >= bytes) {
-      if (!warm || b.touched() < touched(warm)) warm = Pick{index, true};  // the least touched that suffices
-    } else if (b.capacity() >= bytes || b.growable()) {
-      if (!grown || b.touched() > touched(grown)) grown = Pick{index, false};  // the fewest new pages
+    if (b.capacity() >= bytes && b.touched() >= bytes) {  // warm: the least touched that suffices
+      if (!warm || b.touched() < warm->touched) warm = Pick{index, true, b.touched()};
+    } else if (b.capacity() >= bytes || b.growable()) {  // to grow: the one with the fewest new pages
+      if (!grown || b.touched() > grown->touched) grown = Pick{index, false, b.touched()};
     }
   };
   for (std::size_t i = 0; i < free_.size(); ++i) consider(free_[i], i);
@@ -134,7 +134,8 @@ void BufferPool::give(HostBytes&& buffer) {
 }
 
 HostBytes BufferPool::fresh_touched(std::size_t bytes) {
-  HostBytes fresh = allocate_ ? allocate_(bytes + bytes / 4) : HostBytes(bytes + bytes / 4);
+  const std::size_t n = with_headroom(bytes);
+  HostBytes fresh = allocate_ ? allocate_(n) : HostBytes(n);
   touch(fresh, 0, fresh.size());
   return fresh;
 }
@@ -143,28 +144,23 @@ void BufferPool::prepare(std::size_t bytes) {
   if (bytes == 0) return;
   try {
     HostBytes b;
-    bool was_reserved = false;
+    bool reservation = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       const auto p = pick_locked(bytes);
       if (p && p->warm) return;
-      if (p) {
-        was_reserved = p->index == free_.size();
-        b = remove_locked(p->index);
-      }
+      reservation = p && p->index == free_.size();
+      if (p && !reservation) b = remove_locked(p->index);
+    }
+    if (reservation) {  // the buffer to grow is the reservation: reserve() grows it where it is kept
+      reserve(bytes);
+      return;
     }
     if (!b.data()) {
       give(fresh_touched(bytes));
       return;
     }
     warm_up(b, bytes);
-    if (was_reserved) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!reserved_.data()) {
-        reserved_ = std::move(b);
-        return;
-      }
-    }
     give(std::move(b));
   } catch (const std::bad_alloc&) {  // only a head start: the version allocates its buffer, and reports failure
   }

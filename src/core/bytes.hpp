@@ -82,6 +82,7 @@ class BufferPool {
   struct Pick {
     std::size_t index;
     bool warm;
+    std::size_t touched;
   };
   std::optional<Pick> pick_locked(std::size_t bytes) const;
   HostBytes remove_locked(std::size_t index);
