@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "coord/group_barrier.hpp"
 #include "reprise/errors.hpp"
 
 namespace reprise::coord {
@@ -16,6 +17,16 @@ TopologyConfig TopologyConfig::from_env() {
     const long k = std::strtol(v, &end, 10);
     if (*end || k < 1) throw ConfigError(std::string("REPRISE_RANKS_PER_NODE='") + v + "' must be a number >= 1");
     c.ranks_per_node = static_cast<int>(k);
+  }
+  if (const char* v = std::getenv("REPRISE_REPLACEMENT_NODE"); v && *v) {
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end || n < 0)
+      throw ConfigError(std::string("REPRISE_REPLACEMENT_NODE='") + v + "' must be an emulated node number >= 0");
+    if (c.ranks_per_node == 0)
+      throw ConfigError("REPRISE_REPLACEMENT_NODE says where replacements start on emulated nodes: it needs "
+                        "REPRISE_RANKS_PER_NODE (on real nodes the MPI decides where they start)");
+    c.replacement_node = n;
   }
   return c;
 }
@@ -35,6 +46,10 @@ Layout discover_layout(MPI_Comm comm, const TopologyConfig& config) {
   std::vector<long> keys(static_cast<std::size_t>(size));
   MPI_Allgather(&key, 1, MPI_LONG, keys.data(), 1, MPI_LONG, comm);
   return make_layout(keys, config.spec);
+}
+
+long own_node_key(const TopologyConfig& config, long emulated) {
+  return config.ranks_per_node > 0 ? emulated : static_cast<long>(host_identity());
 }
 
 }  // namespace reprise::coord

@@ -57,6 +57,7 @@
 #include "coord/job_floor.hpp"
 #include "coord/mpi_layout.hpp"
 #include "coord/placement.hpp"
+#include "coord/recovery_packet.hpp"
 #include "coord/recovery_plan.hpp"
 #include "core/bytes.hpp"
 #include "core/format.hpp"
@@ -260,6 +261,7 @@ struct RecoveryRecord {
   bool group = false;           // a group rollback: only `rolled_back` rolled back
   bool this_rank = true;        // this rank rolled back (or started over)
   bool interrupted = false;     // another process failed during it: a new recovery took over (its own record)
+  std::vector<std::pair<int, int>> buddies_on_one_node;  // {rank, buddy} on one node after the repair
   double at = 0;                // when the recovery began (steady clock, seconds since its epoch)
 };
 
@@ -726,7 +728,8 @@ class MpiCoordination : public Coordination, public CommHost {
                    {"group_rollback", r.group},
                    {"at_steady_seconds", r.at},
                    {"this_rank_rolled_back", r.this_rank},
-                   {"interrupted", r.interrupted}});
+                   {"interrupted", r.interrupted},
+                   {"buddies_on_one_node", r.buddies_on_one_node}});
     return j.dump();
   }
 
@@ -910,7 +913,17 @@ class MpiCoordination : public Coordination, public CommHost {
     world_ = world;
     MPI_Comm_rank(world_, &rank_);
     MPI_Comm_size(world_, &size_);
-    layout_ = coord::discover_layout(world_, coord::TopologyConfig::from_env());
+    // The layout (nodes, groups, buddies) is the job's: discovered when it starts, kept by the survivors of a
+    // repair and given to the replacements in the recovery packet, wherever the MPI started them. Discovered
+    // again, a replacement started on another node would move ranks between groups and buddies mid-run.
+    if (layout_.size() == 0) {
+      const coord::TopologyConfig topology = coord::TopologyConfig::from_env();
+      layout_ = coord::discover_layout(world_, topology);
+      node_key_ = coord::own_node_key(topology, layout_.node_of.at(static_cast<std::size_t>(rank_)));
+    } else if (layout_.size() != size_) {
+      throw Error("rank " + std::to_string(rank_) + ": the repaired communicator has " + std::to_string(size_) +
+                  " ranks, the job's layout " + std::to_string(layout_.size()));
+    }
     floor_table_.reset(layout_.groups());  // every group reports again on the new communicators
     floor_reported_.reset();
     app_ = dup_comm(world_);
@@ -1689,35 +1702,16 @@ class MpiCoordination : public Coordination, public CommHost {
     }
   }
 
-  // Broadcast from the merged communicator's rank 0 to the replacements: version, max step, failed ranks, their
-  // data source, and the REPRISE_* environment (spawned processes may not inherit it).
+  // Broadcast from the merged communicator's rank 0 to the replacements (coord/recovery_packet.hpp).
   std::vector<std::uint64_t> make_packet(const coord::RecoveryPlan& plan, std::uint64_t max_step) {
-    std::vector<std::uint64_t> p{plan.version, max_step, plan.from_start ? 1u : 0u, plan.failed.size()};
-    for (int f : plan.failed) {
-      p.push_back(static_cast<std::uint64_t>(f));
-      p.push_back(plan.source[static_cast<std::size_t>(f)] == coord::DataSource::Buddy ? 1 : 0);
-    }
-    std::string env;
+    coord::RecoveryPacket k;
+    k.plan = plan;
+    k.layout = layout_;
     for (char** e = environ; *e; ++e)
-      if (std::strncmp(*e, "REPRISE_", 8) == 0) env += std::string(*e) + '\n';
-    p.push_back(env.size());
-    for (char ch : env) p.push_back(static_cast<unsigned char>(ch));
-    p.push_back(plan.partial ? 1 : 0);
-    p.push_back(epoch_ + 1);  // the epoch the recovery starts (recover_group(), or every rank's restart exchange)
-    if (plan.partial) {
-      std::vector<char> in_r(static_cast<std::size_t>(size_), 0);
-      for (int r : plan.rolled_back) in_r[static_cast<std::size_t>(r)] = 1;
-      for (int r = 0; r < size_; ++r) {
-        const std::size_t i = static_cast<std::size_t>(r);
-        p.push_back(in_r[i]);
-        p.push_back(plan.version_of[i]);
-        p.push_back(static_cast<std::uint64_t>(plan.starts_over[i]));
-      }
-    }
-    for (int r = 0; r < size_; ++r)
-      p.push_back(plan.source.at(static_cast<std::size_t>(r)) == coord::DataSource::Buddy ? 1 : 0);
-    for (std::uint64_t f : kill_floors(plan.failed, max_step)) p.push_back(f);
-    return p;
+      if (std::strncmp(*e, "REPRISE_", 8) == 0) k.env.emplace_back(*e);
+    k.epoch = epoch_ + 1;  // the epoch the recovery starts (recover_group(), or every rank's restart exchange)
+    k.kill_floors = kill_floors(plan.failed, max_step);
+    return coord::encode_packet(k);
   }
 
   // Failure injection across replacements: per rank, the step up to which REPRISE_KILL orders already fired. A
@@ -1743,49 +1737,6 @@ class MpiCoordination : public Coordination, public CommHost {
     ok(polled::bcast(p.data(), static_cast<int>(n), MPI_UINT64_T, 0, merged));
   }
 
-  struct Packet {
-    coord::RecoveryPlan plan;
-    std::uint64_t max_step = 0;
-    std::vector<std::string> env;
-    std::uint32_t epoch = 0;
-    std::vector<std::uint64_t> kill_floors;
-  };
-
-  static Packet parse_packet(const std::vector<std::uint64_t>& p, int size) {
-    Packet k;
-    std::size_t i = 0;
-    k.plan.version = p.at(i++);
-    k.max_step = p.at(i++);
-    k.plan.from_start = p.at(i++) != 0;
-    const std::size_t nf = p.at(i++);
-    k.plan.source.assign(static_cast<std::size_t>(size), coord::DataSource::Own);
-    for (std::size_t j = 0; j < nf; ++j) {
-      const int f = static_cast<int>(p.at(i++));
-      k.plan.failed.push_back(f);
-      if (p.at(i++)) k.plan.source.at(static_cast<std::size_t>(f)) = coord::DataSource::Buddy;
-    }
-    const std::size_t envn = p.at(i++);
-    std::string env;
-    for (std::size_t j = 0; j < envn; ++j) env += static_cast<char>(p.at(i++));
-    std::istringstream in(env);
-    for (std::string line; std::getline(in, line);) k.env.push_back(line);
-    k.plan.partial = p.at(i++) != 0;
-    k.epoch = static_cast<std::uint32_t>(p.at(i++));
-    if (k.plan.partial) {
-      k.plan.version_of.assign(static_cast<std::size_t>(size), 0);
-      k.plan.starts_over.assign(static_cast<std::size_t>(size), 0);
-      for (int r = 0; r < size; ++r) {
-        if (p.at(i++)) k.plan.rolled_back.push_back(r);
-        k.plan.version_of[static_cast<std::size_t>(r)] = p.at(i++);
-        k.plan.starts_over[static_cast<std::size_t>(r)] = static_cast<char>(p.at(i++));
-      }
-    }
-    for (int r = 0; r < size; ++r)
-      k.plan.source.at(static_cast<std::size_t>(r)) = p.at(i++) ? coord::DataSource::Buddy : coord::DataSource::Own;
-    for (int r = 0; r < size; ++r) k.kill_floors.push_back(p.at(i++));
-    return k;
-  }
-
   void join_as_replacement(MPI_Comm parent, Config& cfg) {
 #if !REPRISE_HAVE_ULFM
     (void)parent;
@@ -1797,7 +1748,7 @@ class MpiCoordination : public Coordination, public CommHost {
     MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
     MPI_Comm merged = MPI_COMM_NULL, world = MPI_COMM_NULL;
     int mrank = 0, msize = 0, nremote = 0;
-    Packet k;
+    coord::RecoveryPacket k;
     bool fine = true;
     try {
       ok(MPI_Intercomm_merge(parent, 1, &merged));
@@ -1807,7 +1758,10 @@ class MpiCoordination : public Coordination, public CommHost {
       MPI_Comm_remote_size(parent, &nremote);
       std::vector<std::uint64_t> p;
       broadcast_packet(merged, p);
-      k = parse_packet(p, msize);
+      k = coord::decode_packet(p);
+      if (k.layout.size() != msize)
+        throw Error("the recovery packet describes a job of " + std::to_string(k.layout.size()) + " ranks, but the "
+                    "repaired communicator has " + std::to_string(msize));
       const int key = k.plan.failed.at(static_cast<std::size_t>(mrank - nremote));
       ok(MPI_Comm_split(merged, 0, key, &world));
     } catch (const PeerFailure&) {
@@ -1837,7 +1791,14 @@ class MpiCoordination : public Coordination, public CommHost {
                                 " (replacement)",
                     std::chrono::milliseconds(job.recovery_watch_ms), std::chrono::seconds(job.recovery_timeout_s));
     stage("building the repaired communicators");
+    layout_ = k.layout;  // the job's layout, wherever this process was started
     adopt(world);
+    {
+      const coord::TopologyConfig topology = coord::TopologyConfig::from_env();
+      node_key_ = coord::own_node_key(topology, topology.replacement_node >= 0
+                                                    ? topology.replacement_node
+                                                    : layout_.node_of.at(static_cast<std::size_t>(rank_)));
+    }
     kill_floor_ = kill_floors_.at(static_cast<std::size_t>(rank_));  // rank_: set by adopt; includes max_step
     cfg = Config::from_env(cfg);
     cfg.rank = rank_;
@@ -1915,6 +1876,7 @@ class MpiCoordination : public Coordination, public CommHost {
   // sends what is missing (everything when the buddy is a replacement). One pair at a time, in rank order, so the
   // rendezvous sends cannot form a cycle.
   void move_data(const coord::RecoveryPlan& plan, RecoveryRecord& rec) {
+    check_placement(rec);
     core::VersionStore& own = store_ ? store_->local() : *local_;
     auto send_versions = [&](int dest, core::VersionStore& from, const std::vector<std::uint64_t>& versions) {
       if (should_die(current_step_, coord::KillPoint::Transfer)) die("transfer", current_step_);
@@ -1992,6 +1954,21 @@ class MpiCoordination : public Coordination, public CommHost {
     data_pending_ = false;  // a replacement holds its chain and its wards' now
   }
 
+  // Where the ranks run after a repair (every rank of the repaired job, first in move_data). The MPI starts a
+  // replacement where it has a free slot: after a node failure that is another node, maybe the one of its buddy
+  // or of its ward, and a failure of that node would then lose both copies of a checkpoint. The layout stays the
+  // job's (groups and buddies do not move); the lowest survivor says so, and the recovery's metrics record it.
+  void check_placement(RecoveryRecord& rec) {
+    std::vector<long> keys(static_cast<std::size_t>(size_));
+    ok(polled::allgather(&node_key_, 1, MPI_LONG, keys.data(), 1, MPI_LONG, world_));
+    rec.buddies_on_one_node = coord::buddies_sharing_a_node(layout_, keys);
+    if (!lowest_survivor_) return;
+    for (const auto& [r, b] : rec.buddies_on_one_node)
+      std::fprintf(stderr, "reprise: warning: rank %d and its buddy rank %d now run on one node (a replacement was "
+                   "started there): a failure of that node would lose both copies of rank %d's checkpoints. "
+                   "REPRISE_DIR adds a level that survives it.\n", r, b, r);
+  }
+
   // Per ward: the version whose chain it keeps (UINT64_MAX: all; none: nothing).
   void trim_wards(const std::function<std::optional<std::uint64_t>(int)>& keep_of) {
     std::lock_guard<std::mutex> lock(wards_mutex_);
@@ -2037,6 +2014,7 @@ class MpiCoordination : public Coordination, public CommHost {
   std::optional<coord::BarrierChoice> barrier_;  // the group barrier's kind, chosen with the group (nccl_group)
   std::unique_ptr<coord::NcclBarrier> nccl_;     // an NCCL group's communicator
   std::uint64_t kill_floor_ = 0;
+  long node_key_ = 0;  // the node this process runs on (coord::own_node_key; for a replacement, where it started)
   std::vector<std::uint64_t> kill_floors_;  // per rank (see kill_floors())
   std::uint64_t current_step_ = 0;
   std::atomic<bool> down_{false};

@@ -63,6 +63,18 @@ std::vector<int> Layout::wards_of(int rank) const {
   return out;
 }
 
+std::vector<std::pair<int, int>> buddies_sharing_a_node(const Layout& layout, const std::vector<long>& node_key) {
+  if (node_key.size() != layout.node_of.size())
+    throw Error("buddies_sharing_a_node: " + std::to_string(node_key.size()) + " node keys for a layout of " +
+                std::to_string(layout.size()) + " ranks");
+  std::vector<std::pair<int, int>> out;
+  for (int r = 0; r < layout.size(); ++r) {
+    const int b = layout.buddy_of[static_cast<std::size_t>(r)];
+    if (node_key[static_cast<std::size_t>(r)] == node_key[static_cast<std::size_t>(b)]) out.emplace_back(r, b);
+  }
+  return out;
+}
+
 std::vector<long> emulated_node_keys(int world_size, int ranks_per_node) {
   if (ranks_per_node < 1) throw ConfigError("REPRISE_RANKS_PER_NODE must be >= 1");
   std::vector<long> keys(world_size);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace reprise::coord {
@@ -32,6 +33,12 @@ struct LayoutSpec {
 /// `node_key[r]` says which node rank r is on (equal keys = same node). Throws ConfigError with what to change
 /// when the spec does not fit the job (wrong length, bad ids) or no buddy on another node exists.
 Layout make_layout(const std::vector<long>& node_key, const LayoutSpec& spec);
+
+/// Pairs {rank, its buddy} that run on one node now, by `node_key` (per rank; equal keys = same node), in rank order.
+/// A layout is the job's for good, but the replacement of a failed rank may start on another node than the rank
+/// it replaces (after a node failure no slot is left there): a failure of a node that holds a rank and its buddy
+/// would lose both copies of that rank's checkpoints.
+std::vector<std::pair<int, int>> buddies_sharing_a_node(const Layout& layout, const std::vector<long>& node_key);
 
 /// Node keys emulating nodes of `ranks_per_node` consecutive ranks (REPRISE_RANKS_PER_NODE), for one machine.
 std::vector<long> emulated_node_keys(int world_size, int ranks_per_node);

@@ -63,6 +63,19 @@ TEST(Layout, BadSpecsSayWhatToChange) {
   EXPECT_THROW(emulated_node_keys(4, 0), ConfigError);
 }
 
+TEST(Layout, BuddiesSharingANodeAfterAReplacementStartedElsewhere) {
+  const Layout L = make_layout(emulated_node_keys(8, 2), {});  // buddies 2 3 4 5 6 7 0 1
+  std::vector<long> now = emulated_node_keys(8, 2);
+  EXPECT_TRUE(buddies_sharing_a_node(L, now).empty());
+  now[2] = 2;  // rank 2's replacement started on node 2, where its buddy rank 4 runs
+  EXPECT_EQ(buddies_sharing_a_node(L, now), (std::vector<std::pair<int, int>>{{2, 4}}));
+  now[2] = 0;  // on node 0, where its ward rank 0 runs: rank 0 and its buddy share a node
+  EXPECT_EQ(buddies_sharing_a_node(L, now), (std::vector<std::pair<int, int>>{{0, 2}}));
+  now[2] = 9;  // a spare node
+  EXPECT_TRUE(buddies_sharing_a_node(L, now).empty());
+  EXPECT_THROW(buddies_sharing_a_node(L, {0, 0, 1}), Error);
+}
+
 TEST(FailureInjection, ParsesEntriesAndPoints) {
   const auto k = parse_kill_spec("3:40,5:100:drain,0:7:recovery");
   ASSERT_EQ(k.size(), 3u);
