@@ -32,7 +32,9 @@ class Reader {
                   " is out of range");
     return n;
   }
-  int rank(const char* what, int ranks) { return static_cast<int>(at_most(what, static_cast<std::uint64_t>(ranks) - 1)); }
+  int rank(const char* what, int ranks) {
+    return static_cast<int>(at_most(what, static_cast<std::uint64_t>(ranks) - 1));
+  }
   std::vector<int> ranks(const char* what, int ranks) {
     std::vector<int> v(at_most(what, static_cast<std::uint64_t>(ranks)));
     for (int& r : v) r = rank(what, ranks);
@@ -67,8 +69,7 @@ std::vector<std::uint64_t> encode_packet(const RecoveryPacket& k) {
   out.push_back(p.from_start ? 1 : 0);
   out.push_back(p.partial ? 1 : 0);
   put_list(out, p.failed);
-  for (int r = 0; r < n; ++r)
-    out.push_back(p.source.at(static_cast<std::size_t>(r)) == DataSource::Buddy ? 1 : 0);
+  for (int r = 0; r < n; ++r) out.push_back(p.source.at(static_cast<std::size_t>(r)) == DataSource::Buddy ? 1 : 0);
   put_list(out, p.rolled_back);
   if (p.partial) {
     for (int r = 0; r < n; ++r) out.push_back(p.version_of.at(static_cast<std::size_t>(r)));
@@ -90,8 +91,9 @@ std::vector<std::uint64_t> encode_packet(const RecoveryPacket& k) {
 RecoveryPacket decode_packet(const std::vector<std::uint64_t>& words) {
   Reader in(words);
   if (in.next("its magic word") != kMagic)
-    throw Error("recovery packet from the survivors does not start with Reprise's magic word (survivors and "
-                "replacement run different Reprise builds?)");
+    throw Error(
+        "recovery packet from the survivors does not start with Reprise's magic word (survivors and "
+        "replacement run different Reprise builds?)");
   RecoveryPacket k;
   const int n = static_cast<int>(in.at_most("the rank count", 1u << 24));
   if (n < 1) throw Error("recovery packet from the survivors is damaged: a job of 0 ranks");

@@ -17,8 +17,8 @@ struct RecoveryPacket {
   /// The job's layout as the job started. A replacement takes it as it is: where it was started (another node
   /// after a node failure) changes neither its group nor its buddy.
   Layout layout;
-  std::vector<std::string> env;      ///< "REPRISE_NAME=value" (spawned processes may not inherit the environment)
-  std::uint32_t epoch = 0;           ///< the recovery epoch the repair starts
+  std::vector<std::string> env;            ///< "REPRISE_NAME=value" (spawned processes may not inherit the environment)
+  std::uint32_t epoch = 0;                 ///< the recovery epoch the repair starts
   std::vector<std::uint64_t> kill_floors;  ///< per rank: REPRISE_KILL orders up to this step already fired
 };
 
