@@ -1,4 +1,4 @@
-// The seam between the single-rank Runtime and a distributed layer (MpiRuntime in coord/mpi_runtime.cpp).
+// The seam between the single-rank Runtime and a distributed layer (MpiRuntime: coord/mpi_coordination.hpp).
 // The Runtime calls these hooks at fixed points of checkpoint(), wait() and restore(); everything about other
 // ranks (buddy store, group barrier and commit, recovery) lives behind them. Without a Coordination the Runtime is
 // the single-rank pipeline with a local store.
