@@ -181,6 +181,9 @@ class MpiCoordination : public Coordination, public CommHost {
   std::vector<std::uint64_t> my_records(const std::vector<int>& failed_ranks);
   static std::vector<coord::RankHoldings> holdings_from(const std::vector<std::uint64_t>& all, int n);
 #if REPRISE_HAVE_ULFM
+  // MPIX_Comm_agree over `comm`: the AND of every live member's `mine`, the same at every member; nullopt when a
+  // process failed meanwhile. agreed(): true only when it is true.
+  static std::optional<bool> agreement(MPI_Comm comm, bool mine);
   static bool agreed(MPI_Comm comm, bool mine);
 #endif
   std::vector<int> failed_ranks(MPI_Comm shrunk);

@@ -214,6 +214,13 @@ void MpiCoordination::recover(const std::string& why) {
   // replacement dies) makes every survivor agree to start a new attempt with the union of the failures.
   // Replacements of an abandoned attempt see their merge fail and exit.
   MPI_Comm base = world_;
+  // Spawns that failed in a row for the same failed ranks, no other process failing meanwhile: the MPI cannot
+  // start a replacement (no free slot, the program's binary gone). Without this, recovery attempts spun until
+  // the recovery timeout (about 5,400 attempts in 40 s, each with the MPI library's error message).
+  constexpr int kSpawnTries = 3;
+  int spawn_failures = 0;
+  std::vector<int> spawn_failed_for;
+  std::string spawn_error;
   for (int attempt = 1;; ++attempt) {
     MPI_Comm shrunk = MPI_COMM_NULL;
     stage("in MPIX_Comm_shrink");
@@ -284,8 +291,27 @@ void MpiCoordination::recover(const std::string& why) {
     stage("in MPI_Comm_spawn (replacements)");
     int rc = MPI_Comm_spawn(executable().c_str(), argv.data(), static_cast<int>(failed.size()), MPI_INFO_NULL, 0,
                             shrunk, &inter, errcodes.data());
-    if (!agreed(shrunk, rc == MPI_SUCCESS)) {
+    const std::optional<bool> spawned = agreement(shrunk, rc == MPI_SUCCESS);
+    if (!spawned || !*spawned) {
       if (rc == MPI_SUCCESS) revoke(inter);
+      if (spawned) {  // no process failed, and a spawn failed: the same at every survivor
+        if (rc != MPI_SUCCESS) spawn_error = mpi_error(rc);
+        spawn_failures = failed == spawn_failed_for ? spawn_failures + 1 : 1;
+        spawn_failed_for = failed;
+        if (spawn_failures >= kSpawnTries)
+          throw UnrecoverableFailure(
+              "rank " + std::to_string(rank_) + ": the MPI could not start a replacement for " +
+              ranks_phrase(failed) + ": MPI_Comm_spawn failed " + std::to_string(spawn_failures) +
+              " times in a row with no other process failing (" +
+              (spawn_error.empty() ? "reported at another rank" : spawn_error) +
+              "; the MPI library's own message, if any, is above). Without one the job cannot be repaired, so it "
+              "stops here; files already written were left intact: relaunch the job (from REPRISE_DIR if one was "
+              "set). Usual causes: no free slot for a new process (a larger allocation, spare slots, or Open MPI's "
+              "--oversubscribe), or the program cannot be started again (" + executable() +
+              ": moved, deleted or rebuilt since the job started).");
+        // The MPI may release a dead process's slot a little later: wait before trying again.
+        std::this_thread::sleep_for(std::chrono::seconds(spawn_failures));
+      }
       base = shrunk;
       continue;
     }
@@ -470,14 +496,19 @@ void MpiCoordination::begin_comm_recovery(const std::set<int>& rolled_back, int 
   joined_coordinator_ = coordinator;
 }
 
-// Uniform decision over `comm`: true when every live member passed true and nobody failed meanwhile.
 #if REPRISE_HAVE_ULFM
-bool MpiCoordination::agreed(MPI_Comm comm, bool mine) {
+std::optional<bool> MpiCoordination::agreement(MPI_Comm comm, bool mine) {
   int flag = mine ? 1 : 0;
   MPI_Request r = MPI_REQUEST_NULL;
   int rc = MPIX_Comm_iagree(comm, &flag, &r);  // polled: see coord/polled_mpi.hpp
   if (rc == MPI_SUCCESS) rc = polled::wait(r);
-  return rc == MPI_SUCCESS && flag == 1;
+  if (rc != MPI_SUCCESS) return std::nullopt;
+  return flag == 1;
+}
+
+bool MpiCoordination::agreed(MPI_Comm comm, bool mine) {
+  const std::optional<bool> a = agreement(comm, mine);
+  return a && *a;
 }
 #endif
 
