@@ -216,7 +216,7 @@ void MpiCoordination::recover(const std::string& why) {
   MPI_Comm base = world_;
   // Spawns that failed in a row for the same failed ranks, no other process failing meanwhile: the MPI cannot
   // start a replacement (no free slot, the program's binary gone). Without this, recovery attempts spun until
-  // the recovery timeout (about 5,400 attempts in 40 s, each with the MPI library's error message).
+  // the recovery timeout (about 11,500 attempts per survivor in 20 s, each with the MPI library's error message).
   constexpr int kSpawnTries = 3;
   int spawn_failures = 0;
   std::vector<int> spawn_failed_for;

@@ -2,7 +2,7 @@
 # spawn_fails.sh: the MPI cannot start a replacement. The stencil runs from a copy of its binary, which is deleted
 # once the job runs (as a rebuild or a clean-up would do); then a rank is SIGKILLed. Every spawn of a replacement
 # fails: the survivors must stop after a few attempts with an error that says so, not try again until the recovery
-# timeout (before: about 5,400 attempts in 40 s).
+# timeout (before: about 11,500 attempts per survivor in 20 s).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
