@@ -42,7 +42,9 @@ void RecoveryWatch::run() {
     if (cv_.wait_until(lock, std::min(report, give_up), [this] { return done_; })) return;
     const auto now = Clock::now();
     if (now >= give_up) {
-      const bool shrink = std::strstr(stage_, "MPIX_Comm_shrink") != nullptr;
+      // Stuck in a shrink, not passing through one: a recovery that loops over attempts is in a shrink now and then.
+      const bool shrink =
+          std::strstr(stage_, "MPIX_Comm_shrink") != nullptr && 2 * since(stage_since_) >= limit_.count();
       std::fprintf(stderr,
                    "reprise: %s: the recovery has not finished after %lld s (%s for %.1f s%s): this "
                    "process stops with exit status 4 so that the job ends instead of hanging. Checkpoint files "
