@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # random_kills.sh RUNS SEED [PROGRAM ARGS...]: runs PROGRAM (default reprise-mpi-comm-check) on 8 ranks (4 groups of
-# 2) with group rollback RUNS times, each time SIGKILLing one random rank at a random step and point (and in one
-# run out of three a second rank of another group too, half of those during the recovery from the first), and
-# requires every run to print the failure-free run's checksum and to report that only the failed groups rolled
-# back. Prints one line per run and a summary.
+# 2) with group rollback RUNS times, each time SIGKILLing one random rank at a random step and point (in one run out
+# of four its whole node, and in one run out of three a second rank of another group too, half of those during the
+# recovery from the first), and requires every run to print the failure-free run's checksum and to report that only
+# the failed groups rolled back. Prints one line per run and a summary.
 set -u
 runs=${1:-10}
 seed=${2:-1}
@@ -24,16 +24,23 @@ for ((i = 1; i <= runs; i++)); do
   # checkpoint, drain and commit happen at checkpoints: steps that are multiples of 5 (--checkpoint-every 5)
   [ "$p1" != compute ] && s1=$((5 * (1 + RANDOM % 5)))
   kill="$r1:$s1:$p1"
+  # One run in four loses a node: r1's group partner (same node) dies at the same step and point, and the
+  # replacements start on a random emulated node (maybe one that holds their buddies: a warning, not an error).
+  node=0 place=""
+  if ((RANDOM % 4 == 0)); then
+    node=1 kill="$kill,$((r1 ^ 1)):$s1:$p1" place="REPRISE_REPLACEMENT_NODE=$((RANDOM % 4))"
+  fi
   if ((RANDOM % 3 == 0)); then
     # A second failure in another group, at the same or a later step; never r1's buddy (r1 + 2) nor the rank whose
     # buddy r1 is (r1 - 2): an owner and its buddy lost together is unrecoverable by design (tested elsewhere).
     # Half the time it strikes inside the recovery from the first one: as it begins, in its data phase or right
     # before the restart exchange (a recovery point fires in the first recovery at or after its step).
-    r2=$(( (r1 + 4 + RANDOM % 2) % 8 )); s2=$((s1 + RANDOM % 6)); p2=${points2[$((RANDOM % 6))]}
+    # After a node loss, the rank of the same local index two nodes on (r1 + 5 may be the ward of r1's partner).
+    r2=$(( (r1 + 4 + (node ? 0 : RANDOM % 2)) % 8 )); s2=$((s1 + RANDOM % 6)); p2=${points2[$((RANDOM % 6))]}
     [ "$p2" != compute ] && s2=2
     kill="$kill,$r2:$s2:$p2"
   fi
-  out=$(REPRISE_KILL=$kill timeout 200 bash "$here/scripts/mpirun.sh" -n 8 --timeout 120 -- "${program[@]}" 2>&1)
+  out=$(env REPRISE_KILL="$kill" $place timeout 200 bash "$here/scripts/mpirun.sh" -n 8 --timeout 120 -- "${program[@]}" 2>&1)
   rc=$?
   got=$(grep -ao 'checksum 0x[0-9a-f]*' <<< "$out" | tail -n 1)
   groups=$(grep -ao 'only groups\? [0-9, and]*' <<< "$out" | tr '\n' ';')
@@ -41,10 +48,10 @@ for ((i = 1; i <= runs; i++)); do
   # (a sanitizer's report fails the run even when the checksum came out right: REPRISE_SANITIZE, sanitized.sh)
   sanitizer=$(grep -acE 'ERROR: AddressSanitizer|runtime error:|WARNING: ThreadSanitizer' <<< "$out")
   if [ "$got" = "$ref" ] && [ "$sanitizer" -eq 0 ] && { [ "$killed" -eq 0 ] || [ -n "$groups" ]; }; then
-    echo "run $i REPRISE_KILL=$kill: ok ($killed killed; $groups rc $rc)"
+    echo "run $i REPRISE_KILL=$kill $place: ok ($killed killed; $groups rc $rc)"
   else
     bad=$((bad + 1))
-    echo "run $i REPRISE_KILL=$kill: FAILED (got '$got', rc $rc, rollbacks '$groups')"
+    echo "run $i REPRISE_KILL=$kill $place: FAILED (got '$got', rc $rc, rollbacks '$groups')"
     grep -a "reprise\|error\|Sanitizer" <<< "$out" | grep -v "^\[" | tail -n 8
   fi
 done
