@@ -24,6 +24,8 @@ const char* to_string(KillPoint p) {
       return "exchange";
     case KillPoint::Stall:
       return "stall";
+    case KillPoint::Join:
+      return "join";
   }
   return "?";
 }
@@ -33,7 +35,7 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
   std::stringstream in(spec);
   std::string entry;
   const std::string form = " (expected RANK:STEP[:POINT], POINT one of compute, checkpoint, drain, commit, recovery, "
-                           "transfer, exchange, stall)";
+                           "transfer, exchange, stall, join)";
   while (std::getline(in, entry, ',')) {
     if (entry.empty()) continue;
     std::stringstream e(entry);
@@ -71,6 +73,8 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
       k.point = KillPoint::Exchange;
     else if (point == "stall")
       k.point = KillPoint::Stall;
+    else if (point == "join")
+      k.point = KillPoint::Join;
     else
       throw ConfigError("REPRISE_KILL entry '" + entry + "': unknown point '" + point + "'" + form);
     out.push_back(k);
@@ -80,7 +84,8 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
 
 namespace {
 bool in_recovery(KillPoint p) {
-  return p == KillPoint::Recovery || p == KillPoint::Transfer || p == KillPoint::Exchange || p == KillPoint::Stall;
+  return p == KillPoint::Recovery || p == KillPoint::Transfer || p == KillPoint::Exchange || p == KillPoint::Stall ||
+         p == KillPoint::Join;
 }
 }  // namespace
 

@@ -12,8 +12,10 @@ namespace reprise::coord {
 /// its data phase (as this rank is about to send checkpoints to a replacement or its buddy), `exchange` right
 /// before this rank's restart exchange (a survivor at once, a rolled-back rank once it restored). `stall` does not
 /// kill: as a recovery begins, the rank stops responding (sleeps forever), like a process hung inside the MPI
-/// library; the other survivors' recovery then cannot finish (tests the recovery timeout).
-enum class KillPoint { Compute, Checkpoint, Drain, Commit, Recovery, Transfer, Exchange, Stall };
+/// library; the other survivors' recovery then cannot finish (tests the recovery timeout). `join`: every
+/// replacement of the rank started by a recovery at or after the step dies as it joins the survivors (after it got
+/// the recovery packet), like a replacement that cannot run where the MPI started it.
+enum class KillPoint { Compute, Checkpoint, Drain, Commit, Recovery, Transfer, Exchange, Stall, Join };
 const char* to_string(KillPoint point);
 
 struct KillOrder {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "coord/mpi_coordination.hpp"
 #include "coord/mpi_layout.hpp"
@@ -214,13 +215,33 @@ void MpiCoordination::recover(const std::string& why) {
   // replacement dies) makes every survivor agree to start a new attempt with the union of the failures.
   // Replacements of an abandoned attempt see their merge fail and exit.
   MPI_Comm base = world_;
-  // Spawns that failed in a row for the same failed ranks, no other process failing meanwhile: the MPI cannot
-  // start a replacement (no free slot, the program's binary gone). Without this, recovery attempts spun until
-  // the recovery timeout (about 11,500 attempts per survivor in 20 s, each with the MPI library's error message).
-  constexpr int kSpawnTries = 3;
-  int spawn_failures = 0;
-  std::vector<int> spawn_failed_for;
-  std::string spawn_error;
+  // Attempts that ended before the replacements joined, in a row for the same failed ranks with no survivor
+  // failing: the MPI cannot start a replacement (no free slot, the program's binary gone), or a replacement dies
+  // as it starts. Without this, recovery attempts went on until the recovery timeout (a failing spawn: about
+  // 11,500 attempts per survivor in 20 s, each with the MPI library's error message). Tried again after 1 s and
+  // 2 s (the MPI may release a dead process's slot a little later), then the job stops.
+  constexpr int kStartTries = 3;
+  int start_failures = 0;
+  std::vector<int> start_failed_for;
+  auto start_failed = [&](const std::vector<int>& failed, const std::string& what) {
+    start_failures = failed == start_failed_for ? start_failures + 1 : 1;
+    start_failed_for = failed;
+    if (start_failures >= kStartTries)
+      throw UnrecoverableFailure(
+          "rank " + std::to_string(rank_) + ": the MPI could not start a working replacement for " +
+          ranks_phrase(failed) + ": " + std::to_string(start_failures) +
+          " attempts in a row failed with no other "
+          "process failing (the last: " +
+          what +
+          "; the MPI library's own message, if any, is above). Without a "
+          "replacement the job cannot be repaired, so it stops here; files already written were left intact: "
+          "relaunch the job (from REPRISE_DIR if one was set). Usual causes: no free slot for a new process (a "
+          "larger allocation, spare slots, or Open MPI's --oversubscribe), the program cannot be started again (" +
+          executable() +
+          ": moved, deleted or rebuilt since the job started), or it cannot run where the MPI "
+          "started it.");
+    std::this_thread::sleep_for(std::chrono::seconds(start_failures));
+  };
   for (int attempt = 1;; ++attempt) {
     MPI_Comm shrunk = MPI_COMM_NULL;
     stage("in MPIX_Comm_shrink");
@@ -294,24 +315,9 @@ void MpiCoordination::recover(const std::string& why) {
     const std::optional<bool> spawned = agreement(shrunk, rc == MPI_SUCCESS);
     if (!spawned || !*spawned) {
       if (rc == MPI_SUCCESS) revoke(inter);
-      if (spawned) {  // no process failed, and a spawn failed: the same at every survivor
-        if (rc != MPI_SUCCESS) spawn_error = mpi_error(rc);
-        spawn_failures = failed == spawn_failed_for ? spawn_failures + 1 : 1;
-        spawn_failed_for = failed;
-        if (spawn_failures >= kSpawnTries)
-          throw UnrecoverableFailure(
-              "rank " + std::to_string(rank_) + ": the MPI could not start a replacement for " +
-              ranks_phrase(failed) + ": MPI_Comm_spawn failed " + std::to_string(spawn_failures) +
-              " times in a row with no other process failing (" +
-              (spawn_error.empty() ? "reported at another rank" : spawn_error) +
-              "; the MPI library's own message, if any, is above). Without one the job cannot be repaired, so it "
-              "stops here; files already written were left intact: relaunch the job (from REPRISE_DIR if one was "
-              "set). Usual causes: no free slot for a new process (a larger allocation, spare slots, or Open MPI's "
-              "--oversubscribe), or the program cannot be started again (" + executable() +
-              ": moved, deleted or rebuilt since the job started).");
-        // The MPI may release a dead process's slot a little later: wait before trying again.
-        std::this_thread::sleep_for(std::chrono::seconds(spawn_failures));
-      }
+      // No process failed and a spawn failed: the same at every survivor.
+      if (spawned)
+        start_failed(failed, "MPI_Comm_spawn failed: " + (rc != MPI_SUCCESS ? mpi_error(rc) : "at another rank"));
       base = shrunk;
       continue;
     }
@@ -319,22 +325,29 @@ void MpiCoordination::recover(const std::string& why) {
     flag = 1;
     try {
       stage("merging with the replacements");
-      ok(MPI_Intercomm_merge(inter, 0, &merged));
+      // (Handles are taken only from calls that succeeded: a failed call leaves its output undefined, and
+      // revoking such a handle below aborts the process.)
+      MPI_Comm made = MPI_COMM_NULL;
+      ok(MPI_Intercomm_merge(inter, 0, &made));
+      merged = std::exchange(made, MPI_COMM_NULL);
       MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
       std::vector<std::uint64_t> packet = make_packet(plan, max_step);
       broadcast_packet(merged, packet);
       kill_floors_ = kill_floors(plan.failed, max_step);
-      ok(MPI_Comm_split(merged, 0, rank_, &world));
+      ok(MPI_Comm_split(merged, 0, rank_, &made));
+      world = made;
     } catch (const PeerFailure&) {
       flag = 0;
     }
     // First among the survivors, then with the replacements (join_as_replacement), who learn either way: a
     // revoked `merged` makes their agreement fail and they leave.
     stage("agreeing with the replacements");
-    bool merged_ok = agreed(shrunk, flag);
-    if (merged_ok) merged_ok = agreed(merged, true);
+    const std::optional<bool> survivors_merged = agreement(shrunk, flag);
+    const bool merged_ok = survivors_merged && *survivors_merged && agreed(merged, true);
     if (!merged_ok) {
       for (MPI_Comm c : {inter, merged, world}) revoke(c);
+      // No survivor failed: a replacement died before it joined (the same at every survivor).
+      if (survivors_merged) start_failed(failed, "a replacement process died before it joined the survivors");
       base = shrunk;
       continue;
     }
@@ -610,7 +623,9 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
   coord::RecoveryPacket k;
   bool fine = true;
   try {
-    ok(MPI_Intercomm_merge(parent, 1, &merged));
+    MPI_Comm made = MPI_COMM_NULL;  // (handles only from calls that succeeded: see recover())
+    ok(MPI_Intercomm_merge(parent, 1, &made));
+    merged = std::exchange(made, MPI_COMM_NULL);
     MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
     MPI_Comm_rank(merged, &mrank);
     MPI_Comm_size(merged, &msize);
@@ -620,11 +635,18 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
     k = coord::decode_packet(p);
     if (k.layout.size() != msize)
       throw Error("the recovery packet describes a job of " + std::to_string(k.layout.size()) +
-                  " ranks, but the "
-                  "repaired communicator has " +
-                  std::to_string(msize));
+                  " ranks, but the repaired communicator has " + std::to_string(msize));
     const int key = k.plan.failed.at(static_cast<std::size_t>(mrank - nremote));
-    ok(MPI_Comm_split(merged, 0, key, &world));
+    for (const std::string& e : k.env)  // REPRISE_KILL "join": a replacement that dies as it starts, every time
+      if (e.rfind("REPRISE_KILL=", 0) == 0 &&
+          coord::kill_due(coord::parse_kill_spec(e.substr(13)), key, k.kill_floors.at(static_cast<std::size_t>(key)),
+                          coord::KillPoint::Join)) {
+        std::fprintf(stderr, "reprise: replacement of rank %d: REPRISE_KILL: SIGKILL as it joins\n", key);
+        std::fflush(stderr);
+        raise(SIGKILL);
+      }
+    ok(MPI_Comm_split(merged, 0, key, &made));
+    world = made;
   } catch (const PeerFailure&) {
     fine = false;
   }

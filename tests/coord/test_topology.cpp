@@ -109,6 +109,13 @@ TEST(FailureInjection, ParsesEntriesAndPoints) {
   EXPECT_TRUE(kill_due(stall, 2, 26, KillPoint::Stall));
   EXPECT_FALSE(kill_due(stall, 2, 24, KillPoint::Stall));
   EXPECT_STREQ(to_string(KillPoint::Stall), "stall");
+  const auto join = parse_kill_spec("1:0:join");  // every replacement of rank 1 dies as it joins
+  ASSERT_EQ(join.size(), 1u);
+  EXPECT_EQ(join[0].point, KillPoint::Join);
+  EXPECT_TRUE(kill_due(join, 1, 25, KillPoint::Join));
+  EXPECT_TRUE(kill_due(join, 1, 40, KillPoint::Join));
+  EXPECT_FALSE(kill_due(join, 2, 25, KillPoint::Join));
+  EXPECT_STREQ(to_string(KillPoint::Join), "join");
 }
 
 TEST(FailureInjection, RejectsMalformedEntries) {
