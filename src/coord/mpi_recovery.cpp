@@ -227,19 +227,18 @@ void MpiCoordination::recover(const std::string& why) {
     start_failures = failed == start_failed_for ? start_failures + 1 : 1;
     start_failed_for = failed;
     if (start_failures >= kStartTries)
-      throw UnrecoverableFailure(
-          "rank " + std::to_string(rank_) + ": the MPI could not start a working replacement for " +
-          ranks_phrase(failed) + ": " + std::to_string(start_failures) +
-          " attempts in a row failed with no other "
-          "process failing (the last: " +
-          what +
-          "; the MPI library's own message, if any, is above). Without a "
-          "replacement the job cannot be repaired, so it stops here; files already written were left intact: "
-          "relaunch the job (from REPRISE_DIR if one was set). Usual causes: no free slot for a new process (a "
-          "larger allocation, spare slots, or Open MPI's --oversubscribe), the program cannot be started again (" +
-          executable() +
-          ": moved, deleted or rebuilt since the job started), or it cannot run where the MPI "
-          "started it.");
+      throw UnrecoverableFailure("rank " + std::to_string(rank_) +
+                                 ": the MPI could not start a working replacement for " + ranks_phrase(failed) + ": " +
+                                 std::to_string(start_failures) +
+                                 " attempts in a row failed with no other process failing (the last: " + what +
+                                 "; the MPI library's own message, if any, is above). Without a replacement the "
+                                 "job cannot be repaired, so it stops here; files already written were left "
+                                 "intact: relaunch the job (from REPRISE_DIR if one was set). Usual causes: no free "
+                                 "slot for a new process (a larger allocation, spare slots, or Open MPI's "
+                                 "--oversubscribe), the program cannot be started again (" +
+                                 executable() +
+                                 ": moved, deleted or rebuilt since the job started), or it cannot run where the "
+                                 "MPI started it.");
     std::this_thread::sleep_for(std::chrono::seconds(start_failures));
   };
   for (int attempt = 1;; ++attempt) {
