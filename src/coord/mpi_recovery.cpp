@@ -636,7 +636,11 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
       throw Error("the recovery packet describes a job of " + std::to_string(k.layout.size()) +
                   " ranks, but the repaired communicator has " + std::to_string(msize));
     const int key = k.plan.failed.at(static_cast<std::size_t>(mrank - nremote));
-    for (const std::string& e : k.env)  // REPRISE_KILL "join": a replacement that dies as it starts, every time
+    ok(MPI_Comm_split(merged, 0, key, &made));
+    world = made;
+    // (After the split: killed inside MPI_Intercomm_merge's window, a replacement can leave a survivor waiting in
+    // the merge, which Open MPI 5.0.7 does not end on a process failure; the recovery timeout ends that.)
+    for (const std::string& e : k.env)  // REPRISE_KILL "join": a replacement that dies as it joins, every time
       if (e.rfind("REPRISE_KILL=", 0) == 0 &&
           coord::kill_due(coord::parse_kill_spec(e.substr(13)), key, k.kill_floors.at(static_cast<std::size_t>(key)),
                           coord::KillPoint::Join)) {
@@ -644,8 +648,6 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
         std::fflush(stderr);
         raise(SIGKILL);
       }
-    ok(MPI_Comm_split(merged, 0, key, &made));
-    world = made;
   } catch (const PeerFailure&) {
     fine = false;
   }
