@@ -2,16 +2,22 @@
 # Builds what a GPU machine needs to validate Reprise's device code, as one folder to carry there (the lent GPU
 # machines have CUDA but no MPI, Kokkos, hwloc or OpenBLAS; docs/GPU.md):
 #
-#   scripts/gpu-bundle.sh [DIR] [ARCHS]     DIR default .device (git-ignored), ARCHS default 90
+#   scripts/gpu-bundle.sh [DIR] [ARCHS] [KOKKOS]     DIR default .device (git-ignored), ARCHS default 90
 #
 # DIR/bin: the GPU tests (CUDA kernels against their host twins, the data path on device memory, cuSOLVER/cuBLAS
 # tiles against LAPACKE, the NCCL barrier) and the D2H benchmark; DIR/lib: libreprise and the libraries they need
 # that are not glibc or CUDA's; DIR/run.sh runs them there (see its header). No MPI: the MPI programs need an MPI
-# on the GPU machine. Prints what it does; the build tree is build-gpu-bundle.
+# on the GPU machine, unless KOKKOS is given: the install folder of a Kokkos 4.x built with CUDA (docs/GPU.md; its
+# bin/nvcc_wrapper is the compiler). Then DIR/bin also gets the MPI + Kokkos programs (the stencil and Cholesky
+# apps, reprise-mpi-comm-check, the overhead and logging benchmarks, reprise_kokkos_tests) built against this
+# machine's MPI (build-gpu-apps), and DIR/mpi this MPI's runtime (Open MPI: mpirun, its components and help
+# files, relocated with OPAL_PREFIX; no ULFM, so these runs show the data path on the GPU, not online recovery).
+# Prints what it does; the build tree is build-gpu-bundle.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$here/.device}
 archs=${2:-90}
+kokkos=${3:-}
 build=$here/build-gpu-bundle
 log() { echo "[gpu-bundle] $*"; }
 
@@ -26,13 +32,58 @@ log "build ${targets[*]} ($(nproc) jobs; a few minutes)"
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" > "$build.build.log" 2>&1 \
   || { tail -n 30 "$build.build.log"; log "build failed"; exit 1; }
 
-rm -rf "$dir/bin" "$dir/lib"
+app_targets=()
+if [ -n "$kokkos" ]; then
+  [ -x "$kokkos/bin/nvcc_wrapper" ] || { log "$kokkos/bin/nvcc_wrapper missing: KOKKOS must be a CUDA Kokkos install"; exit 2; }
+  command -v ompi_info > /dev/null || { log "ompi_info missing: the apps bundle carries this machine's Open MPI"; exit 2; }
+  apps=$here/build-gpu-apps
+  app_targets=(reprise-stencil reprise-cholesky reprise-mpi-comm-check reprise-bench-overhead-mpi reprise-bench-logging
+    reprise_kokkos_tests reprise-demo)
+  log "configure $apps (Kokkos $kokkos, its nvcc_wrapper, MPI)"
+  PATH=/usr/local/cuda/bin:$PATH cmake -S "$here" -B "$apps" -DCMAKE_BUILD_TYPE=Release -DREPRISE_ENABLE_CUDA=ON \
+    -DREPRISE_CUDA_ARCHITECTURES="$archs" -DKokkos_ROOT="$kokkos" -DCMAKE_CXX_COMPILER="$kokkos/bin/nvcc_wrapper" \
+    -DREPRISE_ENABLE_MPI=ON -DREPRISE_ENABLE_KOKKOS=ON -DREPRISE_WERROR=OFF > "$apps.configure.log" 2>&1 \
+    || { tail -n 30 "$apps.configure.log"; log "configure failed"; exit 1; }
+  log "build ${app_targets[*]} (nvcc_wrapper compiles every file: 15-20 min on 2 cores)"
+  PATH=/usr/local/cuda/bin:$PATH cmake --build "$apps" -j "$(nproc)" --target "${app_targets[@]}" > "$apps.build.log" 2>&1 \
+    || { tail -n 30 "$apps.build.log"; log "build failed"; exit 1; }
+fi
+
+rm -rf "$dir/bin" "$dir/lib" "$dir/mpi" "$dir/pmix" "$dir/payload.tgz"
 mkdir -p "$dir/bin" "$dir/lib"
 for t in "${targets[@]}"; do cp "$(find "$build" -type f -perm -u+x -name "$t" | head -n 1)" "$dir/bin/"; done
 cp -P "$build"/src/libreprise.so* "$dir/lib/"
+if [ -n "$kokkos" ]; then
+  # The apps' build has its own libreprise (compiled by nvcc_wrapper, with MPI): in DIR/lib/apps, found first by
+  # the apps' RUNPATH-free loading through LD_LIBRARY_PATH (run.sh puts it first for them).
+  mkdir -p "$dir/lib/apps"
+  for t in "${app_targets[@]}"; do cp "$(find "$apps" -type f -perm -u+x -name "$t" | head -n 1)" "$dir/bin/"; done
+  cp -P "$apps"/src/libreprise*.so* "$dir/lib/apps/"
+  # Open MPI relocated: OPAL_PREFIX=DIR/mpi finds the components and help files at their paths under the prefix;
+  # its PMIx (Debian: a separate prefix) with PMIX_INSTALL_PREFIX=DIR/pmix. Components that need network
+  # libraries a single machine does not use (UCX, libfabric, verbs, PSM) stay behind.
+  path_of() { ompi_info --path all --parsable | awk -F: -v k="$1" '$1 == "path" && $2 == k {print $3; exit}'; }
+  prefix=$(path_of prefix) pkglib=$(path_of pkglibdir) pkgdata=$(path_of pkgdatadir)
+  log "bundle $(ompi_info --version 2> /dev/null | head -n 1) from $prefix"
+  mkdir -p "$dir/mpi/bin" "$dir/mpi${pkglib#"$prefix"}" "$dir/mpi${pkgdata#"$prefix"}"
+  cp -L "$(command -v orterun)" "$dir/mpi/bin/mpirun"
+  cp -L "$(command -v orted)" "$dir/mpi/bin/orted"
+  cp -r "$pkgdata"/. "$dir/mpi${pkgdata#"$prefix"}/"
+  skip='libuc[mpst]|libpsm|libfabric|libibverbs|librdmacm|libinfinipath|libefa|libnl-|liboshmem'
+  for c in "$pkglib"/*.so; do
+    ldd "$c" 2> /dev/null | grep -qE "$skip" || cp "$c" "$dir/mpi${pkglib#"$prefix"}/"
+  done
+  pmix_lib=$(ldd "$pkglib"/mca_pmix_ext*.so 2> /dev/null | awk '/libpmix/ {print $3; exit}')
+  if [ -n "$pmix_lib" ]; then
+    pmix_prefix=$(dirname "$(dirname "$(readlink -f "$pmix_lib")")")
+    [ -d "$pmix_prefix/lib/pmix" ] && mkdir -p "$dir/pmix/lib" && cp -r "$pmix_prefix/lib/pmix" "$dir/pmix/lib/"
+    [ -d "$pmix_prefix/share" ] && cp -r "$pmix_prefix/share" "$dir/pmix/"
+  fi
+fi
 # Every shared library the programs load, except glibc's own and CUDA's (the GPU machine's CUDA provides those):
 # hwloc, udev, OpenBLAS/LAPACKE and their Fortran runtime, and GCC 12's libstdc++ (newer than some machines').
-for f in "$dir"/bin/* "$dir"/lib/libreprise.so.*; do ldd "$f"; done 2> /dev/null | awk '$3 ~ /^\// {print $3}' | sort -u |
+for f in "$dir"/bin/* "$dir"/lib/libreprise.so.* $(find "$dir/lib/apps" "$dir/mpi" "$dir/pmix" -type f \
+  \( -name "*.so*" -o -perm -u+x \) 2> /dev/null); do ldd "$f"; done 2> /dev/null | awk '$3 ~ /^\// {print $3}' | sort -u |
   while read -r so; do
     case "$so" in
       "$dir"/*|*/libc.so.*|*/libm.so.*|*/libpthread.so.*|*/libdl.so.*|*/librt.so.*|*/ld-linux*) ;;
@@ -44,7 +95,13 @@ cp "$here/scripts/gpu-run.sh" "$dir/run.sh"
 git -C "$here" rev-parse --short HEAD > "$dir/COMMIT" 2> /dev/null || echo unknown > "$dir/COMMIT"
 git -C "$here" diff --quiet 2> /dev/null || echo "(with uncommitted changes)" >> "$dir/COMMIT"
 echo "$archs" > "$dir/ARCHS"
+# One compressed payload (run.sh unpacks it where it runs): the device tool carries 64 MiB at most, and the
+# libraries, OpenBLAS above all, compress to a third.
+programs=$(ls "$dir/bin" | wc -l) libraries=$(find "$dir/lib" -name "*.so*" | wc -l) unpacked=$(du -sm "$dir" | cut -f1)
+rm -f "$dir/payload.tgz"
+tar czf "$dir/payload.tgz" -C "$dir" $(cd "$dir" && ls -d bin lib mpi pmix 2> /dev/null)
+rm -rf "$dir/bin" "$dir/lib" "$dir/mpi" "$dir/pmix"
 size=$(du -sm "$dir" | cut -f1)
-log "bundle in $dir: $(ls "$dir/bin" | wc -l) programs, $(ls "$dir/lib" | wc -l) libraries, ${size} MiB"
+log "bundle in $dir: $programs programs, $libraries libraries, ${unpacked} MiB unpacked, ${size} MiB as carried"
 [ "$size" -le 64 ] || log "warning: over the 64 MiB a device call carries"
 log "on the GPU machine: bash $(basename "$dir")/run.sh   (with the device tool: run(command=\"bash .device/run.sh\", carry=[\".device\"]))"

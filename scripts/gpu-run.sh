@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from a bundle made by scripts/gpu-bundle.sh (copied there as run.sh):
 #
-#   bash .device/run.sh [tests|bench|all]       default all; results in $OUT (the device tool's), else DIR/results
+#   bash .device/run.sh [tests|sanitize|apps|bench|all]...   default all; results in $OUT (the device tool's), else DIR/results
 #
-# tests: every GPU test (each prints its seed and device), then compute-sanitizer memcheck of the kernel and
-# data-path tests and racecheck of the kernels when compute-sanitizer is there; bench: reprise-bench-d2h on the
-# GPU (d2h.json; D2H_ARGS="--sizes 1G --repeat 1" for a short one).
+# tests: every GPU test (each prints its seed and device); sanitize: compute-sanitizer memcheck of the kernel,
+# data-path and tile tests and racecheck of the kernels when compute-sanitizer is there; bench: reprise-bench-d2h on the
+# GPU (d2h.json; D2H_ARGS="--sizes 1G --repeat 1" for a short one); apps (a bundle made with KOKKOS): the MPI +
+# Kokkos programs on the GPU under the carried Open MPI (4 and 8 ranks on the one GPU, 2 per emulated node): the
+# stencil and Cholesky with device data (checksums of a failure-free run equal those of a run killed mid-way and
+# relaunched from REPRISE_DIR; this MPI has no ULFM), reprise-mpi-comm-check on device buffers (the checksum of
+# the host runs), reprise_kokkos_tests, and the logging and 2-rank overhead benchmarks (JSON).
 # gpu-validation.txt gets everything, with the device, driver, commit and a summary line at the end; the exit
 # status is the number of failed steps. A test without a GPU skips and says so (then the summary says so too).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-what=${1:-all}
+if [ ! -d "$here/bin" ] && [ -f "$here/payload.tgz" ]; then  # (the bundle's programs and libraries, compressed)
+  tar xzf "$here/payload.tgz" -C "$here" 2> /dev/null || {
+    mkdir -p "${TMPDIR:-/tmp}/reprise-bundle" && cp "$here"/run.sh "$here"/COMMIT "$here"/ARCHS "${TMPDIR:-/tmp}/reprise-bundle/" &&
+      tar xzf "$here/payload.tgz" -C "${TMPDIR:-/tmp}/reprise-bundle" && here=${TMPDIR:-/tmp}/reprise-bundle; }
+fi
+what=" ${*:-all} "
 out=${OUT:-$here/results}
 mkdir -p "$out"
 report=$out/gpu-validation.txt
@@ -27,11 +36,15 @@ step() {  # step NAME COMMAND...: runs it, output to the report, counts the resu
   local name=$1 rc
   shift
   say "== $name: $*"
-  "$@" > "$out/step.log" 2>&1
+  timeout "${STEP_TIMEOUT_S:-240}" "$@" > "$out/step.log" 2>&1
   rc=$?
-  grep -E "seed|OK \]|FAILED|SKIPPED|Skipped|PASSED|ERROR SUMMARY|RACECHECK SUMMARY|error|no GPU|GB/s|over" \
+  grep -E "seed|OK \]|FAILED|SKIPPED|Skipped|PASSED|ERROR SUMMARY|RACECHECK SUMMARY|rror|no GPU|GB/s|over|checksum|residual|restarted|rolled|ranks [0-9]|comm ok|SIGKILL|[a-z_]+ [0-9.]+$" \
     "$out/step.log" | head -n 80 | tee -a "$report"
-  if [ "$rc" != 0 ]; then
+  if [ -n "${STEP_EXPECT_KILL:-}" ]; then  # a job one of whose ranks SIGKILLs itself (REPRISE_KILL)
+    if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "REPRISE_KILL: SIGKILL" "$out/step.log"; then
+      say "-- $name: killed as asked (exit $rc)"
+    else failed=$((failed + 1)); say "-- $name: FAILED (exit $rc, where a rank should have killed itself)"; fi
+  elif [ "$rc" != 0 ]; then
     failed=$((failed + 1)); say "-- $name: FAILED (exit $rc); last lines:"; tail -n 20 "$out/step.log" | tee -a "$report"
   elif grep -q "SKIPPED" "$out/step.log"; then
     skipped=$((skipped + 1)); say "-- $name: skipped"
@@ -43,15 +56,19 @@ step() {  # step NAME COMMAND...: runs it, output to the report, counts the resu
 : > "$report"
 say "# Reprise GPU validation: commit $(cat "$here/COMMIT" 2> /dev/null | tr '\n' ' ')(architectures $(cat "$here/ARCHS" 2> /dev/null)), $(date -u +%F' '%TZ)"
 say "# device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2> /dev/null || echo 'no nvidia-smi')"
-say "# command: bash run.sh $what"
+say "# command: bash run.sh$what"
 nccl=$(ldconfig -p 2> /dev/null | awk '/libnccl\.so\.2 / {print $NF; exit}')
 [ -z "$nccl" ] && for d in ${cuda_dirs//:/ }; do [ -e "$d/libnccl.so.2" ] && nccl=$d/libnccl.so.2 && break; done
 say "# libnccl.so.2: ${nccl:-not found (the NCCL barrier tests skip and say so)}"
+say "# CUDA: $(nvcc --version 2> /dev/null | grep -o 'release [0-9.]*' || echo 'no nvcc'); cuBLAS: $(ls $(echo "$cuda_dirs" | tr ':' ' ') 2> /dev/null | grep -m1 -o 'libcublas\.so\.[0-9]*' || echo 'not found')"
 
-if [ "$what" = tests ] || [ "$what" = all ]; then
+wants() { [[ "$what" == *" $1 "* || "$what" == *" all "* ]]; }
+if wants tests; then
   for t in reprise_kernel_cuda_tests reprise_cuda_runtime_tests reprise_tile_kernel_cuda_tests reprise_nccl_barrier_tests; do
     [ -x "$here/bin/$t" ] && step "$t" "$here/bin/$t"
   done
+fi
+if wants sanitize; then
   if command -v compute-sanitizer > /dev/null; then
     # (the kernel tests' deliberate cudaMalloc failure is an API error, not a memory error)
     step "memcheck kernels" compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
@@ -64,7 +81,72 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     say "# no compute-sanitizer: sanitizer steps not run"
   fi
 fi
-if [ "$what" = bench ] || [ "$what" = all ]; then
+if wants apps && [ -x "$here/bin/reprise-stencil" ]; then
+  # The carried Open MPI, relocated (scripts/gpu-bundle.sh); the apps' libreprise (with MPI) before the other one.
+  export OPAL_PREFIX=$here/mpi PMIX_INSTALL_PREFIX=$here/pmix PMIX_MCA_mca_base_component_path=$here/pmix/lib/pmix
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PMIX_MCA_pcompress_base_silence_warning=1
+  export PMIX_MCA_mca_base_component_show_load_errors=0  # (a GPU machine with another PMIx: its plugins do not load)
+  export OMPI_MCA_btl=self,vader OMPI_MCA_plm=isolated OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+  # (containers often give /dev/shm 64 MiB: too little for 8 ranks' shared-memory segments)
+  if [ "$(df -Pk /dev/shm 2> /dev/null | awk 'NR == 2 {print $4}')" -lt 1048576 ] 2> /dev/null; then
+    export OMPI_MCA_btl_vader_backing_directory=${TMPDIR:-/tmp}
+    say "# /dev/shm has less than 1 GiB free: Open MPI's shared memory in ${TMPDIR:-/tmp}"
+  fi
+  apps_env=(env LD_LIBRARY_PATH="$here/lib/apps:$LD_LIBRARY_PATH")
+  # (2 ranks per emulated node = per group; the 2-rank benchmark needs 1, so its buddy is on the other "node")
+  mpirun=("${apps_env[@]}" REPRISE_RANKS_PER_NODE=2 "$here/mpi/bin/mpirun" -x LD_LIBRARY_PATH -x REPRISE_RANKS_PER_NODE)
+  mpirun1=("${apps_env[@]}" REPRISE_RANKS_PER_NODE=1 "$here/mpi/bin/mpirun" -x LD_LIBRARY_PATH -x REPRISE_RANKS_PER_NODE)
+  checksum() { grep -o "checksum 0x[0-9a-f]*" "$out/$1.log" | tail -n 1; }
+  same() {  # same NAME A B [PATTERN]: the two runs' checksums are equal (and there is one); B printed PATTERN
+    local a b
+    a=$(checksum "$2") b=$(checksum "$3")
+    if [ -n "$a" ] && [ "$a" = "$b" ] && grep -q "${4:-checksum}" "$out/$3.log"; then
+      say "-- $1: passed ($a in both)"; passed=$((passed + 1))
+    else say "-- $1: FAILED ('$a' vs '$b'${4:+, '$4' in the second: $(grep -c "$4" "$out/$3.log")})"; failed=$((failed + 1)); fi
+  }
+  run_log() {  # run_log NAME COMMAND...: a step whose output is also kept as NAME.log
+    step "$@"
+    cp "$out/step.log" "$out/$1.log"
+  }
+  step reprise_kokkos_tests "${apps_env[@]}" "$here/bin/reprise_kokkos_tests"
+  s_args=(--nx 4096 --ny 4096 --steps 200 --checkpoint-every 50 --progress-every 0)
+  run_log stencil-4 "${mpirun[@]}" -n 4 "$here/bin/reprise-stencil" "${s_args[@]}" --json "$out/stencil-4.json"
+  rm -rf "$out/ckpt-s"
+  # A rank SIGKILLed at step 160 (without ULFM the MPI ends the job), then the job relaunched from the files.
+  STEP_EXPECT_KILL=1 run_log stencil-4-killed "${mpirun[@]}" -n 4 -x REPRISE_DIR="$out/ckpt-s" -x REPRISE_KILL=1:160 \
+    "$here/bin/reprise-stencil" "${s_args[@]}"
+  run_log stencil-4-relaunched "${mpirun[@]}" -n 4 -x REPRISE_DIR="$out/ckpt-s" "$here/bin/reprise-stencil" "${s_args[@]}"
+  same "stencil on the GPU: relaunch from files gives the failure-free checksum" stencil-4 stencil-4-relaunched \
+    "restarted from step"
+  run_log stencil-8 "${mpirun[@]}" -n 8 "$here/bin/reprise-stencil" "${s_args[@]}"
+  same "stencil on the GPU: 8 ranks give the 4-rank checksum" stencil-4 stencil-8
+  if [ -n "$nccl" ]; then  # (NCCL takes one GPU per member of a communicator: groups of one rank on one GPU)
+    run_log stencil-4-nccl "${mpirun1[@]}" -n 4 -x REPRISE_GROUP_BARRIER=nccl -x REPRISE_TRACE=1 \
+      "$here/bin/reprise-stencil" "${s_args[@]}"
+    same "stencil on the GPU, NCCL group barriers: the same checksum" stencil-4 stencil-4-nccl "barrier: NCCL"
+  else
+    say "# no libnccl.so.2: the stencil with NCCL group barriers not run"
+  fi
+  c_args=(--n 4096 --tile 256 --checkpoint-every 4)
+  run_log cholesky-4 "${mpirun[@]}" -n 4 "$here/bin/reprise-cholesky" "${c_args[@]}" --json "$out/cholesky-4.json"
+  rm -rf "$out/ckpt-c"
+  STEP_EXPECT_KILL=1 run_log cholesky-4-killed "${mpirun[@]}" -n 4 -x REPRISE_DIR="$out/ckpt-c" -x REPRISE_KILL=2:10 \
+    "$here/bin/reprise-cholesky" "${c_args[@]}"
+  run_log cholesky-4-relaunched "${mpirun[@]}" -n 4 -x REPRISE_DIR="$out/ckpt-c" "$here/bin/reprise-cholesky" "${c_args[@]}"
+  same "Cholesky with device tiles: relaunch from files gives the failure-free checksum" cholesky-4 \
+    cholesky-4-relaunched "restarted from panel"
+  run_log cholesky-4-host "${mpirun[@]}" -n 4 "$here/bin/reprise-cholesky" "${c_args[@]}" --tiles host
+  run_log comm-8-device "${mpirun[@]}" -n 8 "$here/bin/reprise-mpi-comm-check" --space device
+  if grep -q "checksum 0xb047a95ca8e3cbbe" "$out/comm-8-device.log"; then
+    say "-- Comm on device buffers: passed (the host runs' checksum 0xb047a95ca8e3cbbe)"; passed=$((passed + 1))
+  else say "-- Comm on device buffers: FAILED (not the host runs' checksum 0xb047a95ca8e3cbbe)"; failed=$((failed + 1)); fi
+  step reprise-bench-logging "${mpirun[@]}" -n 4 "$here/bin/reprise-bench-logging" --device --repeat 5 --json "$out/logging.json"
+  step "reprise-bench-overhead-mpi (2 ranks, buddies)" "${mpirun1[@]}" -n 2 \
+    "$here/bin/reprise-bench-overhead-mpi" --nx 8192 --steps 400 --intervals 50 100 200 --repeat 3 \
+    --json "$out/overhead-2ranks.json"
+  rm -rf "$out/ckpt-s" "$out/ckpt-c"
+fi
+if wants bench; then
   # (D2H_ARGS replaces the sizes; the default is the recorded H100 run's, bench/results/README.md)
   read -r -a d2h_args <<< "${D2H_ARGS:---sizes 256M 1G 4G 16G 20G --staging 20G --repeat 3}"
   step "reprise-bench-d2h" "$here/bin/reprise-bench-d2h" --backend cuda "${d2h_args[@]}" --json "$out/d2h.json"

@@ -23,10 +23,13 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "gpu/backend.hpp"
 #include "reprise/mpi.hpp"
 
 namespace {
@@ -38,14 +41,54 @@ std::uint64_t mix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// Where the point-to-point messages live. Host: the vectors themselves. Device (--space device): a device buffer
+// per use, on the backend Comm uses (CUDA memory on a GPU; host memory through the host twin,
+// REPRISE_DEVICE_BACKEND=host-twin): a payload is copied to the device before it is sent and back to its vector
+// after it arrived, so Comm sees only device pointers (a GPU rejects a host pointer said to be device memory).
+class Buffers {
+ public:
+  Buffers(reprise::MemorySpace space, const reprise::Config& cfg, std::size_t bytes) : bytes_(bytes) {
+    if (space != reprise::MemorySpace::Device) return;
+    be_ = reprise::gpu::make_backend(cfg.device_backend, "reprise-mpi-comm-check --space device");
+    stream_ = be_->create_stream(false);
+  }
+  /// The buffer to send `v` from (on the device: `name`'s buffer, holding a copy of v).
+  void* out(const std::string& name, std::vector<std::uint64_t>& v) {
+    if (!be_) return v.data();
+    void* d = get(name);
+    be_->copy_to_device(d, v.data(), v.size() * 8, *stream_);
+    be_->synchronize(*stream_);
+    return d;
+  }
+  /// The buffer to receive `v` into; back(name, v, bytes) copies the message that arrived in it into v.
+  void* in(const std::string& name, std::vector<std::uint64_t>& v) { return be_ ? get(name) : v.data(); }
+  void back(const std::string& name, std::vector<std::uint64_t>& v, std::size_t bytes = 0) {
+    if (!be_) return;
+    be_->copy_to_host(v.data(), get(name), bytes ? bytes : v.size() * 8, *stream_);
+    be_->synchronize(*stream_);
+  }
+
+ private:
+  void* get(const std::string& name) {
+    auto& b = device_[name];
+    if (!b.data()) b = be_->alloc_device(bytes_);
+    return b.data();
+  }
+  std::size_t bytes_;
+  std::unique_ptr<reprise::gpu::Backend> be_;
+  std::unique_ptr<reprise::gpu::Stream> stream_;
+  std::map<std::string, reprise::gpu::Buffer> device_;
+};
+
 int run(int argc, char** argv) {
   std::uint64_t steps = 30, every = 5;
   std::size_t words = 2048;  // 16 KiB per message: above the packing limit (header + payload datatype)
   std::string mode = "normal";
   std::uint64_t late_steps = 8, lag_ms = 20;  // drift mode
-  // --space device: every point-to-point buffer is said to be device memory, so Comm stages it through pinned host
-  // memory (D2H into the log entry or a staging buffer, H2D on delivery); with REPRISE_DEVICE_BACKEND=host-twin the
-  // "device" is host memory and the copies are the backend's host twins. The checksum is the host run's.
+  // --space device: every point-to-point buffer is device memory (Buffers), so Comm stages it through pinned host
+  // memory (D2H into the log entry or a staging buffer, H2D on delivery) or hands it to a CUDA-aware MPI; with
+  // REPRISE_DEVICE_BACKEND=host-twin the "device" is host memory and the copies are the backend's host twins. The
+  // checksum is the host run's.
   reprise::MemorySpace space = reprise::MemorySpace::Host;
   bool bound_too_low = false;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -77,6 +120,7 @@ int run(int argc, char** argv) {
     if (me == 0) std::printf("restarted from step %" PRIu64 "\n", step), std::fflush(stdout);
   }
   std::vector<std::uint64_t> in(words);
+  Buffers buf(space, rt.config(), words * 8);
   std::uint64_t checksum = 0;
   auto stat = [&](const char* k) {
     const std::string js = c.stats_json();
@@ -127,10 +171,11 @@ int run(int argc, char** argv) {
         if (space == reprise::MemorySpace::Host) {
           c.sendrecv(state.data(), words * 8, next, 1, in.data(), words * 8, prev, 1);
         } else {
-          reprise::Comm::Request r = c.irecv(in.data(), words * 8, prev, 1, space);
-          reprise::Comm::Request s = c.isend(state.data(), words * 8, next, 1, space);
+          reprise::Comm::Request r = c.irecv(buf.in("in", in), words * 8, prev, 1, space);
+          reprise::Comm::Request s = c.isend(buf.out("state", state), words * 8, next, 1, space);
           c.wait(s);
           c.wait(r);
+          buf.back("in", in);
         }
         fold(prev);
         {
@@ -139,12 +184,14 @@ int run(int argc, char** argv) {
           std::vector<std::uint64_t> a(words), half(words / 2), b(words, 0);
           for (std::size_t i = 0; i < half.size(); ++i) half[i] = mix(state[i] + 7);
           std::vector<reprise::Comm::Request> two;
-          two.push_back(c.irecv(a.data(), words * 8, prev, 6, space));
-          two.push_back(c.irecv(b.data(), words * 8, prev, 6, space));
-          two.push_back(c.isend(state.data(), words * 8, next, 6, space));
-          two.push_back(c.isend(half.data(), half.size() * 8, next, 6, space));
+          two.push_back(c.irecv(buf.in("a", a), words * 8, prev, 6, space));
+          two.push_back(c.irecv(buf.in("b", b), words * 8, prev, 6, space));
+          two.push_back(c.isend(buf.out("state", state), words * 8, next, 6, space));
+          two.push_back(c.isend(buf.out("half", half), half.size() * 8, next, 6, space));
           const std::size_t got_a = c.wait(two[0]), got_b = c.wait(two[1]);
           c.waitall(two);
+          buf.back("a", a, got_a);
+          buf.back("b", b, got_b);  // (half as long: the rest of b stays 0)
           if (got_a != words * 8 || got_b != half.size() * 8)
             throw reprise::ProtocolError("two messages on one channel: got " + std::to_string(got_a) + " and " +
                                          std::to_string(got_b) + " bytes");
@@ -158,10 +205,15 @@ int run(int argc, char** argv) {
           std::vector<std::vector<std::uint64_t>> got(static_cast<std::size_t>(n), std::vector<std::uint64_t>(words));
           std::vector<reprise::Comm::Request> reqs;
           for (int q = 0; q < n; ++q)
-            if (q != me) reqs.push_back(c.irecv(got[static_cast<std::size_t>(q)].data(), words * 8, q, 2, space));
+            if (q != me)
+              reqs.push_back(c.irecv(buf.in("got" + std::to_string(q), got[static_cast<std::size_t>(q)]), words * 8, q,
+                                     2, space));
+          void* all = buf.out("state", state);
           for (int q = 0; q < n; ++q)
-            if (q != me) reqs.push_back(c.isend(state.data(), words * 8, q, 2, space));
+            if (q != me) reqs.push_back(c.isend(all, words * 8, q, 2, space));
           c.waitall(reqs);
+          for (int q = 0; q < n; ++q)
+            if (q != me) buf.back("got" + std::to_string(q), got[static_cast<std::size_t>(q)]);
           for (int q = 0; q < n; ++q)
             if (q != me) {
               in = got[static_cast<std::size_t>(q)];
@@ -173,10 +225,11 @@ int run(int argc, char** argv) {
           // Whoever rolls back to a version in between, its sender (or the sender's replacement) owes it again.
           if (step == 2 * every - 1) {
             late_out = state;
-            late = c.isend(late_out.data(), words * 8, (me + 2) % n, 5, space);
+            late = c.isend(buf.out("late", late_out), words * 8, (me + 2) % n, 5, space);
           }
           if (step == 3 * every + 2) {
-            c.recv(in.data(), words * 8, (me + n - 2) % n, 5, space);
+            c.recv(buf.in("in", in), words * 8, (me + n - 2) % n, 5, space);
+            buf.back("in", in);
             fold((me + n - 2) % n);
             if (late.pending()) c.wait(late);  // (none when this rank rolled back past the send)
           }
