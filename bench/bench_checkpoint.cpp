@@ -55,7 +55,7 @@ int run(int argc, char** argv) {
   app.add_option("--keep-chains", keep_chains, "Config::keep_chains")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--json", json_path, "output file")->capture_default_str();
+  app.add_option("--json", json_path, "output file")->capture_default_str()->check(reprise::bench::kWritableFile);
   CLI11_PARSE(app, argc, argv);
   const std::size_t bytes = parse_bytes(bytes_text, "--bytes");
   if (full_every < 2) throw ConfigError("--full-every must be at least 2: the timed checkpoints are differential");

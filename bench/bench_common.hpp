@@ -4,11 +4,13 @@
 
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -54,6 +56,23 @@ inline nlohmann::json machine() {
 #endif
   return {{"hostname", host}, {"nproc", ::sysconf(_SC_NPROCESSORS_ONLN)}, {"date", date}, {"compiler", compiler}};
 }
+
+/// Why `path` cannot be written as an output file ("" when it can): its folder must exist and be writable, and
+/// the file, if there, writable. The CLI check of every --json option (`kWritableFile`), so a bad path fails at
+/// once with a usage message, not after the measurements (nor with rank 0 throwing while the other ranks of an
+/// MPI benchmark wait for it).
+inline std::string unwritable(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (fs::is_directory(p, ec)) return path + " is a folder, not a file";
+  if (!fs::is_directory(dir, ec)) return "cannot write " + path + ": no folder " + dir.string();
+  if (::access(dir.c_str(), W_OK) != 0 || (fs::exists(p, ec) && ::access(path.c_str(), W_OK) != 0))
+    return "cannot write " + path + ": no write permission";
+  return "";
+}
+inline const CLI::Validator kWritableFile([](std::string& path) { return unwritable(path); }, "FILE");
 
 /// Writes `j` to `path` and reads it back, so a run that exits 0 left parseable JSON. Throws std::runtime_error.
 inline void write_json(const std::string& path, const nlohmann::json& j) {

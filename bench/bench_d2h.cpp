@@ -85,7 +85,7 @@ int run(int argc, char** argv) {
                  "device staging budget (REPRISE_STAGING_BYTES; default: the Config default)");
   app.add_option("--backend", backend_name, "auto, cuda or host-twin")
       ->check(CLI::IsMember({"auto", "cuda", "host-twin"}));
-  app.add_option("--json", json_path, "output file");
+  app.add_option("--json", json_path, "output file")->check(reprise::bench::kWritableFile);
   CLI11_PARSE(app, argc, argv);
 
   const bool cuda = backend_name == "cuda" || (backend_name == "auto" && reprise::gpu::cuda_device_count() > 0);

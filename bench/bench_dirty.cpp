@@ -31,7 +31,7 @@ int run(int argc, char** argv) {
   app.add_option("--threads", threads, "threads of the multi-threaded digest (the runtime's digest_threads)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--json", json_path, "output file")->capture_default_str();
+  app.add_option("--json", json_path, "output file")->capture_default_str()->check(reprise::bench::kWritableFile);
   CLI11_PARSE(app, argc, argv);
   const std::size_t bytes = parse_bytes(bytes_text, "--bytes"), chunk = parse_bytes(chunk_text, "--chunk");
   if (bytes == 0 || chunk == 0) throw ConfigError("--bytes and --chunk must be positive");

@@ -44,7 +44,7 @@ int run(int argc, char** argv) {
   CLI::App app{"reprise-bench-logging: ping-pong raw MPI vs reprise::Comm intra-group and inter-group (logged)"};
   app.add_option("--sizes", size_texts, "message sizes (K/M suffixes)");
   app.add_option("--repeat", repeat, "interleaved repetitions (medians are reported)");
-  app.add_option("--json", json, "write the results here (rank 0)");
+  app.add_option("--json", json, "write the results here (rank 0)")->check(reprise::bench::kWritableFile);
   bool device = false;
   app.add_flag("--device", device, "also ping-pong device buffers through Comm (host twin without a GPU)");
   try {

@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
   app.add_option("--intervals", intervals, "checkpoint every N steps, for each N")->check(CLI::PositiveNumber);
   app.add_option("--repeat", repeat, "rounds; each runs every configuration once (medians reported)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--json", json_path, "output file");
+  app.add_option("--json", json_path, "output file")->check(reprise::bench::kWritableFile);
   CLI11_PARSE(app, argc, argv);
 #if REPRISE_BENCH_MPI
   int provided = 0, rank = 0, ranks = 1;

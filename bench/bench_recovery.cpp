@@ -36,7 +36,7 @@ int run(int argc, char** argv) {
   app.add_option("--bytes", bytes_text, "protected bytes per rank (K/M/G suffixes)");
   app.add_option("--victim", victim, "rank that SIGKILLs itself (not 0)");
   app.add_option("--repeat", repeat, "loopback bandwidth repeats (best is kept)");
-  app.add_option("--json", json, "write the results here (rank 0)");
+  app.add_option("--json", json, "write the results here (rank 0)")->check(reprise::bench::kWritableFile);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
