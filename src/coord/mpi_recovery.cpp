@@ -379,6 +379,11 @@ void MpiCoordination::recover(const std::string& why) {
     rec.rolled_back = plan.rolled_back;
     if (plan.from_start) {
       rec.from_start = true;
+      try {
+        check_placement(rec);  // (nothing to move, but the ranks start over where they now run)
+      } catch (const PeerFailure&) {
+        recover("a process failed while the ranks compared where they run");  // a new recovery
+      }
       start_over();
       rec.total_seconds = since(t0);
       recoveries_.push_back(rec);
@@ -720,6 +725,18 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
   if (k.plan.from_start) {  // nothing committed: this process starts from the beginning like the others
     rec.from_start = true;
     data_pending_ = false;  // every rank starts over: nobody holds anything
+    try {
+      check_placement(rec);  // (with the survivors: where every rank now runs)
+    } catch (const PeerFailure&) {
+      rec.interrupted = true;
+      rec.total_seconds = since(t0);
+      recoveries_.push_back(rec);
+      try {
+        recover("a process failed while the ranks compared where they run");
+      } catch (const Rollback&) {
+      }
+      return;
+    }
     rec.total_seconds = since(t0);
     recoveries_.push_back(rec);
     return;
