@@ -114,7 +114,8 @@ class MpiRuntime : public Runtime {
   /// when none is), the (local index on its node mod their count)-th; -1 without GPUs. Collective over `comm`
   /// (nodes as the runtime sees them, REPRISE_RANKS_PER_NODE included). Call it after MPI_Init and before the
   /// device is chosen (e.g. Kokkos::initialize with --kokkos-device-id=N): the runtime itself works on the
-  /// device the application uses.
+  /// device the application uses. In a replacement process started by a repair (`comm` its MPI_COMM_WORLD), the
+  /// choice is that of the rank it replaces (REPRISE_REPLACING, set by the survivors), and says so on stderr.
   static int closest_gpu(MPI_Comm comm);
 
  private:

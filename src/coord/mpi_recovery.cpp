@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include "coord/mpi_coordination.hpp"
 #include "coord/mpi_layout.hpp"
+#include "coord/placement.hpp"
 #include "coord/polled_mpi.hpp"
 #include "coord/recovery_packet.hpp"
 #include "coord/version_wire.hpp"
@@ -36,6 +38,21 @@ namespace {
   std::string a;
   while (std::getline(in, a, '\0')) args.push_back(a);
   return args;
+}
+
+// MPI_Comm_spawn's info giving the replacements REPRISE_REPLACING=`value` in their environment (coord::
+// replacing_env): the key is "PMIX_ENVAR" in Open MPI 5 and later (which warns about its older name), "env" in
+// Open MPI 4; an MPI that knows neither ignores it, and its replacements choose their GPU as a first start would.
+[[maybe_unused]] MPI_Info replacement_info(const std::string& value) {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(version, &len);
+  const char* at = std::strstr(version, "Open MPI v");
+  const bool pmix = at && std::atoi(at + std::strlen("Open MPI v")) >= 5;
+  MPI_Info info = MPI_INFO_NULL;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, pmix ? "PMIX_ENVAR" : "env", ("REPRISE_REPLACING=" + value).c_str());
+  return info;
 }
 
 // Records flattened for MPI: (owner, version, base, full, where) per entry; where 0 = own store, 1 = at buddy.
@@ -309,8 +326,11 @@ void MpiCoordination::recover(const std::string& why) {
     argv.push_back(nullptr);
     std::vector<int> errcodes(failed.size());
     stage("in MPI_Comm_spawn (replacements)");
-    int rc = MPI_Comm_spawn(executable().c_str(), argv.data(), static_cast<int>(failed.size()), MPI_INFO_NULL, 0,
-                            shrunk, &inter, errcodes.data());
+    // (replacement i replaces failed[i]: join_as_replacement; its GPU is the one of that rank's local index)
+    MPI_Info info = replacement_info(coord::replacing_env(plan.failed, layout_.local_index));
+    int rc = MPI_Comm_spawn(executable().c_str(), argv.data(), static_cast<int>(failed.size()), info, 0, shrunk,
+                            &inter, errcodes.data());
+    MPI_Info_free(&info);
     const std::optional<bool> spawned = agreement(shrunk, rc == MPI_SUCCESS);
     if (!spawned || !*spawned) {
       if (rc == MPI_SUCCESS) revoke(inter);

@@ -1,4 +1,6 @@
 // reprise::MpiRuntime: the Runtime with MpiCoordination (coord/mpi_coordination.hpp) as its coordination.
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -105,9 +107,20 @@ std::string MpiRuntime::placements_json() {
   return out + "]";
 }
 int MpiRuntime::closest_gpu(MPI_Comm comm) {
-  const coord::Layout layout = coord::discover_layout(comm, coord::TopologyConfig::from_env());
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
+  MPI_Comm parent = MPI_COMM_NULL;
+  MPI_Comm_get_parent(&parent);
+  const char* replacing = std::getenv("REPRISE_REPLACING");
+  if (parent != MPI_COMM_NULL && replacing && *replacing) {
+    // A replacement (every process of its spawned world is one): the GPU of the rank it replaces.
+    const coord::Replacing r = coord::parse_replacing(replacing, rank);
+    const int gpu = coord::locate(r.local_index, gpu::cuda_pci_bus_ids()).gpu;
+    std::fprintf(stderr, "reprise: replacement of rank %d: takes the GPU of local index %d on its node (%s)\n", r.rank,
+                 r.local_index, gpu >= 0 ? ("CUDA device " + std::to_string(gpu)).c_str() : "no GPU usable here");
+    return gpu;
+  }
+  const coord::Layout layout = coord::discover_layout(comm, coord::TopologyConfig::from_env());
   return coord::locate(layout.local_index.at(static_cast<std::size_t>(rank)), gpu::cuda_pci_bus_ids()).gpu;
 }
 

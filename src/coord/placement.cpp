@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 #include <memory>
+#include <sstream>
+
+#include "reprise/errors.hpp"
 
 namespace reprise::coord {
 
@@ -75,6 +78,39 @@ Placement locate(int local_index, const std::vector<std::string>& gpu_pci_bus_id
   p.gpu = choose_gpu(gpu_numa, p.numa_node, local_index);
   if (p.gpu >= 0) p.gpu_numa_node = gpu_numa[static_cast<std::size_t>(p.gpu)];
   return p;
+}
+
+std::string replacing_env(const std::vector<int>& failed, const std::vector<int>& local_index_of) {
+  std::string out;
+  for (int r : failed) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(r) + ':' + std::to_string(local_index_of.at(static_cast<std::size_t>(r)));
+  }
+  return out;
+}
+
+Replacing parse_replacing(const std::string& value, int spawned_rank) {
+  const auto bad = [&](const std::string& why) {
+    return ConfigError("REPRISE_REPLACING='" + value + "' (set by Reprise for the replacement processes it starts): " +
+                       why);
+  };
+  if (value.empty() || value.back() == ',') throw bad("an empty entry");
+  std::vector<Replacing> entries;
+  std::stringstream in(value);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    Replacing e;
+    char colon = 0;
+    std::istringstream one(item);
+    if (!(one >> e.rank >> colon >> e.local_index) || colon != ':' || e.rank < 0 || e.local_index < 0 ||
+        !(one >> std::ws).eof())
+      throw bad("'" + item + "' is not RANK:LOCAL_INDEX");
+    entries.push_back(e);
+  }
+  if (spawned_rank < 0 || spawned_rank >= static_cast<int>(entries.size()))
+    throw bad("no entry for replacement " + std::to_string(spawned_rank) + " (" + std::to_string(entries.size()) +
+              " entries)");
+  return entries[static_cast<std::size_t>(spawned_rank)];
 }
 
 }  // namespace reprise::coord

@@ -4,6 +4,7 @@
 // it to Kokkos as --kokkos-device-id unless the command line or KOKKOS_DEVICE_ID / KOKKOS_MAP_DEVICE_ID_BY chose).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,5 +25,19 @@ int choose_gpu(const std::vector<int>& gpu_numa, int numa, int local_index);
 /// The calling process's placement. `gpu_pci_bus_ids` are the CUDA devices' PCI bus ids in device order
 /// (gpu::cuda_pci_bus_ids()). Never throws: what hwloc cannot tell stays -1.
 Placement locate(int local_index, const std::vector<std::string>& gpu_pci_bus_ids);
+
+/// A replacement process learns which rank it replaces only when it joins the survivors, after the application
+/// chose its GPU. So the survivors start replacements with REPRISE_REPLACING="RANK:LOCAL_INDEX,..." in their
+/// environment, one entry per replacement in the order of their ranks in the spawned world (the failed ranks,
+/// ascending), and MpiRuntime::closest_gpu() picks the GPU of the replaced rank's local index: on the replaced
+/// rank's node, the GPU its death freed (instead of device 0, which another rank there uses).
+std::string replacing_env(const std::vector<int>& failed, const std::vector<int>& local_index_of);
+/// The entry of the `spawned_rank`-th replacement in a REPRISE_REPLACING value: {replaced rank, its local index}.
+/// Throws ConfigError naming the problem when the value is malformed or has no such entry.
+struct Replacing {
+  int rank = -1;
+  int local_index = -1;
+};
+Replacing parse_replacing(const std::string& value, int spawned_rank);
 
 }  // namespace reprise::coord
