@@ -20,6 +20,7 @@
 #include <Kokkos_Core.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #ifndef REPRISE_BENCH_MPI
@@ -69,8 +70,10 @@ double first_touch_seconds_per_page() {
   return s / double(bytes / page);
 }
 
-// `every` = 0: no runtime at all.
-Loop run(int nx, int steps, int every) {
+// `every` = 0: no runtime at all. `warm` steps run first, untimed (with the loop's checkpoints, their background
+// work finished before the clock starts): what is left is the steady state of a long job, without the first
+// chains' new memory.
+Loop run(int nx, int steps, int every, int warm = 0) {
   using reprise::heat::Field;
   Field u("u", nx, nx), scratch("scratch", nx, nx);
   reprise::heat::heat_source(u);
@@ -85,18 +88,25 @@ Loop run(int nx, int steps, int every) {
 #endif
     rt->protect(u);
   }
+  // Checkpoints half an interval off the loop's ends (steps 13, 38, ... for every 25: steps / every of them), and
+  // the clock stops once the last is durable: every checkpoint's background work (drain, buddy transfer, commit)
+  // is inside the timed loop, as in a long job, not left to run after the clock stopped.
+  auto steps_from = [&](int first, int last) {
+    for (int s = first; s <= last; ++s) {
+      reprise::heat::step(u, scratch);
+      if (every && (s + every / 2) % every == 0) rt->checkpoint(static_cast<std::uint64_t>(s));
+    }
+  };
+  steps_from(1, warm);
+  Kokkos::fence();
+  if (rt) rt->wait();
+  const std::size_t warm_checkpoints = rt ? rt->metrics().size() : 0;
 #if REPRISE_BENCH_MPI
   MPI_Barrier(MPI_COMM_WORLD);
 #endif
   const Usage u0 = usage_now();
   const auto t0 = reprise::bench::Clock::now();
-  // Checkpoints half an interval off the loop's ends (steps 13, 38, ... for every 25: steps / every of them), and
-  // the clock stops once the last is durable: every checkpoint's background work (drain, buddy transfer, commit)
-  // is inside the timed loop, as in a long job, not left to run after the clock stopped.
-  for (int s = 1; s <= steps; ++s) {
-    reprise::heat::step(u, scratch);
-    if (every && (s + every / 2) % every == 0) rt->checkpoint(static_cast<std::uint64_t>(s));
-  }
+  steps_from(warm + 1, warm + steps);
   Kokkos::fence();
   if (rt) rt->wait();
   out.seconds = reprise::bench::since(t0);
@@ -113,7 +123,10 @@ Loop run(int nx, int steps, int every) {
   out.page_faults = per_rank[1] / ranks;
   if (rt) static_cast<reprise::MpiRuntime&>(*rt).finish();
 #endif
-  if (rt) out.metrics = rt->metrics();
+  if (rt) {
+    out.metrics = rt->metrics();
+    out.metrics.erase(out.metrics.begin(), out.metrics.begin() + static_cast<std::ptrdiff_t>(warm_checkpoints));
+  }
   out.checksum = reprise::heat::fingerprint(u);
   return out;
 }
@@ -122,7 +135,7 @@ Loop run(int nx, int steps, int every) {
 
 int main(int argc, char** argv) {
   CLI::App app{"reprise-bench-overhead: compute-loop time with checkpoints every N steps vs without"};
-  int nx = 4096, steps = 600, repeat = 3;
+  int nx = 4096, steps = 600, repeat = 3, warm = 0;
   std::vector<int> intervals = {25, 50, 100, 200};
   std::string json_path = "reprise-bench-overhead.json";
   app.add_option("--nx", nx, "grid is nx x nx doubles")->check(CLI::Range(16, 1 << 15));
@@ -130,6 +143,10 @@ int main(int argc, char** argv) {
   app.add_option("--intervals", intervals, "checkpoint every N steps, for each N")->check(CLI::PositiveNumber);
   app.add_option("--repeat", repeat, "rounds; each runs every configuration once (medians reported)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--warm-steps", warm,
+                 "steps each loop runs first, untimed, with its checkpoints (the steady state of a long job: the "
+                 "first versions' new memory is not timed)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--json", json_path, "output file")->check(reprise::bench::kWritableFile);
   CLI11_PARSE(app, argc, argv);
 #if REPRISE_BENCH_MPI
@@ -147,8 +164,9 @@ int main(int argc, char** argv) {
   Kokkos::ScopeGuard kokkos(argc, argv);
   const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, reprise::heat::Field::memory_space>::accessible;
   std::printf("reprise-bench-overhead: %dx%d doubles (%.0f MiB, %s memory) per rank, %d rank(s)%s, %d steps, "
-              "%d rounds\n", nx, nx, nx * double(nx) * 8 / (1 << 20), device ? "device" : "host", ranks,
-              ranks > 1 ? " (checkpoints also to the buddy)" : "", steps, repeat);
+              "%d rounds%s\n", nx, nx, nx * double(nx) * 8 / (1 << 20), device ? "device" : "host", ranks,
+              ranks > 1 ? " (checkpoints also to the buddy)" : "", steps, repeat,
+              warm ? (", each after " + std::to_string(warm) + " untimed steps").c_str() : "");
 
   run(nx, steps / 10 + 1, 0);  // warm-up: first allocations, first kernel launches
   double touch = first_touch_seconds_per_page();
@@ -160,9 +178,9 @@ int main(int argc, char** argv) {
   std::vector<std::vector<Loop>> with(intervals.size());
   bool identical = true;
   for (int r = 0; r < repeat; ++r) {  // interleaved, so the machine's drifts hit every configuration alike
-    base.push_back(run(nx, steps, 0));
+    base.push_back(run(nx, steps, 0, warm));
     for (std::size_t k = 0; k < intervals.size(); ++k) {
-      with[k].push_back(run(nx, steps, intervals[k]));
+      with[k].push_back(run(nx, steps, intervals[k], warm));
       identical = identical && with[k].back().checksum == base.back().checksum;
     }
   }
@@ -221,6 +239,7 @@ int main(int argc, char** argv) {
                         {"memory", device ? "device" : "host"},
                         {"nx", nx},
                         {"steps", steps},
+                        {"warm_steps", warm},
                         {"repeat", repeat},
                         {"baseline_seconds", base_seconds},
                         {"baseline_cpu_seconds_per_rank", base_cpu},
