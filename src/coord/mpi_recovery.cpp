@@ -745,20 +745,7 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
   if (k.plan.from_start) {  // nothing committed: this process starts from the beginning like the others
     rec.from_start = true;
     data_pending_ = false;  // every rank starts over: nobody holds anything
-    try {
-      check_placement(rec);  // (with the survivors: where every rank now runs)
-    } catch (const PeerFailure&) {
-      rec.interrupted = true;
-      rec.total_seconds = since(t0);
-      recoveries_.push_back(rec);
-      try {
-        recover("a process failed while the ranks compared where they run");
-      } catch (const Rollback&) {
-      }
-      return;
-    }
-    rec.total_seconds = since(t0);
-    recoveries_.push_back(rec);
+    move_data_or_recover(k.plan, rec, t0, Clock::now());
     return;
   }
   const auto t1 = Clock::now();
@@ -768,26 +755,32 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
 #endif
 }
 
-// A replacement's data phase. When another process fails during it, the replacement takes part in the new
+// A replacement's data phase (when every rank starts over, nothing moves: only where the ranks now run is
+// compared, with the survivors). When another process fails during it, the replacement takes part in the new
 // recovery like a survivor (reporting that it holds only part of its data); that recovery rolls its group back
 // again and sets target_ (or starts it over); the application restores at start either way.
 #if REPRISE_HAVE_ULFM
 void MpiCoordination::move_data_or_recover(const coord::RecoveryPlan& plan, RecoveryRecord& rec, Clock::time_point t0,
                                            Clock::time_point t1) {
-  stage("getting its checkpoints (replacement)");
+  const bool nothing_moves = !plan.partial && plan.from_start;
+  stage(nothing_moves ? "comparing where the ranks run (replacement)" : "getting its checkpoints (replacement)");
   try {
-    move_data(plan, rec);
+    if (nothing_moves)
+      check_placement(rec);
+    else
+      move_data(plan, rec);
   } catch (const PeerFailure&) {
     rec.interrupted = true;
     rec.total_seconds = since(t0);
     recoveries_.push_back(rec);
     try {
-      recover("a process failed while checkpoints were moved to the replacements");
+      recover(nothing_moves ? "a process failed while the ranks compared where they run"
+                            : "a process failed while checkpoints were moved to the replacements");
     } catch (const Rollback&) {
     }
     return;
   }
-  rec.transfer_seconds = since(t1);
+  if (!nothing_moves) rec.transfer_seconds = since(t1);
   rec.total_seconds = since(t0);
   recoveries_.push_back(rec);
 }
