@@ -144,6 +144,9 @@ if wants apps && [ -x "$here/bin/reprise-stencil" ]; then
   step "reprise-bench-overhead-mpi (2 ranks, buddies)" "${mpirun1[@]}" -n 2 \
     "$here/bin/reprise-bench-overhead-mpi" --nx 8192 --steps 400 --intervals 50 100 200 --repeat 3 \
     --json "$out/overhead-2ranks.json"
+  step "reprise-bench-overhead-mpi (2 ranks, buddies, after 400 untimed steps: steady state)" "${mpirun1[@]}" -n 2 \
+    "$here/bin/reprise-bench-overhead-mpi" --nx 8192 --steps 400 --intervals 25 100 --repeat 3 --warm-steps 400 \
+    --json "$out/overhead-2ranks-warm.json"
   rm -rf "$out/ckpt-s" "$out/ckpt-c"
 fi
 if wants bench; then
