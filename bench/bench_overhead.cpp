@@ -46,6 +46,10 @@ struct Loop {
   double page_faults;  // minor faults of the whole process (mean over the ranks)
   std::uint64_t checksum;
   std::vector<reprise::CheckpointMetrics> metrics;
+  // Where the versions' memory came from (rank 0): own versions packed into memory touched before, and (MPI)
+  // the buddy's versions received into recycled buffers rather than fresh ones, counted over the timed loop.
+  int warm_payloads = 0;
+  long ward_reused = 0, ward_fresh = 0;
 };
 
 struct Usage {
@@ -102,6 +106,14 @@ Loop run(int nx, int steps, int every, int warm = 0) {
   if (rt) rt->wait();
   const std::size_t warm_checkpoints = rt ? rt->metrics().size() : 0;
 #if REPRISE_BENCH_MPI
+  auto ward_buffers = [&] {  // {reused, fresh} so far
+    if (!rt) return std::pair<long, long>{0, 0};
+    const auto j = nlohmann::json::parse(static_cast<reprise::MpiRuntime&>(*rt).buddy_json())["receive_buffers"];
+    return std::pair<long, long>{j["reused"].get<long>(), j["fresh"].get<long>()};
+  };
+  const auto ward0 = ward_buffers();
+#endif
+#if REPRISE_BENCH_MPI
   MPI_Barrier(MPI_COMM_WORLD);
 #endif
   const Usage u0 = usage_now();
@@ -121,11 +133,15 @@ Loop run(int nx, int steps, int every, int warm = 0) {
   MPI_Allreduce(MPI_IN_PLACE, per_rank, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   out.cpu_seconds = per_rank[0] / ranks;
   out.page_faults = per_rank[1] / ranks;
+  const auto ward1 = ward_buffers();
+  out.ward_reused = ward1.first - ward0.first;
+  out.ward_fresh = ward1.second - ward0.second;
   if (rt) static_cast<reprise::MpiRuntime&>(*rt).finish();
 #endif
   if (rt) {
     out.metrics = rt->metrics();
     out.metrics.erase(out.metrics.begin(), out.metrics.begin() + static_cast<std::ptrdiff_t>(warm_checkpoints));
+    for (const auto& m : out.metrics) out.warm_payloads += m.payload_warm ? 1 : 0;
   }
   out.checksum = reprise::heat::fingerprint(u);
   return out;
@@ -218,9 +234,14 @@ int main(int argc, char** argv) {
     std::printf(
         "  every %4d steps: %.3f s, overhead %+6.2f%% (rounds %+.2f..%+.2f%%), %zu checkpoints, app-visible %.1f ms "
         "in all, %.0f MiB stored\n"
-        "      per rank, over the loop without: %+.3f s CPU, %+.0f page faults (%.3f s of first touches)\n",
+        "      per rank, over the loop without: %+.3f s CPU, %+.0f page faults (%.3f s of first touches)\n"
+        "      memory (rank 0, last round): %d of %zu versions packed into memory touched before%s\n",
         intervals[k], t, 100 * overhead, 100 * lo, 100 * hi, last.metrics.size(), 1e3 * visible,
-        stored / 1048576.0, extra_cpu, extra_faults, extra_faults * touch);
+        stored / 1048576.0, extra_cpu, extra_faults, extra_faults * touch, last.warm_payloads, last.metrics.size(),
+        REPRISE_BENCH_MPI ? ("; the buddy's received into " + std::to_string(last.ward_reused) + " recycled and " +
+                             std::to_string(last.ward_fresh) + " new buffers")
+                                .c_str()
+                          : "");
     runs.push_back({{"interval", intervals[k]},
                     {"seconds", t},
                     {"overhead", overhead},
@@ -230,7 +251,10 @@ int main(int argc, char** argv) {
                     {"max_durable_seconds", durable_max},
                     {"bytes_stored", stored},
                     {"extra_cpu_seconds_per_rank", extra_cpu},
-                    {"extra_page_faults_per_rank", extra_faults}});
+                    {"extra_page_faults_per_rank", extra_faults},
+                    {"warm_payloads_rank0", last.warm_payloads},
+                    {"ward_buffers_reused_rank0", last.ward_reused},
+                    {"ward_buffers_fresh_rank0", last.ward_fresh}});
   }
   nlohmann::json out = {{"kind", "overhead"},
                         {"ranks", ranks},
