@@ -7,6 +7,7 @@
 #include "coord/mpi_coordination.hpp"
 #include "coord/polled_mpi.hpp"
 #include "coord/version_wire.hpp"
+#include "core/thread_name.hpp"
 #include "core/format.hpp"
 #include "reprise/errors.hpp"
 
@@ -172,7 +173,10 @@ std::unique_ptr<core::VersionStore> MpiCoordination::make_store(const Config&) {
 
 void MpiCoordination::start_progress() {
   stop_ = false;
-  progress_ = std::thread([this] { progress_loop(); });
+  progress_ = std::thread([this] {
+    core::name_this_thread("reprise-buddy");
+    progress_loop();
+  });
 }
 
 void MpiCoordination::stop_progress() {

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <utility>
 
+#include "core/thread_name.hpp"
+
 namespace reprise::detail {
 namespace {
 
@@ -18,7 +20,10 @@ double since(Clock::time_point t) {
 
 RecoveryWatch::RecoveryWatch(RecoveryWatch*& slot, std::string who, std::chrono::milliseconds every,
                              std::chrono::seconds limit)
-    : slot_(slot), who_(std::move(who)), every_(every), limit_(limit), thread_([this] { run(); }) {
+    : slot_(slot), who_(std::move(who)), every_(every), limit_(limit), thread_([this] {
+        core::name_this_thread("reprise-watch");
+        run();
+      }) {
   slot_ = this;
 }
 

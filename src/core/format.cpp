@@ -7,6 +7,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "core/thread_name.hpp"
 #include "reprise/errors.hpp"
 
 namespace reprise::core {
@@ -42,7 +43,11 @@ std::uint64_t payload_checksum(const void* data, std::size_t bytes, unsigned thr
   };
   threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(blocks)));
   std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work, t, threads);
+  for (unsigned t = 1; t < threads; ++t)
+    pool.emplace_back([&work, t, threads] {
+      name_this_thread("reprise-sum");
+      work(t, threads);
+    });
   work(0, threads);
   for (auto& t : pool) t.join();
   return XXH3_64bits_withSeed(sums.data(), sums.size() * sizeof(std::uint64_t), bytes);

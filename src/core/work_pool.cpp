@@ -1,9 +1,14 @@
 #include "core/work_pool.hpp"
 
+#include "core/thread_name.hpp"
+
 namespace reprise::core {
 
 WorkPool::WorkPool(unsigned threads) {
-  for (unsigned t = 1; t < (threads ? threads : 1); ++t) workers_.emplace_back([this] { worker_loop(); });
+  for (unsigned t = 1; t < (threads ? threads : 1); ++t) workers_.emplace_back([this] {
+      name_this_thread("reprise-pool");
+      worker_loop();
+    });
 }
 
 WorkPool::~WorkPool() {

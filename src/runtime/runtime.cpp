@@ -25,6 +25,7 @@
 #include "core/bytes.hpp"
 #include "core/device_tracker.hpp"
 #include "core/format.hpp"
+#include "core/thread_name.hpp"
 #include "core/host_tracker.hpp"
 #include "core/manifest.hpp"
 #include "core/pinned_arena.hpp"
@@ -134,7 +135,10 @@ struct Runtime::Impl {
       }
     }
     restarted = !known.empty();
-    worker = std::thread([this] { worker_loop(); });
+    worker = std::thread([this] {
+      core::name_this_thread("reprise-drain");
+      worker_loop();
+    });
   }
 
   ~Impl() {

@@ -2,8 +2,11 @@
 // for host regions and for device regions through the host-twin backend, with memory and directory stores.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -298,6 +301,33 @@ TEST(Runtime, VersionsMustIncrease) {
   rt.checkpoint(6);
   rt.wait();
 }
+
+#if defined(__linux__)
+// The runtime's threads are named (top -H, ps -L, gdb, perf tell them apart): the background drain thread and
+// the digest pool's workers, while a runtime exists.
+TEST(Runtime, ItsThreadsAreNamed) {
+  auto names = [] {
+    std::vector<std::string> out;
+    for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream in(t.path() / "comm");
+      std::string n;
+      std::getline(in, n);
+      out.push_back(n);
+    }
+    return out;
+  };
+  Config c;
+  c.digest_threads = 2;
+  Runtime rt(c);
+  std::vector<char> data(1 << 20, 1);
+  rt.protect("data", data.data(), data.size(), MemorySpace::Host);
+  rt.checkpoint(1);
+  rt.wait();
+  const auto n = names();
+  EXPECT_NE(std::find(n.begin(), n.end(), "reprise-drain"), n.end());
+  EXPECT_NE(std::find(n.begin(), n.end(), "reprise-pool"), n.end());
+}
+#endif
 
 TEST(Runtime, RegionNamesAreUnique) {
   Runtime rt(Config{});
