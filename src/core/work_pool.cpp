@@ -5,7 +5,8 @@
 namespace reprise::core {
 
 WorkPool::WorkPool(unsigned threads) {
-  for (unsigned t = 1; t < (threads ? threads : 1); ++t) workers_.emplace_back([this] {
+  for (unsigned t = 1; t < (threads ? threads : 1); ++t)
+    workers_.emplace_back([this] {
       name_this_thread("reprise-pool");
       worker_loop();
     });
