@@ -20,17 +20,25 @@ archs=${2:-90}
 kokkos=${3:-}
 build=$here/build-gpu-bundle
 log() { echo "[gpu-bundle] $*"; }
+logged() {  # logged LOG WHAT COMMAND...: runs COMMAND into LOG; on failure its tail and "WHAT failed", exit 1
+  local out=$1 what=$2
+  shift 2
+  "$@" > "$out" 2>&1 || { tail -n 30 "$out"; log "$what failed"; exit 1; }
+}
+copy_programs() {  # copy_programs BUILD TARGET...: the targets' executables into DIR/bin
+  local from=$1 t
+  shift
+  for t in "$@"; do cp "$(find "$from" -type f -perm -u+x -name "$t" | head -n 1)" "$dir/bin/"; done
+}
 
 [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /dev/null || { log "no nvcc: CUDA is needed to build the bundle"; exit 2; }
 targets=(reprise_kernel_cuda_tests reprise_cuda_runtime_tests reprise_tile_kernel_cuda_tests reprise-bench-d2h)
 log "configure $build (Release, CUDA architectures $archs, no MPI)"
-cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DREPRISE_ENABLE_CUDA=ON -DREPRISE_CUDA_ARCHITECTURES="$archs" \
-  -DREPRISE_ENABLE_MPI=OFF -DREPRISE_WERROR=OFF > "$build.configure.log" 2>&1 \
-  || { tail -n 30 "$build.configure.log"; log "configure failed"; exit 1; }
+logged "$build.configure.log" configure cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+  -DREPRISE_ENABLE_CUDA=ON -DREPRISE_CUDA_ARCHITECTURES="$archs" -DREPRISE_ENABLE_MPI=OFF -DREPRISE_WERROR=OFF
 if grep -q "Reprise: NCCL ON" "$build.configure.log"; then targets+=(reprise_nccl_barrier_tests); fi
 log "build ${targets[*]} ($(nproc) jobs; a few minutes)"
-cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" > "$build.build.log" 2>&1 \
-  || { tail -n 30 "$build.build.log"; log "build failed"; exit 1; }
+logged "$build.build.log" build cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 
 app_targets=()
 if [ -n "$kokkos" ]; then
@@ -40,24 +48,23 @@ if [ -n "$kokkos" ]; then
   app_targets=(reprise-stencil reprise-cholesky reprise-mpi-comm-check reprise-bench-overhead-mpi reprise-bench-logging
     reprise_kokkos_tests reprise-demo)
   log "configure $apps (Kokkos $kokkos, its nvcc_wrapper, MPI)"
-  PATH=/usr/local/cuda/bin:$PATH cmake -S "$here" -B "$apps" -DCMAKE_BUILD_TYPE=Release -DREPRISE_ENABLE_CUDA=ON \
-    -DREPRISE_CUDA_ARCHITECTURES="$archs" -DKokkos_ROOT="$kokkos" -DCMAKE_CXX_COMPILER="$kokkos/bin/nvcc_wrapper" \
-    -DREPRISE_ENABLE_MPI=ON -DREPRISE_ENABLE_KOKKOS=ON -DREPRISE_WERROR=OFF > "$apps.configure.log" 2>&1 \
-    || { tail -n 30 "$apps.configure.log"; log "configure failed"; exit 1; }
+  export PATH=/usr/local/cuda/bin:$PATH  # (nvcc_wrapper calls nvcc)
+  logged "$apps.configure.log" configure cmake -S "$here" -B "$apps" -DCMAKE_BUILD_TYPE=Release \
+    -DREPRISE_ENABLE_CUDA=ON -DREPRISE_CUDA_ARCHITECTURES="$archs" -DKokkos_ROOT="$kokkos" \
+    -DCMAKE_CXX_COMPILER="$kokkos/bin/nvcc_wrapper" -DREPRISE_ENABLE_MPI=ON -DREPRISE_ENABLE_KOKKOS=ON -DREPRISE_WERROR=OFF
   log "build ${app_targets[*]} (nvcc_wrapper compiles every file: 15-20 min on 2 cores)"
-  PATH=/usr/local/cuda/bin:$PATH cmake --build "$apps" -j "$(nproc)" --target "${app_targets[@]}" > "$apps.build.log" 2>&1 \
-    || { tail -n 30 "$apps.build.log"; log "build failed"; exit 1; }
+  logged "$apps.build.log" build cmake --build "$apps" -j "$(nproc)" --target "${app_targets[@]}"
 fi
 
 rm -rf "$dir/bin" "$dir/lib" "$dir/mpi" "$dir/pmix" "$dir/payload.tgz"
 mkdir -p "$dir/bin" "$dir/lib"
-for t in "${targets[@]}"; do cp "$(find "$build" -type f -perm -u+x -name "$t" | head -n 1)" "$dir/bin/"; done
+copy_programs "$build" "${targets[@]}"
 cp -P "$build"/src/libreprise.so* "$dir/lib/"
 if [ -n "$kokkos" ]; then
-  # The apps' build has its own libreprise (compiled by nvcc_wrapper, with MPI): in DIR/lib/apps, found first by
-  # the apps' RUNPATH-free loading through LD_LIBRARY_PATH (run.sh puts it first for them).
+  # The apps' build has its own libreprise (compiled by nvcc_wrapper, with MPI): in DIR/lib/apps, which run.sh
+  # puts first on LD_LIBRARY_PATH for them.
   mkdir -p "$dir/lib/apps"
-  for t in "${app_targets[@]}"; do cp "$(find "$apps" -type f -perm -u+x -name "$t" | head -n 1)" "$dir/bin/"; done
+  copy_programs "$apps" "${app_targets[@]}"
   cp -P "$apps"/src/libreprise*.so* "$dir/lib/apps/"
   # Open MPI relocated: OPAL_PREFIX=DIR/mpi finds the components and help files at their paths under the prefix;
   # its PMIx (Debian: a separate prefix) with PMIX_INSTALL_PREFIX=DIR/pmix. Components that need network
