@@ -98,7 +98,9 @@ class MpiRuntime : public Runtime {
 
   /// What this rank holds as a buddy, as JSON: "wards" maps each rank whose versions it keeps to their numbers,
   /// "receive_buffers" counts the versions received into fresh memory and into recycled buffers (a released
-  /// version's buffer takes the next one) and the bytes now waiting for reuse. Local: no communication.
+  /// version's buffer takes the next one), those received into fresh memory although released buffers were kept
+  /// ("fresh_while_pool_kept": only when every kept one is over twice the size needed), and the bytes now waiting
+  /// for reuse. Local: no communication.
   std::string buddy_json() const;
 
   /// Where this rank runs, as JSON: rank, node, local_index, group, buddy, and from hwloc numa_node, cpuset, the

@@ -230,10 +230,11 @@ void MpiCoordination::progress_loop() {
           ok(polled::recv(&floor, 1, MPI_UINT64_T, src, kFloor, data_, MPI_STATUS_IGNORE));
           floor_received_ = static_cast<std::int64_t>(floor);  // applied by the main thread (report_commit)
         } else if (st.MPI_TAG == kPutHead) {
-          bool reused = false;
+          bool reused = false, passed_over = false;
           Received r = recv_version(data_, src, kPutHead, kPutPiece, "version shipped by rank " + std::to_string(src),
-                                    ward_pool_, &reused);
+                                    ward_pool_, &reused, &passed_over);
           ++(reused ? ward_buffers_reused_ : ward_buffers_fresh_);
+          if (passed_over) ++ward_buffers_passed_over_;
           const std::uint64_t v = r.manifest.version;
           ward_store(src).put(r.manifest, std::move(r.payload), r.checksum);
           ok(polled::send(&v, 1, MPI_UINT64_T, src, kAck, ack_));

@@ -357,6 +357,7 @@ std::string MpiCoordination::buddy_json() {
                         {"receive_buffers",
                          {{"fresh", ward_buffers_fresh_.load()},
                           {"reused", ward_buffers_reused_.load()},
+                          {"fresh_while_pool_kept", ward_buffers_passed_over_.load()},
                           {"pooled_bytes", ward_pool_->held_bytes()}}}}
       .dump();
 }

@@ -251,6 +251,7 @@ class MpiCoordination : public Coordination, public CommHost {
   // 4 KiB on the progress thread: 74 ms for 32 MiB on this project's VMs).
   std::shared_ptr<core::BufferPool> ward_pool_ = std::make_shared<core::BufferPool>(8);
   std::atomic<std::uint64_t> ward_buffers_fresh_{0}, ward_buffers_reused_{0};
+  std::atomic<std::uint64_t> ward_buffers_passed_over_{0};  // fresh although the pool kept buffers (too large)
   std::function<void()> quiesce_;
   std::optional<std::uint64_t> target_;
   bool restarted_ = false;

@@ -21,7 +21,7 @@ void send_version(MPI_Comm comm, int dest, int head_tag, int piece_tag, const co
 }
 
 Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const std::string& where,
-                      const std::shared_ptr<core::BufferPool>& pool, bool* reused) {
+                      const std::shared_ptr<core::BufferPool>& pool, bool* reused, bool* passed_over) {
   MPI_Status st;
   ok(polled::probe(src, head_tag, comm, &st));
   int count = 0;
@@ -31,8 +31,8 @@ Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const
   const core::Header h = core::decode_header(head.data(), head.size(), where);
   Received r;
   r.manifest = core::decode_head_manifest(h, head.data() + core::kHeaderBytes, where);
-  r.payload =
-      pool ? core::take_pooled(pool, h.payload_bytes, reused) : std::make_shared<core::HostBytes>(h.payload_bytes);
+  r.payload = pool ? core::take_pooled(pool, h.payload_bytes, reused, passed_over)
+                   : std::make_shared<core::HostBytes>(h.payload_bytes);
   for (std::size_t off = 0; off < h.payload_bytes; off += kPieceBytes) {
     const std::size_t n = std::min<std::size_t>(kPieceBytes, h.payload_bytes - off);
     ok(polled::recv(r.payload->data() + off, static_cast<int>(n), MPI_BYTE, src, piece_tag, comm, MPI_STATUS_IGNORE));

@@ -42,8 +42,10 @@ struct Received {
 };
 
 /// The next version from `src`. `pool`: the payload buffer comes from it (and goes back when the store drops
-/// the version); `reused` says whether it was one already touched. `where` names the sender in errors.
+/// the version); `reused` says whether it was one already touched, `passed_over` whether it is new although the
+/// pool kept buffers (BufferPool::take). `where` names the sender in errors.
 Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const std::string& where,
-                      const std::shared_ptr<core::BufferPool>& pool = nullptr, bool* reused = nullptr);
+                      const std::shared_ptr<core::BufferPool>& pool = nullptr, bool* reused = nullptr,
+                      bool* passed_over = nullptr);
 
 }  // namespace reprise::detail

@@ -100,11 +100,12 @@ HostBytes BufferPool::remove_locked(std::size_t index) {
   return out;
 }
 
-HostBytes BufferPool::take(std::size_t bytes, bool* reused) {
+HostBytes BufferPool::take(std::size_t bytes, bool* reused, bool* passed_over) {
   HostBytes out;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto p = pick_locked(bytes)) out = remove_locked(p->index);
+    if (passed_over) *passed_over = !out.data() && (!free_.empty() || reserved_.data());
   }
   if (out.data()) {
     if (out.capacity() < bytes) out.grow(bytes);  // outside the lock: only the new pages are new memory
@@ -207,8 +208,9 @@ struct PooledBytes : HostBytes {
 };
 }  // namespace
 
-std::shared_ptr<HostBytes> take_pooled(const std::shared_ptr<BufferPool>& pool, std::size_t bytes, bool* reused) {
-  return std::make_shared<PooledBytes>(pool->take(bytes, reused), pool);
+std::shared_ptr<HostBytes> take_pooled(const std::shared_ptr<BufferPool>& pool, std::size_t bytes, bool* reused,
+                                       bool* passed_over) {
+  return std::make_shared<PooledBytes>(pool->take(bytes, reused, passed_over), pool);
 }
 
 }  // namespace reprise::core

@@ -61,8 +61,9 @@ class BufferPool {
   explicit BufferPool(std::size_t max_buffers = 8, Allocate allocate = nullptr)
       : max_buffers_(max_buffers), allocate_(std::move(allocate)) {}
   /// `reused`: set to whether the buffer came from the pool (touched, at least in part) rather than newly
-  /// allocated.
-  HostBytes take(std::size_t bytes, bool* reused = nullptr);
+  /// allocated. `passed_over`: set to whether it is new although the pool kept buffers (all of them too large to
+  /// serve `bytes`, by the waste bound above).
+  HostBytes take(std::size_t bytes, bool* reused = nullptr, bool* passed_over = nullptr);
   void give(HostBytes&& buffer);
   /// Makes sure a buffer that take(bytes) would use is waiting, already written once up to `bytes` plus a quarter
   /// (first touch: a page fault per 4 KiB), so that the next version of about this size is packed into warm
@@ -97,6 +98,6 @@ class BufferPool {
 /// A buffer from `pool` (take(bytes, reused)) that goes back to the pool when its last holder drops it; freed
 /// instead when the pool is gone by then.
 std::shared_ptr<HostBytes> take_pooled(const std::shared_ptr<BufferPool>& pool, std::size_t bytes,
-                                       bool* reused = nullptr);
+                                       bool* reused = nullptr, bool* passed_over = nullptr);
 
 }  // namespace reprise::core

@@ -121,8 +121,16 @@ TEST(BufferPool, TakesTheLeastTouchedThatSufficesElseTheMostTouched) {
   HostBytes tiny = pool.take(100 * 1024, &reused);
   EXPECT_TRUE(reused);
   EXPECT_EQ(tiny.touched(), 1 * MiB) << "1 MiB is within the waste bound for 100 KiB; 10 MiB is not";
-  HostBytes other = pool.take(100 * 1024, &reused);
+  bool passed_over = false;
+  HostBytes other = pool.take(100 * 1024, &reused, &passed_over);
   EXPECT_FALSE(reused) << "only the 10 MiB one is left: too much for 100 KiB";
+  EXPECT_TRUE(passed_over) << "new memory although a buffer was kept: said so";
+  HostBytes big = pool.take(9 * MiB, &reused, &passed_over);
+  EXPECT_TRUE(reused);
+  EXPECT_FALSE(passed_over);
+  HostBytes none = pool.take(1 * MiB, &reused, &passed_over);
+  EXPECT_FALSE(reused);
+  EXPECT_FALSE(passed_over) << "nothing kept: new memory is the only choice";
 }
 
 // prepare() grows and touches the buffer the next take() would grow, rather than adding a new one; so does
