@@ -35,10 +35,10 @@
 
 namespace reprise {
 
-namespace detail {
+namespace mpi {
 class CommState;
 struct PendingMessage;
-}  // namespace detail
+}  // namespace mpi
 
 class Comm {
  public:
@@ -53,9 +53,9 @@ class Comm {
     bool pending() const { return p_ != nullptr; }
 
    private:
-    friend class detail::CommState;
-    explicit Request(std::unique_ptr<detail::PendingMessage> p);
-    std::unique_ptr<detail::PendingMessage> p_;
+    friend class mpi::CommState;
+    explicit Request(std::unique_ptr<mpi::PendingMessage> p);
+    std::unique_ptr<mpi::PendingMessage> p_;
   };
 
   enum class Op { Sum, Min, Max };
@@ -110,9 +110,9 @@ class Comm {
   std::size_t log_live_entries() const;
 
  private:
-  friend class detail::CommState;
-  explicit Comm(detail::CommState& state) : s_(&state) {}
-  detail::CommState* s_;
+  friend class mpi::CommState;
+  explicit Comm(mpi::CommState& state) : s_(&state) {}
+  mpi::CommState* s_;
 };
 
 }  // namespace reprise

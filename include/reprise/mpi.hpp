@@ -49,7 +49,7 @@
 
 namespace reprise {
 
-namespace detail {
+namespace mpi {
 class MpiCoordination;
 }
 
@@ -123,7 +123,7 @@ class MpiRuntime : public Runtime {
  private:
   struct Parts;
   explicit MpiRuntime(Parts parts);
-  detail::MpiCoordination* coord_;  // owned by the Runtime
+  mpi::MpiCoordination* coord_;  // owned by the Runtime
 };
 
 }  // namespace reprise

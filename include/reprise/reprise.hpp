@@ -25,7 +25,7 @@
 
 namespace reprise {
 
-namespace detail {
+namespace runtime {
 class Coordination;
 }
 
@@ -93,7 +93,7 @@ class Runtime {
  protected:
   /// For the distributed runtime (MpiRuntime in <reprise/mpi.hpp>): `coordination` supplies the store and the
   /// group hooks.
-  Runtime(Config config, std::unique_ptr<detail::Coordination> coordination);
+  Runtime(Config config, std::unique_ptr<runtime::Coordination> coordination);
   /// A host region of the runtime's own whose place and size change between versions (reprise::Comm's message
   /// log snapshot). `locate(std::nullopt)` says where it is now; it is asked after the coordination's
   /// before_capture hook, and a new place or size makes that version a full one. `locate(bytes)` makes it `bytes`

@@ -35,7 +35,7 @@
 #include "gpu/backend.hpp"
 #include "kernels/chunk_kernels.hpp"
 #include "reprise/reprise.hpp"
-#include "coord/coordination.hpp"
+#include "runtime/coordination.hpp"
 
 namespace reprise {
 namespace {
@@ -89,7 +89,7 @@ struct Runtime::Impl {
 
   Config cfg;
   // Declared first: the store and the threads below use it, so it is destroyed last.
-  std::unique_ptr<detail::Coordination> coord;
+  std::unique_ptr<runtime::Coordination> coord;
   core::WorkPool pool;
   // Declared before everything that holds device or pinned memory, so it is destroyed after them.
   std::unique_ptr<gpu::Backend> backend;
@@ -120,7 +120,7 @@ struct Runtime::Impl {
   std::vector<CheckpointMetrics> done;
   std::thread worker;
 
-  Impl(Config c, std::unique_ptr<detail::Coordination> co)
+  Impl(Config c, std::unique_ptr<runtime::Coordination> co)
       : cfg(std::move(c)), coord(std::move(co)), pool((cfg.validate(), cfg.digest_threads)) {
     if (coord)
       store = coord->make_store(cfg);
@@ -393,7 +393,7 @@ struct Runtime::Impl {
 
 Runtime::Runtime(Config config) : impl_(std::make_unique<Impl>(std::move(config), nullptr)) {}
 
-Runtime::Runtime(Config config, std::unique_ptr<detail::Coordination> coordination)
+Runtime::Runtime(Config config, std::unique_ptr<runtime::Coordination> coordination)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(coordination))) {
   Impl* d = impl_.get();
   if (d->coord) d->coord->attach([d] { d->wait_queue(0); });

@@ -5,10 +5,10 @@
 
 #include <thread>
 
-#include "coord/group_barrier.hpp"
+#include "gpu/nccl_barrier.hpp"
 #include "reprise/errors.hpp"
 
-namespace reprise::coord {
+namespace reprise::gpu {
 namespace {
 
 int gpus() {
@@ -71,4 +71,4 @@ TEST_F(NcclBarrierTest, AnAbortedBarrierRefusesWorkAndIsDestroyedWithoutWaiting)
 }
 
 }  // namespace
-}  // namespace reprise::coord
+}  // namespace reprise::gpu

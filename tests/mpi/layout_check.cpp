@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "coord/mpi_layout.hpp"
+#include "mpi/layout.hpp"
 #include "reprise/errors.hpp"
 
 int main(int argc, char** argv) {
@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   int status = 0;
   try {
-    const auto layout = reprise::coord::discover_layout(MPI_COMM_WORLD, reprise::coord::TopologyConfig::from_env());
+    const auto layout = reprise::mpi::discover_layout(MPI_COMM_WORLD, reprise::mpi::TopologyConfig::from_env());
     // Same layout everywhere: compare every rank's tables with rank 0's.
     std::vector<int> mine;
     for (const auto* t : {&layout.node_of, &layout.group_of, &layout.buddy_of})

@@ -1,0 +1,263 @@
+// The buddy level over MPI: the owner ships each version to its buddy while the drain fills it (Stream), the
+// buddy's progress thread receives and stores its wards' versions and acknowledges them.
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+
+#include "mpi/coordination.hpp"
+#include "mpi/polled.hpp"
+#include "mpi/version_wire.hpp"
+#include "core/thread_name.hpp"
+#include "core/format.hpp"
+#include "reprise/errors.hpp"
+
+namespace reprise::mpi {
+
+// A version streamed to the buddy while the drain fills it: the head at once, each piece (in order) as soon
+// as it and every piece before it are in host memory, non-blocking so the drain goes on; the trailer with the
+// checksum and the wait for the acknowledgement at finish().
+class MpiCoordination::Stream : public protocol::ShipStream {
+ public:
+  Stream(MpiCoordination& c, const core::Manifest& m, std::shared_ptr<const core::HostBytes> payload)
+      : c_(c),
+        m_(m),
+        payload_(std::move(payload)),
+        data_(c.data_),
+        buddy_(c.layout_.buddy_of[static_cast<std::size_t>(c.rank_)]),
+        frontier_(payload_->size(), kPieceBytes),
+        die_mid_(c.should_die(m.version, protocol::KillPoint::Drain)) {
+    if (c_.down_) {
+      dead_ = true;
+      return;
+    }
+    guarded([&] {
+      const std::vector<std::byte> head = core::encode_head(m_, 0);  // the checksum follows in the trailer
+      ok(polled::send(head.data(), static_cast<int>(head.size()), MPI_BYTE, buddy_, kPutHead, data_));
+    });
+  }
+  ~Stream() override { abandon(); }
+
+  void ready(std::size_t offset, std::size_t bytes) override {
+    const std::size_t go = frontier_.add(offset, bytes);
+    guarded([&] {
+      post(go);
+      while (!requests_.empty()) {  // progress for what is in flight; pieces complete in order
+        int flag = 0;
+        ok(MPI_Test(&requests_.front(), &flag, MPI_STATUS_IGNORE));
+        if (!flag) break;
+        requests_.pop_front();
+      }
+    });
+  }
+
+  void finish(std::uint64_t checksum) override {
+    guarded([&] {
+      post(frontier_.pieces());
+      if (posted_ < frontier_.pieces())
+        throw Error("version " + std::to_string(m_.version) + " was finished before its payload was whole");
+      for (auto& r : requests_) ok(polled::wait(r));
+      requests_.clear();
+      if (die_mid_) c_.die("drain", m_.version);  // (a version without pieces)
+      ok(polled::send(&checksum, 1, MPI_UINT64_T, buddy_, kPutPiece, data_));
+      std::uint64_t v = 0;
+      ok(polled::recv(&v, 1, MPI_UINT64_T, buddy_, kAck, c_.ack_, MPI_STATUS_IGNORE));
+      acked_ = v == m_.version;
+    });
+  }
+
+  bool acknowledged() const override { return acked_; }
+  std::size_t handed_on() const override { return handed_; }
+  bool streams() const override { return true; }
+
+ private:
+  template <class F>
+  void guarded(F&& f) {
+    if (dead_) return;
+    try {
+      f();
+    } catch (const PeerFailure&) {
+      dead_ = true;
+      if (data_ == c_.data_) c_.link_down("buddy ship");  // old news when a repair replaced the communicator
+      abandon();
+    }
+  }
+  void post(std::size_t upto) {
+    for (; posted_ < upto; ++posted_) {
+      const std::size_t n = frontier_.piece_bytes(posted_);
+      MPI_Request r = MPI_REQUEST_NULL;
+      ok(MPI_Isend(payload_->data() + frontier_.piece_offset(posted_), static_cast<int>(n), MPI_BYTE, buddy_, kPutPiece,
+                   data_, &r));
+      requests_.push_back(r);
+      handed_ += n;
+      if (die_mid_) {  // drain: die once part of the version reached the buddy
+        ok(polled::wait(requests_.back()));
+        c_.die("drain", m_.version);
+      }
+    }
+  }
+  // After a failure: sends still in flight on the revoked communicator complete with an error; one that does
+  // not keeps the payload alive for good (MPI may still read it).
+  void abandon() {
+    for (auto& r : requests_) {
+      for (int i = 0; i < 20000 && r != MPI_REQUEST_NULL; ++i) {
+        int flag = 0;
+        if (MPI_Test(&r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag) r = MPI_REQUEST_NULL;
+      }
+      if (r != MPI_REQUEST_NULL) {
+        static std::mutex m;
+        static std::vector<std::shared_ptr<const core::HostBytes>> kept;
+        std::lock_guard<std::mutex> lock(m);
+        kept.push_back(payload_);
+      }
+    }
+    requests_.clear();
+  }
+
+  MpiCoordination& c_;
+  core::Manifest m_;
+  std::shared_ptr<const core::HostBytes> payload_;
+  MPI_Comm data_;
+  int buddy_;
+  core::PieceFrontier frontier_;
+  bool die_mid_;
+  bool dead_ = false, acked_ = false;
+  std::size_t posted_ = 0, handed_ = 0;
+  std::deque<MPI_Request> requests_;  // pieces in flight, oldest first
+};
+
+// The owner side of the buddy link (background thread).
+class MpiCoordination::Link : public protocol::Shipper {
+ public:
+  explicit Link(MpiCoordination& c) : c_(c) {}
+  // A whole version: streamed with every byte ready (the payload outlives the call; not owned here).
+  bool ship(const core::Manifest& m, const core::HostBytes& payload, std::uint64_t checksum) override {
+    Stream st(c_, m, std::shared_ptr<const core::HostBytes>(std::shared_ptr<void>(), &payload));
+    st.ready(0, payload.size());
+    st.finish(checksum);
+    return st.acknowledged();
+  }
+  std::unique_ptr<protocol::ShipStream> stream(const core::Manifest& m,
+                                            std::shared_ptr<const core::HostBytes> payload) override {
+    return std::make_unique<Stream>(c_, m, std::move(payload));
+  }
+  void release(std::uint64_t version) override {
+    if (c_.down_) return;
+    try {
+      const int buddy = c_.layout_.buddy_of[static_cast<std::size_t>(c_.rank_)];
+      const MPI_Comm data = c_.data_;
+      try {
+        ok(polled::send(&version, 1, MPI_UINT64_T, buddy, kRelease, data));
+      } catch (const PeerFailure&) {
+        if (data == c_.data_) c_.link_down("buddy release");
+      }
+    } catch (const PeerFailure&) {
+    }
+  }
+
+ private:
+  MpiCoordination& c_;
+};
+
+// The store of this rank's versions: its own (memory or files) and, through the link, its buddy's copy.
+std::unique_ptr<core::VersionStore> MpiCoordination::make_store(const Config&) {
+  shipper_ = std::make_shared<Link>(*this);
+  auto store = std::make_unique<protocol::BuddyStore>(std::move(local_), shipper_);
+  store_ = store.get();
+  // A version common to every rank must survive the groups' own releases where something restores one: the
+  // files of a relaunch (REPRISE_DIR), and with a coordinated rollback also the buddies' copies.
+  store_->hold_for_job(holds_job_floor(), !group_rollback_);
+  if (target_) store_->reset_after_recovery(*target_);
+  start_progress();
+  return store;
+}
+
+void MpiCoordination::start_progress() {
+  stop_ = false;
+  progress_ = std::thread([this] {
+    core::name_this_thread("reprise-buddy");
+    progress_loop();
+  });
+}
+
+void MpiCoordination::stop_progress() {
+  stop_ = true;
+  hurry_progress();
+  if (progress_.joinable()) progress_.join();
+}
+
+core::VersionStore& MpiCoordination::ward_store(int ward) {
+  std::lock_guard<std::mutex> lock(wards_mutex_);
+  auto& s = wards_[ward];
+  if (!s) s = core::make_memory_store();
+  return *s;
+}
+
+void MpiCoordination::hurry_progress() {
+  {
+    std::lock_guard<std::mutex> lock(poll_mutex_);
+    poll_soon_ = true;
+  }
+  poll_cv_.notify_one();
+}
+
+void MpiCoordination::progress_loop() {
+  auto poll = kPollMin;
+  for (;;) try {
+      while (!stop_) {
+        int flag = 0;
+        MPI_Status st;
+        ok(probe_any_source(data_, MPI_ANY_TAG, &flag, &st));
+        if (!flag) {
+          std::unique_lock<std::mutex> lock(poll_mutex_);
+          if (poll_cv_.wait_for(lock, poll, [this] { return poll_soon_; })) {
+            poll_soon_ = false;
+            poll = kPollMin;
+          } else {
+            poll = std::min(poll * 2, kPollMax);
+          }
+          continue;
+        }
+        poll = kPollMin;
+        const int src = st.MPI_SOURCE;
+        if (st.MPI_TAG == kRelease) {
+          std::uint64_t v = 0;
+          ok(polled::recv(&v, 1, MPI_UINT64_T, src, kRelease, data_, MPI_STATUS_IGNORE));
+          ward_store(src).release(v);
+        } else if (st.MPI_TAG == kFloorReport) {
+          on_floor_report(src);
+        } else if (st.MPI_TAG == kFloor) {
+          std::uint64_t floor = 0;
+          ok(polled::recv(&floor, 1, MPI_UINT64_T, src, kFloor, data_, MPI_STATUS_IGNORE));
+          floor_received_ = static_cast<std::int64_t>(floor);  // applied by the main thread (report_commit)
+        } else if (st.MPI_TAG == kPutHead) {
+          bool reused = false, passed_over = false;
+          Received r = recv_version(data_, src, kPutHead, kPutPiece, "version shipped by rank " + std::to_string(src),
+                                    ward_pool_, &reused, &passed_over);
+          ++(reused ? ward_buffers_reused_ : ward_buffers_fresh_);
+          if (passed_over) ++ward_buffers_passed_over_;
+          const std::uint64_t v = r.manifest.version;
+          ward_store(src).put(r.manifest, std::move(r.payload), r.checksum);
+          ok(polled::send(&v, 1, MPI_UINT64_T, src, kAck, ack_));
+        } else {
+          // A piece without its head cannot happen on a FIFO channel; drop it loudly.
+          std::fprintf(stderr, "reprise: rank %d: unexpected message tag %d from rank %d\n", rank_, st.MPI_TAG, src);
+          char sink;
+          polled::recv(&sink, 0, MPI_BYTE, src, st.MPI_TAG, data_, MPI_STATUS_IGNORE);
+        }
+      }
+      return;
+    } catch (const PeerFailure& f) {
+      if (spurious(f.rc) && !stop_) continue;  // a spurious wake-up of a blocking call: go on polling
+      if (trace_)
+        std::fprintf(stderr, "reprise: rank %d: progress thread: %s (epoch %u)\n", rank_, mpi_error(f.rc).c_str(),
+                     epoch_);
+      link_down("progress thread");
+      return;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "reprise: rank %d: buddy progress thread stopped: %s\n", rank_, e.what());
+      link_down("progress thread error");
+      return;
+    }
+}
+
+}  // namespace reprise::mpi

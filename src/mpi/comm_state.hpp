@@ -1,0 +1,348 @@
+// The state behind reprise::Comm (include/reprise/comm.hpp): the protocol core of this process over MPI, the
+// channel counters that go into every checkpoint, the committed views announced to other groups.
+// Main thread only (the application's thread); the runtime's hooks are called from it too.
+#pragma once
+
+#include <mpi.h>
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#if defined(MPIX_ERR_PROC_FAILED) && defined(MPIX_ERR_REVOKED)
+#define REPRISE_HAVE_ULFM 1
+#else
+#define REPRISE_HAVE_ULFM 0
+#endif
+
+#include <cstdint>
+#include <array>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "protocol/device_mpi.hpp"
+#include "protocol/coordinator.hpp"
+#include "protocol/process.hpp"
+#include "reprise/comm.hpp"
+
+namespace reprise::mpi {
+
+/// MPI_Iprobe(MPI_ANY_SOURCE, tag, comm). With ULFM a wildcard probe also reports, with flag set and no source
+/// (negative), that this process learnt of a process failure *anywhere* since the communicator last
+/// acknowledged one (MPI_ERR_PROC_FAILED_PENDING), e.g. the failure a repair already handled, learnt late. Then:
+/// a failed member of `comm` gives MPI_ERR_PROC_FAILED; otherwise the notice is acknowledged and flag is 0.
+int probe_any_source(MPI_Comm comm, int tag, int* flag, MPI_Status* st);
+
+/// What CommState needs from the runtime that owns it.
+class CommHost {
+ public:
+  virtual ~CommHost() = default;
+  virtual MPI_Comm view_comm() const = 0;     ///< committed-view announcements
+  /// The current recovery's control messages (Notify, Release) and the restart exchange; replaced by every repair.
+  virtual MPI_Comm control_comm() const = 0;
+  /// MPI_SUCCESS: nothing; a process failure: repair, then throw Rollback (or, at a survivor of a group
+  /// rollback, return once the job is repaired); other errors: throw Error.
+  virtual void check_mpi(int rc) = 0;
+  /// A failure the runtime's threads detected: recover as check_mpi does.
+  virtual void poll_failure() = 0;
+  /// Called right before this process's restart exchange (failure injection: REPRISE_KILL's `exchange` point).
+  virtual void before_restart_exchange() {}
+  /// For the restart exchange: MPI_SUCCESS: nothing; a process failure: throw the runtime's internal PeerFailure
+  /// (the caller starts a new repair attempt); other errors: throw Error.
+  virtual void collective_ok(int rc) = 0;
+  /// The device backend for Comm's device buffers (created on first use; DeviceError when there is none).
+  virtual gpu::Backend& device() = 0;
+  /// Whether a pointer may be device memory (CUDA with a usable GPU): only then is CUDA asked where it lives.
+  virtual bool device_pointers_possible() = 0;
+  /// Whether device buffers go to MPI as they are (a CUDA-aware MPI) or through pinned host memory, and why
+  /// (protocol::choose_device_mpi). Asked once, at the first device message, after device().
+  virtual protocol::DeviceMpiChoice device_mpi() = 0;
+  /// A failure code from a blocking call although no process of the job failed and no communicator of this
+  /// rank is revoked: Open MPI wakes every blocking wait of the process with such a code when it learns of any
+  /// failure or revocation (e.g. a late notice of a failure already recovered from). The call is to be repeated.
+  virtual bool spurious(int rc) = 0;
+  /// A failure code with which MPI completed (and freed) a request of reprise::Comm. Never spurious, whatever
+  /// ULFM's notices say yet: Open MPI fails a request only when its peer died or its communicator was revoked,
+  /// and this process may learn it from the request before its failed-process group shows it (a stress run saw a
+  /// receive completed this way taken for a message of 0 bytes). Recovers as check_mpi does; other errors throw.
+  virtual void request_failed(int rc) = 0;
+};
+
+/// Sent before every payload. Small payloads (up to kPackLimit) travel in the same MPI message, packed behind it;
+/// larger ones follow as a second, contiguous MPI message on the payload communicator, tagged with the message's
+/// seq (mod 32768), so they are never copied and go through MPI's fastest path (single copy for large contiguous
+/// messages); the receiver posts that receive when the header has told it the size. (With the payload on the
+/// header's communicator and tag, a second receive posted for the same source and tag could match it.)
+struct WireHeader {
+  std::uint64_t seq;
+  std::uint64_t phase;
+  std::uint64_t bytes;
+  std::int32_t group;
+  std::uint32_t magic;
+};
+static_assert(sizeof(WireHeader) == 32);
+/// Header and payload go as one MPI message when together they fit in kPackedBytes, which stays within the
+/// eager limit of shared-memory transports: Open MPI 5's sm BTL sends messages up to about 4016 B eagerly (its own
+/// headers fill the rest of a 4 KiB fragment; 4032 B went by rendezvous) and a rendezvous costs 3-4 us more here.
+/// Packing payloads up to 4096 B (before 2026-11-24) sent 4000 B messages by rendezvous where raw MPI sends them
+/// eagerly: +4.1 to +4.6 us one way over raw MPI, now +0.5 to +0.9 us (`reprise-bench-logging --sizes 4000 4096`,
+/// three alternating rounds); 4096 B: +1.4 to +2.0 us, now +0.5 to +1.3 us. Above the limit the payload is a
+/// second message: one more small eager message (~0.3 us) where a transport's eager limit is larger.
+constexpr std::size_t kPackedBytes = 4000;
+constexpr std::size_t kPackLimit = kPackedBytes - sizeof(WireHeader);  // the largest payload packed: 3968 B
+constexpr std::size_t kReceiveBuffer = sizeof(WireHeader) + kPackLimit;  // what every receive posts first
+constexpr std::size_t kSpareReceiveBuffers = 16;                        // kept for reuse by later receives
+
+class CommState;
+
+struct PendingMessage {
+  bool receive = false;
+  int peer = -1;
+  int tag = 0;
+  void* buf = nullptr;
+  std::size_t bytes = 0;
+  WireHeader header{};
+  std::vector<std::byte> packed;            // header + small payload
+  MPI_Request request = MPI_REQUEST_NULL;   // the header message
+  MPI_Request payload = MPI_REQUEST_NULL;   // the separate payload of a large message
+  bool done = false;
+  std::size_t result = 0;
+  int epoch = 0;               // the communicators its MPI requests are on (CommState::epochs_)
+  // A device buffer. Staged (an MPI that is not CUDA-aware, or a payload packed behind its header): the host bytes
+  // MPI sends or receives are `staged` (pinned), held by `hold` (a staging buffer, or the log segment a logged send
+  // goes from). Direct (CommHost::device_mpi()): MPI sends or receives the device buffer itself, `staged` is null.
+  bool device = false;
+  std::byte* staged = nullptr;
+  std::shared_ptr<void> hold;
+  // A direct logged send: its payload's copy into the log entry (CommState::copy_into_log). The send completes
+  // once MPI sent the device buffer and this copy is done: the application may then change the buffer.
+  std::shared_ptr<gpu::Event> log_copy;
+  CommState* owner = nullptr;  // pending messages are registered there (repairs reach them)
+  ~PendingMessage();
+};
+
+class CommState {
+ public:
+  /// `log_options` and `log_memory`: the message log's bound and segment memory (pinned when a GPU exists).
+  CommState(CommHost& host, int rank, std::vector<int> group_of, logging::LogOptions log_options = {},
+            logging::MessageLog::Allocate log_memory = nullptr);
+
+  Comm& comm() { return comm_; }
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(group_of_.size()); }
+  int group_of(int r) const { return group_of_.at(static_cast<std::size_t>(r)); }
+
+  /// `space`: where the buffer lives; none: asked of CUDA (device_pointers_possible()), host otherwise.
+  Comm::Request isend(const void* buf, std::size_t bytes, int dest, int tag,
+                      std::optional<MemorySpace> space = std::nullopt);
+  Comm::Request irecv(void* buf, std::size_t bytes, int src, int tag, std::optional<MemorySpace> space = std::nullopt);
+  std::size_t wait(Comm::Request& r);
+  bool test(Comm::Request& r);
+
+  // ---- the runtime's hooks ----------------------------------------------------------------------------------
+  /// The protected region holding the channel counters of each version: phase, then sent[], delivered[],
+  /// view.delivered[], view.sent[] (one uint64 per rank each).
+  void* region() { return region_.data(); }
+  std::size_t region_bytes() const { return region_.size() * sizeof(std::uint64_t); }
+  /// What this member contributes to the group barrier of a checkpoint: its phase, then its sent[] and
+  /// delivered[] counts for every member of its group (in rank order).
+  std::vector<std::uint64_t> barrier_contribution();
+  /// The group barrier's result, `member(i)` being member i's contribution: every intra-group channel must be
+  /// empty (ProtocolError otherwise), the members take the group's maximum phase, then the state is captured into
+  /// the region for `version`.
+  void barrier_result(const std::vector<const std::uint64_t*>& member, std::uint64_t version);
+  /// The group committed `version`: announce the delivered/sent counts of that version to every other group
+  /// (their senders release what those counts cover). Gated on the job floor (gate_views_on_job_floor), the
+  /// announced version is the newest captured one not newer than the floor, and none until a floor is known.
+  void committed(std::uint64_t version);
+  /// Where every group restarts from one version (a coordinated rollback, REPRISE_ROLLBACK=all; a relaunch from
+  /// REPRISE_DIR), a group that runs ahead must not release the senders' logs past that version: its newer
+  /// commits would let a sender drop, before the sender's own checkpoint of the common version, messages the
+  /// receiver needs again when it restarts from that version (a ProtocolError in the restart exchange: "owes ...
+  /// but its log holds"). With the gate, a view announced is of a version <= the job floor <= the sender's
+  /// newest commit, so older than any version the sender checkpoints afterwards: its log snapshot of a version v
+  /// holds everything the receiver's version v lacks. The cost: logs are held while the slowest group lags.
+  void gate_views_on_job_floor(bool on) { floor_gated_ = on; }
+  /// The newest job floor (applied at each checkpoint, before committed(): the views it allows go then).
+  void job_floor(std::uint64_t floor);
+  /// The protected region holding the message log snapshot and the orphan record of the newest capture, so that
+  /// they travel with the version to the buddy and come back with it (a replacement process gets the log it
+  /// owes replays from). Append-stable, so that a differential version carries only what changed: a payload is
+  /// written once, at an offset it keeps while it is live (released ones leave their bytes, unchanged); new
+  /// payloads go behind the others, then the index (per entry dest, seq, phase, tag, bytes, offset) and the
+  /// orphan record (u64 ranks, per rank u64 k and k (seq, phase) pairs); a 64-byte header at the start says where
+  /// the index is and checksums it. When new payloads do not fit, everything is rewritten compactly from the
+  /// start, and the region grows (by half again; that version is a full one) when even that does not fit.
+  /// `bytes`: the size recorded in a version about to be restored.
+  std::pair<void*, std::size_t> locate_log_region(std::optional<std::size_t> bytes);
+  /// restore(version) rewrote the regions: the protocol state comes back from them.
+  void after_restore(std::uint64_t version);
+  /// Log bound (Config::log_bound_bytes): whether this member wants its group to checkpoint now, because its
+  /// log holds more than the bound (it then also asks, once per checkpoint, every process it holds log entries
+  /// for: their groups' commits release those entries; gated on the job floor, every process of another group:
+  /// the floor must rise) or because a process of another group asked it. Clears
+  /// the request. A log still over the bound at kBoundTooLowChecks checks in a row (each asked for a
+  /// checkpoint) means the bound is below what the log must hold until receivers' groups commit: warned once.
+  bool checkpoint_wanted();
+  static constexpr std::uint64_t kBoundTooLowChecks = 32;
+  void note_forced_checkpoint() { ++stats_.forced_checkpoints; }
+  /// The run starts over from the beginning (nothing was committed before a failure).
+  void start_over();
+  /// A repair made new message communicators: channels moved to them use them from then on. The first call
+  /// gives the initial ones.
+  void add_epoch(MPI_Comm messages, MPI_Comm payloads);
+  /// Coordinated rollback (every rank): every pending message is abandoned and every channel moves to the newest
+  /// communicators.
+  void after_repair();
+  /// Group rollback. `rolled_back`: the ranks of R; `coordinator`: the lowest rank outside R (-1: none). At a
+  /// process of R every pending message is abandoned and every channel moves; at a survivor only the channels to
+  /// R move: sends to R count as done (they are logged and will be replayed), receives from R are posted again
+  /// on the new communicators (a message from R that arrived only in part is dropped: R sends it again).
+  /// Survivor-to-survivor channels stay on their communicators, which no repair revokes, so what is in flight
+  /// there is delivered exactly once.
+  void begin_recovery(std::uint32_t epoch, const std::set<int>& rolled_back, int coordinator);
+  /// The restart exchange (steps 4-7): survivors call it at once, rolled-back processes once restored (at their
+  /// next runtime call; exchange_pending()). Collective over the repaired job; may throw the host's PeerFailure.
+  /// `in_recovery`: a failure throws the host's PeerFailure (collective_ok) instead of starting a recovery.
+  void restart_exchange(bool in_recovery);
+  bool exchange_pending() const { return exchange_pending_; }
+  /// This process rolled back in an earlier recovery and has not caught up yet (see Process::reexecuting()).
+  /// Also while it is in the recovery that rolled it back (its restart exchange not done or interrupted).
+  bool reexecuting() const { return exchange_pending_ || exchanging_ || p_->reexecuting(); }
+  const std::vector<std::pair<MPI_Comm, MPI_Comm>>& epochs() const { return epochs_; }
+  /// Runtime entry points of the application: the pending exchange, control messages, and a rolled-back process
+  /// waits here for the coordinator's release before it re-executes.
+  void enter();
+  /// Control messages (Notify at the coordinator, Release), replays and queued sends: called while waiting.
+  void poll_control();
+  /// Whether poll_control() has work now (a recovery under way here), or it is time for the occasional probe.
+  bool control_due();
+  /// The current recovery epoch is over here: no queued replay or send, nothing awaited from the coordinator.
+  bool recovery_idle() const;
+  /// One line on the protocol state (REPRISE_TRACE diagnostics of a wait that lasts).
+  std::string debug_state() const;
+
+  std::string stats_json() const;
+  const protocol::Process& process() const { return *p_; }
+
+ private:
+  friend class reprise::Comm;
+  void poll_views();
+  void maybe_poll_views();
+  /// Advances a pending message; `block`: until it completed. Returns whether it completed.
+  bool progress(PendingMessage& m, bool block);
+  /// Completes `r`: blocking, it keeps every registered receive moving meanwhile (a large payload's receive is
+  /// posted when its header arrives, and its sender may be this rank's peer blocked in turn).
+  bool finish(MPI_Request& r, MPI_Status* st, bool block, const PendingMessage* self);
+  void header_arrived(PendingMessage& m, const MPI_Status& st);
+  void advance_headers(const PendingMessage* except);
+  /// The result `rc` of MPI_Test on `r`: an error that left `r` pending is check_mpi's (perhaps spurious); one
+  /// that freed it is request_failed's.
+  void tested(int rc, const MPI_Request& r);
+  void forget(PendingMessage* m);
+  friend struct PendingMessage;
+  /// False: a duplicate of a message already delivered (a re-executed send after a group rollback): dropped.
+  bool deliver(PendingMessage& m);
+  void post_receive(PendingMessage& m);
+  int post_send(int dest, int tag, WireHeader& header, const void* buf, std::vector<std::byte>& packed,
+                MPI_Request& request, MPI_Request& payload, int& epoch);
+  void abandon(PendingMessage& m);
+  void flush_outbox();
+  template <class Queue>
+  void pop_completed(Queue& sends);
+  void control_send(int dest, int tag, std::uint64_t a, std::uint64_t b);
+  void release_items(const std::vector<protocol::Coordinator::Item>& items);
+  MPI_Comm messages_of(int peer) const { return epochs_.at(static_cast<std::size_t>(chan_.at(static_cast<std::size_t>(peer)))).first; }
+  void check_tag(int tag) const;
+
+  CommHost& host_;
+  int rank_;
+  std::vector<int> group_of_;
+  logging::LogOptions log_options_;
+  logging::MessageLog::Allocate log_memory_;
+  bool asked_ = false;       // a process of another group asked this one's group to checkpoint (log bound)
+  bool asks_sent_ = false;   // since the last checkpoint
+  std::unique_ptr<protocol::Process> p_;
+  std::vector<std::uint64_t> region_;
+  bool on_device(const void* buf, std::optional<MemorySpace> space);
+  /// Whether a device payload of `bytes` goes to MPI as it is: a payload above kPackLimit (a smaller one travels
+  /// packed behind its header, in host memory) with CommHost::device_mpi() direct.
+  bool device_direct(std::size_t bytes);
+  std::optional<protocol::DeviceMpiChoice> device_mpi_;
+  void keep(std::shared_ptr<void> memory) { kept_.push_back(std::move(memory)); }
+  /// Pinned host memory for a device buffer's bytes, from a pool (pinning is slow); back to it when released.
+  std::shared_ptr<std::byte> take_staging(std::size_t bytes);
+  void device_to_host(void* dst, const void* src, std::size_t bytes);
+  void host_to_device(void* dst, const void* src, std::size_t bytes);
+  gpu::Stream& stream();
+  std::unique_ptr<gpu::Stream> stream_;
+  /// A logged device payload that MPI sends as it is (direct) reaches its log entry by a D2H copy on stream_,
+  /// enqueued right after the send was posted: the copy overlaps the transfer and isend returns without waiting
+  /// for it (a staged payload is copied into its entry first and sent from there, so it has no second copy).
+  /// The copy holds the entry's segment, which a commit may release meanwhile. Until log_copies_done() no entry's
+  /// bytes may be read: the capture of a checkpoint, replays and repairs call it first.
+  void copy_into_log(PendingMessage& m, void* slot, const void* buf, std::size_t bytes,
+                     std::shared_ptr<logging::Segment> segment);
+  void log_copies_done();
+  struct LogCopy {
+    std::shared_ptr<gpu::Event> done;
+    std::shared_ptr<logging::Segment> segment;
+  };
+  std::deque<LogCopy> log_copies_;  // oldest first
+  std::shared_ptr<logging::SegmentPool> staging_pool_ = std::make_shared<logging::SegmentPool>(std::size_t{64} << 20);
+  std::vector<std::shared_ptr<void>> kept_;  // staging that MPI may still use after its request was abandoned
+  void write_log_region(const protocol::Capture& c);
+  void read_log_region(protocol::Capture& c);
+  std::vector<std::byte> log_region_ = std::vector<std::byte>(4096);
+  std::map<std::pair<int, std::uint64_t>, std::size_t> region_offset_;  // (dest, seq) -> payload offset
+  std::size_t region_bump_ = 64;  // where the next payload goes
+  bool region_compact_ = true;    // the next write rewrites everything (after a restore: offsets unknown)
+  std::map<std::uint64_t, protocol::Capture> captures_;  // versions not yet announced, and the newest announced
+  std::optional<std::uint64_t> announced_;
+  void announce(std::uint64_t through);  // the newest capture not newer than `through`, when newer than announced_
+  bool floor_gated_ = false;
+  std::optional<std::uint64_t> floor_;
+  unsigned ops_since_poll_ = 0;
+  unsigned ops_since_control_ = 0;  // control probes are throttled like views while no recovery needs them
+  std::vector<PendingMessage*> awaiting_header_;
+  std::vector<PendingMessage*> live_;  // every pending message
+  std::vector<std::pair<MPI_Comm, MPI_Comm>> epochs_;  // message and payload communicators, oldest first
+  std::vector<int> chan_;                              // per peer: its channels' epoch
+  // Recovery (group rollback)
+  std::uint32_t epoch_ = 0;
+  std::set<int> rolled_back_;
+  bool in_r_ = false;
+  bool exchange_pending_ = false;
+  bool exchanging_ = false;  // a rolled-back process in its restart exchange (cleared once it completed)
+  int coordinator_rank_ = -1;
+  std::optional<protocol::Coordinator> coordinator_;  // at the coordinator, during an epoch
+  struct Outbound {
+    WireHeader header{};
+    std::vector<std::byte> payload, packed;
+    MPI_Request request = MPI_REQUEST_NULL, payload_request = MPI_REQUEST_NULL;
+    int epoch = 0;
+    int dest = -1;
+  };
+  std::deque<std::unique_ptr<Outbound>> background_;  // replays and queued sends on their way
+  std::vector<std::unique_ptr<Outbound>> buried_;     // abandoned by a repair: kept, MPI may still read them
+  std::vector<std::vector<std::byte>> spare_receive_buffers_;  // of delivered receives (post_receive)
+  std::vector<std::pair<MPI_Request, std::vector<std::byte>>> graveyard_;  // receives a cancel did not stop
+  std::deque<std::pair<MPI_Request, std::array<std::uint64_t, 3>>> control_sends_;
+  std::deque<std::pair<MPI_Request, std::array<std::uint64_t, 2>>> view_sends_;  // committed views, checkpoint asks
+  struct Stats {
+    std::uint64_t intra_messages = 0, intra_bytes = 0, inter_messages = 0, inter_bytes = 0, received = 0;
+    std::uint64_t views_sent = 0, views_received = 0, released = 0, channel_checks = 0;
+    std::size_t log_max_held = 0;
+    std::uint64_t device_messages = 0, device_bytes = 0;
+    std::uint64_t device_direct = 0;  // device payloads sent or received by MPI itself (no staging copy)
+    std::uint64_t log_over_bound = 0, asks_sent = 0, asks_received = 0, forced_checkpoints = 0;
+    std::uint64_t over_bound_streak = 0, over_bound_streak_max = 0;  // log checks over the bound in a row
+    std::uint64_t replayed = 0, replayed_sent = 0, replayed_bytes = 0, orphans_notified = 0, duplicates_dropped = 0, duplicates_skipped = 0, recoveries = 0;
+  } stats_;
+  Comm comm_;
+};
+
+}  // namespace reprise::mpi

@@ -1,0 +1,452 @@
+#include "mpi/coordination.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "mpi/layout.hpp"
+#include "mpi/polled.hpp"
+#include "reprise/errors.hpp"
+
+namespace reprise::mpi {
+namespace {
+
+// What the MPI says at run time of CUDA device buffers (Open MPI's extension; MPICH 4's GPU query).
+protocol::MpiCudaSupport mpi_cuda_support() {
+#if defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
+  return MPIX_Query_cuda_support() ? protocol::MpiCudaSupport::Yes : protocol::MpiCudaSupport::No;
+#elif defined(MPICH_NUMVERSION) && MPICH_NUMVERSION >= 40000000
+  int supported = 0;
+  if (MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) != MPI_SUCCESS) return protocol::MpiCudaSupport::Unknown;
+  return supported ? protocol::MpiCudaSupport::Yes : protocol::MpiCudaSupport::No;
+#else
+  return protocol::MpiCudaSupport::Unknown;
+#endif
+}
+
+}  // namespace
+
+MpiCoordination::MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE)
+    throw ConfigError(
+        "reprise::MpiRuntime needs MPI initialised with MPI_THREAD_MULTIPLE (call MPI_Init_thread "
+        "and check `provided`): its progress and background threads call MPI");
+  kills_ = protocol::parse_kill_spec(std::getenv("REPRISE_KILL") ? std::getenv("REPRISE_KILL") : "");
+  group_rollback_ = cfg.group_rollback;
+  // REPRISE_CUDA_AWARE_MPI=yes where the MPI says it cannot take device buffers: refused now, on every rank,
+  // rather than at the first device message.
+  if (cfg.cuda_aware_mpi == CudaAwareMpi::Yes && device_pointers_possible())
+    protocol::choose_device_mpi(cfg.cuda_aware_mpi, "cuda", mpi_cuda_support());
+  // A write to the socket of a process that died raises SIGPIPE, whose default action kills this process too
+  // (seen: a replacement of an abandoned recovery attempt, and survivors, killed by signal 13). With it
+  // ignored the write fails with EPIPE, which the MPI library reports as the failure it is. An application's
+  // own handler is left alone.
+  struct sigaction old_action {};
+  if (sigaction(SIGPIPE, nullptr, &old_action) == 0 && old_action.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
+  MPI_Comm parent = MPI_COMM_NULL;
+  MPI_Comm_get_parent(&parent);
+  if (parent != MPI_COMM_NULL) {
+    join_as_replacement(parent, cfg);
+  } else {
+    adopt(dup_comm(user));
+    cfg.rank = rank_;
+    cfg_ = cfg;
+    local_ = cfg.dir.empty() ? core::make_memory_store() : core::make_directory_store(cfg.dir, rank_);
+    agree_on_restart();
+  }
+  cfg = cfg_;
+  logging::LogOptions log_options;
+  log_options.bound_bytes = cfg.log_bound_bytes;
+  comm_state_ = std::make_unique<CommState>(*this, rank_, layout_.group_of, log_options, log_memory());
+  comm_state_->gate_views_on_job_floor(holds_job_floor());
+  comm_state_->add_epoch(msg_, payload_);
+  if (joined_group_recovery_) comm_state_->begin_recovery(epoch_, joined_rolled_back_, joined_coordinator_);
+  // A relaunch from files: every rank restores the version the job agreed on and then runs the restart exchange
+  // (at its next runtime call), which replays from the senders' restored log snapshots the messages between
+  // groups that were sent before that version and received after it: the re-execution does not send them again.
+  if (restarted_ && !replacement_) {
+    std::set<int> everyone;
+    for (int r = 0; r < size_; ++r) everyone.insert(r);
+    comm_state_->begin_recovery(epoch_, everyone, -1);
+  }
+}
+
+MpiCoordination::~MpiCoordination() {
+  // Every owner's last version has reached its buddy. Not while an exception unwinds (a usage or protocol error
+  // on some ranks): the others are not coming, and the application is about to report it and abort the job.
+  if (!down_ && std::uncaught_exceptions() == 0) {
+    last_barrier();
+  } else if (down_ && std::uncaught_exceptions() == 0) {
+    std::fprintf(stderr,
+                 "reprise: rank %d: leaves without the job's last barrier: a failure was reported after "
+                 "the last agreement\n",
+                 rank_);
+  }
+  stop_progress();
+  // Free every communicator, including those revoked by earlier recoveries: Open MPI's MPI_Finalize
+  // disconnects each communicator that still spans several jobs (the spawned replacements), and doing so with
+  // processes it never reached crashes inside its TCP transport.
+  for (MPI_Comm* c : {&app_, &group_, &data_, &ack_, &msg_, &payload_, &view_, &ctl_, &world_}) retired_.push_back(*c);
+  for (MPI_Comm& c : retired_)
+    if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+}
+
+// The job's last barrier, polled: a rank still in it after 30 s says so and what it waits for (a stress run
+// once saw a job hang after its results were printed; this names the rank and its state next time).
+void MpiCoordination::last_barrier() {
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (MPI_Ibarrier(world_, &req) != MPI_SUCCESS) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  bool warned = false;
+  for (unsigned spin = 0;; ++spin) {
+    int done = 0;
+    if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done) return;  // a failure now: leave anyway
+    if (!warned && std::chrono::steady_clock::now() - t0 > std::chrono::seconds(30)) {
+      std::fprintf(stderr, "reprise: rank %d: still in the job's last barrier after 30 s: %s\n", rank_,
+                   comm_state_ ? comm_state_->debug_state().c_str() : "");
+      warned = true;
+    }
+    if (spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+void MpiCoordination::before_capture(std::uint64_t version) {
+  current_step_ = std::max(current_step_, version);
+  if (down_) recover("a failure was detected by the runtime's background threads");
+  if (should_die(version, protocol::KillPoint::Checkpoint)) die("checkpoint", version);
+  if (should_die(version, protocol::KillPoint::Commit)) die("commit", version);
+  hurry_progress();  // the buddies of a group checkpoint together: this rank's ward ships its version now too
+  comm_state_->enter();
+  commit_agreement(version);
+}
+
+void MpiCoordination::after_wait() {
+  if (down_) recover("a failure was detected by the runtime's background threads");
+  commit_agreement();
+}
+
+gpu::Backend& MpiCoordination::device() {
+  if (device_) return *device_;
+  device_ = gpu::make_backend(cfg_.device_backend, "reprise::Comm was given a device buffer");
+  return *device_;
+}
+
+bool MpiCoordination::device_pointers_possible() {
+  if (!device_possible_)
+    device_possible_ = cfg_.device_backend != DeviceBackendKind::HostTwin && gpu::cuda_device_count() > 0;
+  return *device_possible_;
+}
+
+protocol::DeviceMpiChoice MpiCoordination::device_mpi() {
+  return protocol::choose_device_mpi(cfg_.cuda_aware_mpi, device().name(), mpi_cuda_support());
+}
+
+// No process of the job failed and none of this rank's communicators is revoked.
+bool MpiCoordination::no_failure() {
+#if REPRISE_HAVE_ULFM
+  for (MPI_Comm c : {world_, app_, data_, ack_, view_, ctl_, group_}) {
+    int f = 0;
+    if (c != MPI_COMM_NULL) MPIX_Comm_is_revoked(c, &f);
+    if (f) return false;
+  }
+  MPI_Group g = MPI_GROUP_NULL;
+  int n = 0;
+  if (MPIX_Comm_get_failed(world_, &g) == MPI_SUCCESS && g != MPI_GROUP_NULL) {
+    MPI_Group_size(g, &n);
+    MPI_Group_free(&g);
+  }
+  return n == 0;
+#else
+  return true;
+#endif
+}
+
+bool MpiCoordination::spurious(int rc) {
+#if REPRISE_HAVE_ULFM
+  if (!is_failure(rc) || down_ || !no_failure()) return false;
+  if (trace_) std::fprintf(stderr, "reprise: rank %d: spurious %s ignored\n", rank_, mpi_error(rc).c_str());
+  return true;
+#else
+  (void)rc;
+  return false;
+#endif
+}
+
+void MpiCoordination::check_mpi(int rc) {
+  if (rc == MPI_SUCCESS || spurious(rc)) return;
+  request_failed(rc);
+}
+
+void MpiCoordination::request_failed(int rc) {
+  trace_revoked("check_mpi");
+  if (is_failure(rc)) {
+    recover("an MPI call of reprise::Comm reported: " + mpi_error(rc));
+    return;  // a survivor of a group rollback: the repair re-posted what involved the rolled-back ranks
+  }
+  throw Error("MPI error in reprise::Comm: " + mpi_error(rc));
+}
+
+void MpiCoordination::before_restart_exchange() {
+  if (should_die(current_step_, protocol::KillPoint::Exchange)) die("exchange", current_step_);
+}
+
+void MpiCoordination::poll_failure() {
+  if (down_) trace_revoked("poll_failure");
+  if (down_) recover("a failure was detected by the runtime's background threads");
+}
+
+// The end of the job, uniform over every survivor: all return, or all recover and throw Rollback. A group's
+// commit only involves the group, so without this a rank whose group is done could leave while another group
+// is still to detect a failure and roll back, and the recovery would wait for it forever.
+void MpiCoordination::finish() {
+  if (down_) recover("a failure was detected by the runtime's background threads");
+  comm_state_->enter();  // a rolled-back rank that goes straight to finish() still owes the restart exchange
+#if REPRISE_HAVE_ULFM
+  if (group_rollback_) {
+    // Survivors of a group rollback wait here for the re-executing groups while serving their replays and
+    // the coordinator's work: a non-blocking agreement, polled.
+    int false_agreements = 0;
+    for (;;) {
+      int flag = 1;
+      MPI_Request req = MPI_REQUEST_NULL;
+      int rc = MPIX_Comm_iagree(world_, &flag, &req);
+      auto since = std::chrono::steady_clock::now();
+      for (unsigned spin = 0; rc == MPI_SUCCESS;) {
+        if (trace_ && std::chrono::steady_clock::now() - since > std::chrono::seconds(3)) {
+          since = std::chrono::steady_clock::now();
+          std::fprintf(stderr, "reprise: rank %d: waiting in finish: %s\n", rank_, comm_state_->debug_state().c_str());
+        }
+        int done = 0;
+        rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (done || down_) break;
+        comm_state_->poll_control();
+        if (++spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      if (rc == MPI_SUCCESS && !down_ && flag == 1) return;
+      if (rc == MPI_SUCCESS && !down_ && no_failure() && ++false_agreements < 8) continue;  // see below
+      if (req != MPI_REQUEST_NULL) {
+        revoke(world_);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+      }
+      recover("the job's final agreement failed: " + mpi_error(rc));  // a survivor agrees again
+    }
+  }
+  // Open MPI 5.0.7 sometimes returns flag 0 with MPI_SUCCESS although every rank passed 1 and nobody failed
+  // (seen after a recovery). The agreement is uniform, so every rank sees it and all agree again together.
+  for (int false_agreements = 0;; ++false_agreements) {
+    int flag = 1;
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPIX_Comm_iagree(world_, &flag, &req);  // uniform: the same rc and flag at every survivor
+    if (rc == MPI_SUCCESS) rc = polled::wait(req);   // polled: see mpi/polled.hpp
+    if (rc == MPI_SUCCESS && flag == 1) return;
+    if (rc == MPI_SUCCESS && !down_ && no_failure() && false_agreements < 8) {
+      std::fprintf(stderr, "reprise: rank %d: the final agreement returned 0 with no failure; agreeing again\n", rank_);
+      continue;
+    }
+    recover("the job's final agreement failed: " + mpi_error(rc));
+  }
+#else
+  const int rc = MPI_Barrier(world_);
+  if (is_failure(rc)) recover("the job's final barrier failed: " + mpi_error(rc));
+  ok(rc);
+#endif
+}
+
+void MpiCoordination::check(int rc) {
+  if (rc == MPI_SUCCESS) return;
+  if (is_failure(rc)) {
+    recover("an MPI call of the application reported: " + mpi_error(rc));
+    throw Error("rank " + std::to_string(rank_) +
+                ": a raw MPI call on rt.comm() failed because of a process "
+                "failure; with REPRISE_ROLLBACK=group this rank does not roll back and the call cannot be "
+                "repeated: send the application's messages through rt.messages() (reprise::Comm)");
+  }
+  throw Error("MPI error on the application's communicator: " + mpi_error(rc));
+}
+
+void MpiCoordination::trace_revoked(const char* where) {
+#if REPRISE_HAVE_ULFM
+  if (!trace_) return;
+  std::string out;
+  const char* names[] = {"world", "app", "data", "ack", "msg", "payload", "view", "ctl", "group"};
+  int i = 0;
+  for (MPI_Comm c : {world_, app_, data_, ack_, msg_, payload_, view_, ctl_, group_}) {
+    int f = 0;
+    if (c != MPI_COMM_NULL) MPIX_Comm_is_revoked(c, &f);
+    if (f) out += std::string(" ") + names[i];
+    ++i;
+  }
+  if (comm_state_) {
+    int e = 0;
+    for (const auto& [m, pl] : comm_state_->epochs()) {
+      int f1 = 0, f2 = 0;
+      MPIX_Comm_is_revoked(m, &f1);
+      MPIX_Comm_is_revoked(pl, &f2);
+      if (f1 || f2) out += " msg-epoch" + std::to_string(e) + (f1 ? "m" : "") + (f2 ? "p" : "");
+      ++e;
+    }
+  }
+  int nret = 0;
+  for (MPI_Comm c : retired_) {
+    int f = 0;
+    if (c != MPI_COMM_NULL) MPIX_Comm_is_revoked(c, &f);
+    nret += f;
+  }
+  if (!out.empty())
+    std::fprintf(stderr, "reprise: rank %d: %s: revoked now:%s (retired revoked %d/%zu) at %.6f\n", rank_, where,
+                 out.c_str(), nret, retired_.size(),
+                 std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+#else
+  (void)where;
+#endif
+}
+
+// The message log's segments: pinned memory when a GPU is usable (device payloads are then copied D2H straight
+// into the log, and a log replayed from it needs no staging), plain host memory otherwise.
+logging::MessageLog::Allocate MpiCoordination::log_memory() {
+  if (gpu::cuda_device_count() <= 0) return nullptr;
+  try {
+    std::shared_ptr<gpu::Backend> be = gpu::make_cuda_backend();
+    return [be](std::size_t bytes) { return be->alloc_pinned(bytes); };
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "reprise: warning: the message log uses pageable memory (%s)\n", e.what());
+    return nullptr;
+  }
+}
+
+void MpiCoordination::step(std::uint64_t s) {
+  trace_revoked("step");
+  current_step_ = s;
+  if (should_die(s, protocol::KillPoint::Compute)) die("compute", s);
+  if (down_) recover("a failure was detected by the runtime's background threads");
+  comm_state_->enter();
+}
+
+std::string MpiCoordination::placement_json() const {
+  if (!placement_)  // hwloc's topology is loaded once, on first use
+    placement_ = protocol::locate(layout_.local_index.at(static_cast<std::size_t>(rank_)), gpu::cuda_pci_bus_ids());
+  const auto r = static_cast<std::size_t>(rank_);
+  return nlohmann::json{{"rank", rank_},
+                        {"node", layout_.node_of.at(r)},
+                        {"local_index", layout_.local_index.at(r)},
+                        {"group", layout_.group_of.at(r)},
+                        {"buddy", layout_.buddy_of.at(r)},
+                        {"numa_node", placement_->numa_node},
+                        {"cpuset", placement_->cpuset},
+                        {"gpu", placement_->gpu},
+                        {"gpu_numa_node", placement_->gpu_numa_node}}
+      .dump();
+}
+
+std::string MpiCoordination::buddy_json() {
+  nlohmann::json wards = nlohmann::json::object();
+  {
+    std::lock_guard<std::mutex> lock(wards_mutex_);
+    for (auto& [ward, store] : wards_) wards[std::to_string(ward)] = store->list();
+  }
+  return nlohmann::json{{"wards", wards},
+                        {"receive_buffers",
+                         {{"fresh", ward_buffers_fresh_.load()},
+                          {"reused", ward_buffers_reused_.load()},
+                          {"fresh_while_pool_kept", ward_buffers_passed_over_.load()},
+                          {"pooled_bytes", ward_pool_->held_bytes()}}}}
+      .dump();
+}
+
+std::string MpiCoordination::recovery_json() const {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& r : recoveries_)
+    j.push_back({{"failed", r.failed},
+                 {"version", r.version},
+                 {"replacement", r.replacement},
+                 {"from_start", r.from_start},
+                 {"attempts", r.attempts},
+                 {"rolled_back", r.rolled_back},
+                 {"repair_seconds", r.repair_seconds},
+                 {"transfer_seconds", r.transfer_seconds},
+                 {"total_seconds", r.total_seconds},
+                 {"bytes_sent", r.bytes_sent},
+                 {"bytes_received", r.bytes_received},
+                 {"group_rollback", r.group},
+                 {"at_steady_seconds", r.at},
+                 {"this_rank_rolled_back", r.this_rank},
+                 {"interrupted", r.interrupted},
+                 {"buddies_on_one_node", r.buddies_on_one_node}});
+  return j.dump();
+}
+
+bool MpiCoordination::should_die(std::uint64_t step, protocol::KillPoint point) const {
+  if (replacement_ && step <= kill_floor_) return false;  // that order already killed this rank's predecessor
+  return protocol::kill_due(kills_, rank_, step, point);
+}
+
+void MpiCoordination::die(const char* point, std::uint64_t step) {
+  std::fprintf(stderr, "reprise: rank %d: REPRISE_KILL: SIGKILL at step %llu (%s)\n", rank_,
+               static_cast<unsigned long long>(step), point);
+  std::fflush(stderr);
+  raise(SIGKILL);
+  _exit(137);
+}
+
+// The failure reaches every survivor through the revoked communicators (their progress threads see it). With a
+// group rollback, the message communicators and the group's stay intact: survivors keep their traffic (and a
+// group without failed ranks its commit agreements) across the repair.
+void MpiCoordination::link_down(const char* who) {
+  if (down_.exchange(true)) return;
+  if (trace_)
+    std::fprintf(stderr, "reprise: rank %d: link down (%s) at %.6f\n", rank_, who,
+                 std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  for (MPI_Comm c : {app_, data_, ack_, view_, ctl_, world_}) revoke(c);
+  if (!group_rollback_)
+    for (MPI_Comm c : {group_, msg_, payload_}) revoke(c);
+}
+
+// `keep_group`: a survivor of a group rollback keeps its group's communicator (no member failed).
+void MpiCoordination::adopt(MPI_Comm world, bool keep_group) {
+  for (MPI_Comm c : {app_, data_, ack_, msg_, payload_, view_, ctl_, world_})
+    if (c != MPI_COMM_NULL) retired_.push_back(c);  // revoked (or, group rollback: the old channels); freed at the end
+  MPI_Comm old_group = group_;
+  world_ = world;
+  MPI_Comm_rank(world_, &rank_);
+  MPI_Comm_size(world_, &size_);
+  // The layout (nodes, groups, buddies) is the job's: discovered when it starts, kept by the survivors of a
+  // repair and given to the replacements in the recovery packet, wherever the MPI started them. Discovered
+  // again, a replacement started on another node would move ranks between groups and buddies mid-run.
+  if (layout_.size() == 0) {
+    const mpi::TopologyConfig topology = mpi::TopologyConfig::from_env();
+    layout_ = mpi::discover_layout(world_, topology);
+    node_key_ = mpi::own_node_key(topology, layout_.node_of.at(static_cast<std::size_t>(rank_)));
+  } else if (layout_.size() != size_) {
+    throw Error("rank " + std::to_string(rank_) + ": the repaired communicator has " + std::to_string(size_) +
+                " ranks, the job's layout " + std::to_string(layout_.size()));
+  }
+  floor_table_.reset(layout_.groups());  // every group reports again on the new communicators
+  floor_reported_.reset();
+  app_ = dup_comm(world_);
+  data_ = dup_comm(world_);
+  ack_ = dup_comm(world_);
+  msg_ = dup_comm(world_);
+  payload_ = dup_comm(world_);
+  view_ = dup_comm(world_);
+  ctl_ = dup_comm(world_);
+  if (comm_state_) {
+    comm_state_->add_epoch(msg_, payload_);
+    if (!group_rollback_) comm_state_->after_repair();
+  }
+  ok(MPI_Comm_split(world_, layout_.group_of[static_cast<std::size_t>(rank_)], rank_, &group_));
+  MPI_Comm_set_errhandler(group_, MPI_ERRORS_RETURN);
+  if (keep_group) std::swap(group_, old_group);
+  if (old_group != MPI_COMM_NULL) retired_.push_back(old_group);
+  if (!keep_group) reset_group_barrier();  // a new group communicator: the barrier is chosen (and built) again
+}
+
+}  // namespace reprise::mpi

@@ -1,0 +1,264 @@
+// MpiCoordination: what makes the Runtime distributed (reprise::MpiRuntime): a buddy level, group commits and ULFM
+// recovery. Its parts: mpi_coordination.cpp (set-up, the Runtime's and Comm's hooks, the end of the job),
+// buddy_link.cpp (shipping versions to the buddy, the progress thread), group_commit.cpp (commit agreement, job
+// floor, group barrier), mpi_recovery.cpp (relaunch from files, repair, replacements, moving checkpoints).
+//
+// Communicators (all duplicated from the job's, errors returned):
+//   world  control: layout, recovery collectives, final barrier (main thread only)
+//   app    handed to the application
+//   group  the members of this rank's group: commit agreement at every checkpoint (main thread only)
+//   data   owner -> buddy: version heads, payload pieces, releases (sent by the background thread, received by
+//          the progress thread)
+//   ack    buddy -> owner acknowledgements (sent by the progress thread, received by the background thread)
+// Progress: a progress thread at every rank polls `data` (MPI_Iprobe; idle, it sleeps 0.5 ms, doubling up to
+// 10 ms: see progress_loop) and stores what its wards ship, so a version reaches the buddy while the application
+// computes without calling the runtime.
+//
+// Failure handling: whoever sees a process failure first (the application through check(), the background
+// thread while shipping, the progress thread while receiving) marks the link down and revokes every
+// communicator, so every rank's next MPI call fails too. The main thread then recovers (recover()): stop the
+// progress thread, let the background thread finish its queue (shipping fails fast), shrink, find the failed
+// ranks, plan the rollback from what the survivors hold, spawn replacements, merge, restore the rank numbering,
+// send each replacement its chain (from its buddy, or from its files) and re-ship the chains its wards had
+// stored there, then throw Rollback. Coordinated fallback: every rank rolls back to the planned version.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "protocol/buddy_store.hpp"
+#include "mpi/comm_state.hpp"
+#include "runtime/coordination.hpp"
+#include "protocol/device_mpi.hpp"
+#include "protocol/failure_injection.hpp"
+#include "protocol/barrier_choice.hpp"
+#include "protocol/job_floor.hpp"
+#include "mpi/failure.hpp"
+#include "protocol/placement.hpp"
+#include "protocol/recovery_plan.hpp"
+#include "mpi/recovery_watch.hpp"
+#include "protocol/topology.hpp"
+#include "core/bytes.hpp"
+#include "core/version_store.hpp"
+#include "gpu/backend.hpp"
+#include "gpu/nccl_barrier.hpp"
+#include "logging/message_log.hpp"
+#include "reprise/config.hpp"
+
+namespace reprise::mpi {
+
+using Clock = std::chrono::steady_clock;
+inline double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+/// "rank 5" or "ranks 0 and 7", for messages.
+inline std::string ranks_phrase(const std::vector<int>& ranks) {
+  return (ranks.size() > 1 ? "ranks " : "rank ") + protocol::list_ranks(ranks);
+}
+
+/// One recovery as this rank saw it (MpiRuntime::recovery_json()).
+struct RecoveryRecord {
+  std::vector<int> failed;
+  std::uint64_t version = 0;
+  bool replacement = false;
+  bool from_start = false;  // nothing was committed: every rank started over
+  double repair_seconds = 0, transfer_seconds = 0, total_seconds = 0;
+  int attempts = 1;
+  std::vector<int> rolled_back;
+  std::uint64_t bytes_sent = 0, bytes_received = 0;
+  bool group = false;        // a group rollback: only `rolled_back` rolled back
+  bool this_rank = true;     // this rank rolled back (or started over)
+  bool interrupted = false;  // another process failed during it: a new recovery took over (its own record)
+  std::vector<std::pair<int, int>> buddies_on_one_node;  // {rank, buddy} on one node after the repair
+  double at = 0;  // when the recovery began (steady clock, seconds since its epoch)
+};
+
+class MpiCoordination : public runtime::Coordination, public CommHost {
+ public:
+  /// Joins the job: a process of the launch adopts `user` (and, with REPRISE_DIR, agrees with the others on
+  /// where to restart); a replacement spawned by a repair joins the survivors and gets its checkpoints.
+  MpiCoordination(MPI_Comm user, Config& cfg);
+  ~MpiCoordination() override;
+
+  // ---- Coordination hooks (the Runtime's) ------------------------------------------------------------------
+  std::unique_ptr<core::VersionStore> make_store(const Config&) override;  // buddy_link.cpp
+  void attach(std::function<void()> quiesce) override { quiesce_ = std::move(quiesce); }
+  void before_capture(std::uint64_t version) override;
+  void after_wait() override;
+  void after_restore(std::uint64_t version) override { comm_state_->after_restore(version); }
+  std::optional<std::uint64_t> restore_target() const override { return target_; }
+  bool restarted() const override { return restarted_; }
+  bool take_start_over() override { return std::exchange(start_over_, false); }
+
+  // ---- CommHost (reprise::Comm's) --------------------------------------------------------------------------
+  gpu::Backend& device() override;
+  bool device_pointers_possible() override;
+  protocol::DeviceMpiChoice device_mpi() override;
+  MPI_Comm view_comm() const override { return view_; }
+  MPI_Comm control_comm() const override { return ctl_; }
+  bool spurious(int rc) override;
+  void check_mpi(int rc) override;
+  void request_failed(int rc) override;
+  void before_restart_exchange() override;
+  void poll_failure() override;
+  void collective_ok(int rc) override { ok(rc); }
+
+  // ---- MpiRuntime API --------------------------------------------------------------------------------------
+  MPI_Comm app() const { return app_; }
+  CommState& comm_state() { return *comm_state_; }
+  std::optional<std::uint64_t> acknowledged() const { return store_ ? store_->newest_acked_chain() : std::nullopt; }
+  std::optional<std::uint64_t> committed() const { return store_ ? store_->committed() : std::nullopt; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const protocol::Layout& layout() const { return layout_; }
+  void finish();
+  void check(int rc);
+  void step(std::uint64_t s);
+  bool log_checkpoint_due(std::uint64_t s);
+  std::string placement_json() const;
+  std::string buddy_json();
+  std::string recovery_json() const;
+
+ private:
+  // ---- set-up, failures, end of the job (mpi_coordination.cpp) ---------------------------------------------
+  bool no_failure();
+  void last_barrier();
+  void trace_revoked(const char* where);
+  static logging::MessageLog::Allocate log_memory();
+  bool should_die(std::uint64_t step, protocol::KillPoint point) const;
+  [[noreturn]] void die(const char* point, std::uint64_t step);
+  void link_down(const char* who);
+  void adopt(MPI_Comm world, bool keep_group = false);
+
+  // ---- the buddy link (buddy_link.cpp) ---------------------------------------------------------------------
+  class Link;    // the owner side: ships this rank's versions to its buddy (drain thread)
+  class Stream;  // one version on its way, piece by piece as the drain fills it
+  void start_progress();
+  void stop_progress();
+  void hurry_progress();
+  void progress_loop();
+  core::VersionStore& ward_store(int ward);
+  // Idle, the progress thread polls less and less often: kPollMin after a message, doubling up to kPollMax while
+  // nothing comes. Each wake-up takes a core from the application for a moment (on a VM a timer is a VM exit):
+  // with a fixed 0.5 ms poll an idle runtime made a 2-rank host stencil on 2 cores 20% slower
+  // (reprise-bench-overhead-mpi, no checkpoint in the loop), with a 20 ms poll 7-10%. A checkpoint of this rank
+  // starts fast polling again (hurry_progress): its ward normally checkpoints at the same step and ships its
+  // version now, and a version noticed up to kPollMax late commits late, and frees logs late.
+  static constexpr std::chrono::microseconds kPollMin{500}, kPollMax{10000};
+
+  // ---- group commit, job floor, group barrier (group_commit.cpp) -------------------------------------------
+  void commit_agreement(std::optional<std::uint64_t> capture = std::nullopt);
+  bool holds_job_floor() const { return !group_rollback_ || !cfg_.dir.empty(); }
+  void report_commit();
+  void on_floor_report(int src);
+  bool nccl_group();
+  void wait_nccl(const std::function<bool()>& finished);
+  void reset_group_barrier();
+  void group_collective(int started, MPI_Request& req, const char* what);
+  int wait_group(MPI_Request& req);
+  void cancel_group_wait();
+
+  // ---- relaunch and recovery (mpi_recovery.cpp) ------------------------------------------------------------
+  void agree_on_restart();
+  void recover(const std::string& why);
+  void recover_group(const protocol::RecoveryPlan& plan, const std::vector<int>& failed, bool rolls_back,
+                     Clock::time_point t0, double repaired, int attempt);
+  void begin_comm_recovery(const std::set<int>& rolled_back, int coordinator);
+  std::vector<std::uint64_t> my_records(const std::vector<int>& failed_ranks);
+  static std::vector<protocol::RankHoldings> holdings_from(const std::vector<std::uint64_t>& all, int n);
+#if REPRISE_HAVE_ULFM
+  // MPIX_Comm_agree over `comm`: the AND of every live member's `mine`, the same at every member; nullopt when a
+  // process failed meanwhile. agreed(): true only when it is true.
+  static std::optional<bool> agreement(MPI_Comm comm, bool mine);
+  static bool agreed(MPI_Comm comm, bool mine);
+#endif
+  std::vector<int> failed_ranks(MPI_Comm shrunk);
+  void start_over();
+  void finish_recovery(std::uint64_t version);
+  std::vector<std::uint64_t> make_packet(const protocol::RecoveryPlan& plan, std::uint64_t max_step);
+  std::vector<std::uint64_t> kill_floors(const std::vector<int>& failed, std::uint64_t max_step) const;
+  static void broadcast_packet(MPI_Comm merged, std::vector<std::uint64_t>& p);
+  void join_as_replacement(MPI_Comm parent, Config& cfg);
+#if REPRISE_HAVE_ULFM
+  void move_data_or_recover(const protocol::RecoveryPlan& plan, RecoveryRecord& rec, Clock::time_point t0,
+                            Clock::time_point t1);
+#endif
+  void move_data(const protocol::RecoveryPlan& plan, RecoveryRecord& rec);
+  void check_placement(RecoveryRecord& rec);
+  void trim_wards(const std::function<std::optional<std::uint64_t>(int)>& keep_of);
+
+  Config cfg_;
+  protocol::Layout layout_;
+  int rank_ = 0, size_ = 0;
+  MPI_Comm world_ = MPI_COMM_NULL, app_ = MPI_COMM_NULL, group_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL,
+           ack_ = MPI_COMM_NULL, msg_ = MPI_COMM_NULL, payload_ = MPI_COMM_NULL, view_ = MPI_COMM_NULL,
+           ctl_ = MPI_COMM_NULL;
+  std::unique_ptr<CommState> comm_state_;  // reprise::Comm (after the layout is known)
+  std::vector<protocol::KillOrder> kills_;
+  bool replacement_ = false;
+  bool lowest_survivor_ = false;
+  bool group_rollback_ = false;                           // REPRISE_ROLLBACK=group
+  bool trace_ = std::getenv("REPRISE_TRACE") != nullptr;  // diagnostics of failures and revocations on stderr
+  RecoveryWatch* watch_ = nullptr;  // of the recovery under way (recover()), set by the watch itself
+  void stage(const char* what) {
+    if (watch_) watch_->stage(what);
+  }
+  std::uint32_t epoch_ = 0;               // recoveries of the job so far (group rollback)
+  std::unique_ptr<gpu::Backend> device_;  // reprise::Comm's device buffers
+  std::optional<bool> device_possible_;
+  bool joined_group_recovery_ = false;  // a replacement of a group rollback: begin_recovery once Comm exists
+  bool data_pending_ = false;           // a replacement whose recovery's data phase has not completed yet
+  std::set<int> joined_rolled_back_;
+  int joined_coordinator_ = -1;
+  mutable std::optional<protocol::Placement> placement_;  // placement_json(): hwloc, on first use
+  MPI_Request* pending_group_ = nullptr;               // the group collective this rank waits for (wait_group)
+  std::optional<protocol::BarrierChoice> barrier_;        // the group barrier's kind, chosen with the group (nccl_group)
+  std::unique_ptr<gpu::NcclBarrier> nccl_;           // an NCCL group's communicator
+  std::uint64_t kill_floor_ = 0;
+  long node_key_ = 0;  // the node this process runs on (mpi::own_node_key; for a replacement, where it started)
+  std::vector<std::uint64_t> kill_floors_;  // per rank (see kill_floors())
+  std::uint64_t current_step_ = 0;
+  std::atomic<bool> down_{false};
+  std::atomic<bool> stop_{false};
+  std::mutex poll_mutex_;  // the progress thread's idle wait, cut short by hurry_progress()
+  std::condition_variable poll_cv_;
+  bool poll_soon_ = false;
+  std::thread progress_;
+  std::unique_ptr<core::VersionStore> local_;  // until make_store() wraps it
+  protocol::BuddyStore* store_ = nullptr;         // owned by the Runtime
+  std::shared_ptr<Link> shipper_;
+  protocol::JobFloor floor_table_;                   // rank 0 (progress thread): each group's newest commit
+  std::optional<std::uint64_t> floor_reported_;   // a group's first rank: the last commit reported
+  std::atomic<std::int64_t> floor_received_{-1};  // the newest job floor from rank 0 (-1: none yet)
+  std::mutex wards_mutex_;
+  std::map<int, std::unique_ptr<core::VersionStore>> wards_;
+  // Payload buffers of the versions held for wards, recycled: a version released goes back to the pool and the
+  // next one is received into it, instead of into fresh memory first touched by the receive (a page fault per
+  // 4 KiB on the progress thread: 74 ms for 32 MiB on this project's VMs).
+  std::shared_ptr<core::BufferPool> ward_pool_ = std::make_shared<core::BufferPool>(8);
+  std::atomic<std::uint64_t> ward_buffers_fresh_{0}, ward_buffers_reused_{0};
+  std::atomic<std::uint64_t> ward_buffers_passed_over_{0};  // fresh although the pool kept buffers (too large)
+  std::function<void()> quiesce_;
+  std::optional<std::uint64_t> target_;
+  bool restarted_ = false;
+  bool start_over_ = false;
+  std::vector<RecoveryRecord> recoveries_;
+  std::vector<MPI_Comm> retired_;  // communicators of earlier epochs
+};
+
+}  // namespace reprise::mpi

@@ -1,0 +1,30 @@
+// The layout of a running MPI job: nodes from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) (or emulated with
+// REPRISE_RANKS_PER_NODE=k on one machine), then protocol::make_layout for groups and buddies.
+#pragma once
+
+#include <mpi.h>
+
+#include "protocol/topology.hpp"
+
+namespace reprise::mpi {
+
+struct TopologyConfig {
+  protocol::LayoutSpec spec;
+  int ranks_per_node = 0;  ///< > 0: emulate nodes of this many consecutive ranks
+  /// >= 0 (REPRISE_REPLACEMENT_NODE, with emulated nodes only): the emulated node replacement processes start on,
+  /// as after a node failure, when the MPI starts them wherever it has free slots. Default: the node of the rank
+  /// replaced (a process failure on a full allocation).
+  long replacement_node = -1;
+  /// From REPRISE_GROUPS, REPRISE_BUDDIES and REPRISE_RANKS_PER_NODE. Throws ConfigError on bad values.
+  static TopologyConfig from_env();
+};
+
+/// Collective over `comm`; every rank gets the same layout (ranks are those of `comm`). Called once, when the job
+/// starts: the layout is the job's for good (a replacement takes its predecessor's place in it).
+protocol::Layout discover_layout(MPI_Comm comm, const TopologyConfig& config);
+
+/// The node this process runs on, as a key equal for the processes of one node: with emulated nodes `emulated`
+/// (the node of its rank, or REPRISE_REPLACEMENT_NODE for a replacement), otherwise its host name's hash.
+long own_node_key(const TopologyConfig& config, long emulated);
+
+}  // namespace reprise::mpi

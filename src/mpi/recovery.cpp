@@ -1,0 +1,906 @@
+// Relaunch from files, and online recovery (ULFM): repair, the recovery plan, replacements, moving checkpoints.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "mpi/coordination.hpp"
+#include "mpi/layout.hpp"
+#include "protocol/placement.hpp"
+#include "mpi/polled.hpp"
+#include "protocol/recovery_packet.hpp"
+#include "mpi/version_wire.hpp"
+#include "core/format.hpp"
+#include "reprise/errors.hpp"
+
+extern char** environ;
+
+namespace reprise::mpi {
+namespace {
+
+[[maybe_unused]] std::string executable() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) throw Error("cannot read /proc/self/exe to spawn a replacement process");
+  return std::string(path, static_cast<std::size_t>(n));
+}
+
+[[maybe_unused]] std::vector<std::string> own_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  std::string a;
+  while (std::getline(in, a, '\0')) args.push_back(a);
+  return args;
+}
+
+// MPI_Comm_spawn's info giving the replacements REPRISE_REPLACING=`value` in their environment (protocol::
+// replacing_env): the key is "PMIX_ENVAR" in Open MPI 5 and later (which warns about its older name), "env" in
+// Open MPI 4; an MPI that knows neither ignores it, and its replacements choose their GPU as a first start would.
+[[maybe_unused]] MPI_Info replacement_info(const std::string& value) {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(version, &len);
+  const char* at = std::strstr(version, "Open MPI v");
+  const bool pmix = at && std::atoi(at + std::strlen("Open MPI v")) >= 5;
+  MPI_Info info = MPI_INFO_NULL;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, pmix ? "PMIX_ENVAR" : "env", ("REPRISE_REPLACING=" + value).c_str());
+  return info;
+}
+
+// Records flattened for MPI: (owner, version, base, full, where) per entry; where 0 = own store, 1 = at buddy.
+void append_records(std::vector<std::uint64_t>& out, int owner, const std::vector<protocol::VersionRecord>& rs,
+                    int where) {
+  for (const auto& r : rs) {
+    out.push_back(static_cast<std::uint64_t>(owner));
+    out.push_back(r.version);
+    out.push_back(r.base);
+    out.push_back(r.full ? 1 : 0);
+    out.push_back(static_cast<std::uint64_t>(where));
+  }
+}
+
+std::vector<std::uint64_t> allgather_u64(MPI_Comm comm, const std::vector<std::uint64_t>& mine) {
+  int n = 0;
+  MPI_Comm_size(comm, &n);
+  int count = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(n)), displs(static_cast<std::size_t>(n));
+  ok(polled::allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm));
+  int total = 0;
+  for (int i = 0; i < n; ++i) {
+    displs[static_cast<std::size_t>(i)] = total;
+    total += counts[static_cast<std::size_t>(i)];
+  }
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(total));
+  ok(polled::allgatherv(mine.data(), count, MPI_UINT64_T, all.data(), counts.data(), displs.data(), MPI_UINT64_T,
+                        comm));
+  return all;
+}
+
+}  // namespace
+
+// What this survivor contributes to a recovery plan: its own records, and those it holds for its wards.
+std::vector<std::uint64_t> MpiCoordination::my_records(const std::vector<int>& failed_ranks) {
+  std::vector<std::uint64_t> out;
+  core::VersionStore& own = store_ ? store_->local() : *local_;
+  append_records(out, rank_, protocol::records_of(own), 0);
+  {
+    std::lock_guard<std::mutex> lock(wards_mutex_);
+    for (auto& [ward, s] : wards_) append_records(out, ward, protocol::records_of(*s), 1);
+  }
+  // The files of failed ranks (a persistent level on a shared file system), read by the lowest survivor.
+  if (!cfg_.dir.empty() && lowest_survivor_)
+    for (int f : failed_ranks) append_records(out, f, protocol::records_of(*core::make_directory_store(cfg_.dir, f)), 0);
+  return out;
+}
+
+std::vector<protocol::RankHoldings> MpiCoordination::holdings_from(const std::vector<std::uint64_t>& all, int n) {
+  std::vector<protocol::RankHoldings> h(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i + 5 <= all.size(); i += 5) {
+    const int owner = static_cast<int>(all[i]);
+    if (owner < 0 || owner >= n) continue;
+    protocol::VersionRecord r{all[i + 1], all[i + 2], all[i + 3] != 0};
+    auto& list = all[i + 4] ? h[static_cast<std::size_t>(owner)].at_buddy : h[static_cast<std::size_t>(owner)].own;
+    if (std::find(list.begin(), list.end(), r) == list.end()) list.push_back(r);
+  }
+  return h;
+}
+
+// A launch on a REPRISE_DIR that holds files: every rank restarts from the newest version all of them hold in
+// files, or, when the files hold none (the previous job ended before a version reached every rank's files, which
+// its asynchronous writes make possible), the job starts from the beginning and sets the previous job's files
+// aside (DIR/previous-<k>), so that no version of the old run mixes with the new one and nothing is deleted.
+// DIR/job.reprise records the rank count: a launch with another count is refused, since each rank's data belong
+// to the decomposition that wrote them.
+void MpiCoordination::agree_on_restart() {
+  if (cfg_.dir.empty()) return;
+  const std::string& dir = cfg_.dir;
+  // Rank 0's record counts (DIR may be node-local); the set-aside index is free at every rank.
+  std::int64_t job[2] = {-3, core::next_set_aside(dir, rank_)};  // {recorded ranks (-1: none, -2: damaged), k}
+  std::string damaged;
+  if (rank_ == 0) {
+    try {
+      const auto n = core::read_job_ranks(dir);
+      job[0] = n ? *n : -1;
+    } catch (const Error& e) {
+      job[0] = -2;
+      damaged = e.what();
+    }
+  }
+  ok(MPI_Allreduce(MPI_IN_PLACE, job, 2, MPI_INT64_T, MPI_MAX, world_));
+  const std::int64_t recorded = job[0];
+  if (recorded == -2)
+    throw RestoreError("relaunch from " + dir + ": " +
+                       (rank_ == 0 ? damaged : std::string("rank 0 found its job record damaged (see its message)")));
+  if (recorded > 0 && recorded != size_) {
+    // This job's ranks beyond the recorded count made empty folders: remove them (only if empty).
+    std::error_code ignored;
+    if (rank_ >= recorded) std::filesystem::remove(core::rank_folder(dir, rank_), ignored);
+    MPI_Barrier(world_);  // every rank refuses: none aborts the job before the others cleaned up
+    throw RestoreError("relaunch from " + dir + ": its files were written by a job of " + std::to_string(recorded) +
+                       " ranks, and this job has " + std::to_string(size_) +
+                       " (each rank's data belong to the "
+                       "decomposition that wrote them). Nothing was changed; relaunch with " +
+                       std::to_string(recorded) + " ranks, or set REPRISE_DIR to another directory to start afresh.");
+  }
+  const std::vector<std::uint64_t> mine = [&] {
+    std::vector<std::uint64_t> out;
+    append_records(out, rank_, protocol::records_of(*local_), 0);
+    return out;
+  }();
+  const auto all = allgather_u64(world_, mine);
+  auto holdings = holdings_from(all, size_);
+  std::vector<int> missing;
+  for (int r = 0; r < size_; ++r)
+    if (protocol::complete_versions(holdings[static_cast<std::size_t>(r)].own).empty()) missing.push_back(r);
+  if (static_cast<int>(missing.size()) == size_) {  // a fresh directory (or one whose job wrote nothing)
+    if (rank_ == 0 && recorded < 0) core::write_job_ranks(dir, size_);
+    return;
+  }
+  std::string why;
+  if (!missing.empty()) {
+    why = "rank" + std::string(missing.size() > 1 ? "s " : " ") + protocol::list_ranks(missing) +
+          (missing.size() > 1 ? " hold" : " holds") + " no complete version";
+  } else {
+    try {
+      const protocol::RecoveryPlan plan = protocol::plan_recovery(layout_, {}, holdings, true);
+      target_ = plan.version;
+      restarted_ = true;
+      if (rank_ == 0 && recorded < 0) core::write_job_ranks(dir, size_);
+      // Versions newer than the restart point (a rank's group had committed more before the job died) are
+      // recomputed by this run; left in place, a fall-back to files before the new ones are written could
+      // restore them. Set aside, like the rest of an old run.
+      const auto newer = core::set_aside_newer(dir, rank_, static_cast<int>(job[1]), plan.version);
+      if (!newer.empty())
+        std::fprintf(stderr,
+                     "reprise: rank %d: relaunch from version %llu: its version%s %s of the previous job "
+                     "moved to %s/previous-%lld (this run recomputes them)\n",
+                     rank_, static_cast<unsigned long long>(plan.version), newer.size() > 1 ? "s" : "",
+                     protocol::list_numbers(newer).c_str(), dir.c_str(), static_cast<long long>(job[1]));
+      return;
+    } catch (const UnrecoverableFailure& e) {
+      why = e.what();
+    }
+  }
+  // Files of a job that wrote no record (an older Reprise) may be of another rank count: do not guess.
+  if (recorded < 0)
+    throw RestoreError("relaunch from " + dir + ": " + why + " while others hold versions, and " + dir +
+                       " has no job record (job.reprise) to tell the rank count that wrote it. Nothing was changed; "
+                       "relaunch with the rank count that wrote the files, or set REPRISE_DIR to another directory "
+                       "to start afresh.");
+  core::set_aside(dir, rank_, static_cast<int>(job[1]));
+  if (rank_ == 0)
+    std::fprintf(stderr,
+                 "reprise: relaunch from %s: %s, so no version restarts every rank (the previous job ended "
+                 "before one reached every rank's files): the job starts from the beginning; the previous job's "
+                 "files were moved to %s/previous-%lld\n",
+                 dir.c_str(), why.c_str(), dir.c_str(), static_cast<long long>(job[1]));
+}
+
+// Throws Rollback at every rank that rolls back; returns at a survivor of a group rollback (REPRISE_ROLLBACK=
+// group), once the job is repaired and the restart exchange done.
+void MpiCoordination::recover(const std::string& why) {
+#if !REPRISE_HAVE_ULFM
+  link_down("recover");
+  throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": " + why +
+                             "; this MPI has no ULFM, so the job cannot be repaired. Run through "
+                             "scripts/mpirun.sh, which uses an MPI whose ULFM works.");
+#else
+  const auto t0 = Clock::now();
+  // One watch for a recovery and the new ones that interrupt it (recover() is re-entered from inside).
+  std::optional<RecoveryWatch> watch;
+  if (!watch_ && (cfg_.recovery_watch_ms > 0 || cfg_.recovery_timeout_s > 0))
+    watch.emplace(watch_, "rank " + std::to_string(rank_), std::chrono::milliseconds(cfg_.recovery_watch_ms),
+                  std::chrono::seconds(cfg_.recovery_timeout_s));
+  if (should_die(current_step_, protocol::KillPoint::Stall)) {  // REPRISE_KILL: a process hung in the recovery
+    std::fprintf(stderr, "reprise: rank %d: REPRISE_KILL: stalls in the recovery at step %llu\n", rank_,
+                 static_cast<unsigned long long>(current_step_));
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  stage("stopping the background threads");
+  link_down("recover");
+  stop_progress();
+  if (quiesce_) quiesce_();
+  // Each attempt shrinks the communicator of the previous one; a failure during an attempt (a survivor or a
+  // replacement dies) makes every survivor agree to start a new attempt with the union of the failures.
+  // Replacements of an abandoned attempt see their merge fail and exit.
+  MPI_Comm base = world_;
+  // Attempts that ended before the replacements joined, in a row for the same failed ranks with no survivor
+  // failing: the MPI cannot start a replacement (no free slot, the program's binary gone), or a replacement dies
+  // as it starts. Without this, recovery attempts went on until the recovery timeout (a failing spawn: about
+  // 11,500 attempts per survivor in 20 s, each with the MPI library's error message). Tried again after 1 s and
+  // 2 s (the MPI may release a dead process's slot a little later), then the job stops.
+  constexpr int kStartTries = 3;
+  int start_failures = 0;
+  std::vector<int> start_failed_for;
+  auto start_failed = [&](const std::vector<int>& failed, const std::string& what) {
+    start_failures = failed == start_failed_for ? start_failures + 1 : 1;
+    start_failed_for = failed;
+    if (start_failures >= kStartTries)
+      throw UnrecoverableFailure("rank " + std::to_string(rank_) +
+                                 ": the MPI could not start a working replacement for " + ranks_phrase(failed) + ": " +
+                                 std::to_string(start_failures) +
+                                 " attempts in a row failed with no other process failing (the last: " + what +
+                                 "; the MPI library's own message, if any, is above). Without a replacement the "
+                                 "job cannot be repaired, so it stops here; files already written were left "
+                                 "intact: relaunch the job (from REPRISE_DIR if one was set). Usual causes: no free "
+                                 "slot for a new process (a larger allocation, spare slots, or Open MPI's "
+                                 "--oversubscribe), the program cannot be started again (" +
+                                 executable() +
+                                 ": moved, deleted or rebuilt since the job started), or it cannot run where the "
+                                 "MPI started it.");
+    std::this_thread::sleep_for(std::chrono::seconds(start_failures));
+  };
+  for (int attempt = 1;; ++attempt) {
+    MPI_Comm shrunk = MPI_COMM_NULL;
+    stage("in MPIX_Comm_shrink");
+    if (MPIX_Comm_shrink(base, &shrunk) != MPI_SUCCESS)
+      throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": MPIX_Comm_shrink failed during recovery");
+    MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN);
+    retired_.push_back(shrunk);
+    const std::vector<int> failed = failed_ranks(shrunk);
+    // Shrink is uniform: every survivor sees the same set. Empty: a communicator was revoked, or an agreement
+    // failed, with every process alive (seen with Open MPI 5.0.7 under load). Spawning nobody fails, so retrying
+    // would spin forever: stop the job with a clear error instead (its committed files stay as they are).
+    if (failed.empty())
+      throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": " + why +
+                                 ", yet no process of the job "
+                                 "failed (the MPI library reported a revoked communicator or a failed agreement "
+                                 "with every process alive). Reprise cannot tell what was lost, so the job stops "
+                                 "here; files already written were left intact: rerun the job (from REPRISE_DIR "
+                                 "if one was set).");
+    std::fprintf(stderr, "reprise: rank %d: %s; failed %s; recovering (attempt %d)\n", rank_, why.c_str(),
+                 ranks_phrase(failed).c_str(), attempt);
+    if (should_die(current_step_, protocol::KillPoint::Recovery)) die("recovery", current_step_);
+    protocol::RecoveryPlan plan;
+    std::exception_ptr plan_error;
+    std::uint64_t max_step = current_step_;
+    MPI_Comm inter = MPI_COMM_NULL, merged = MPI_COMM_NULL, world = MPI_COMM_NULL;
+    int flag = 1;
+    try {
+      stage("gathering the survivors' checkpoints (shrunk communicator)");
+      ok(polled::allreduce(MPI_IN_PLACE, &max_step, 1, MPI_UINT64_T, MPI_MAX, shrunk));
+      const auto all = allgather_u64(shrunk, my_records(failed));
+      auto holdings = holdings_from(all, size_);
+      // Groups with a member still re-executing after an earlier group rollback, or still inside the recovery
+      // that rolled it back (this failure interrupted it), roll back again: the orphan and duplicate limits it
+      // re-executes under are only valid in the recovery that computed them (cleared, it would send again what
+      // its receivers already delivered, and nobody would receive it). A replacement whose data phase was
+      // interrupted holds only part of its checkpoints and of its wards' (RankHoldings::replacing).
+      std::set<int> also;
+      const bool behind = data_pending_ || (comm_state_ ? comm_state_->reexecuting() : joined_group_recovery_);
+      const auto flags =
+          allgather_u64(shrunk, {static_cast<std::uint64_t>(rank_), behind ? 1u : 0u, data_pending_ ? 1u : 0u});
+      for (std::size_t i = 0; i + 2 < flags.size(); i += 3) {
+        if (flags[i] >= static_cast<std::uint64_t>(size_)) continue;
+        const std::size_t r = static_cast<std::size_t>(flags[i]);
+        if (flags[i + 1] && group_rollback_) also.insert(layout_.group_of[r]);
+        if (flags[i + 2]) holdings[r].replacing = true;
+      }
+      try {
+        plan = group_rollback_ ? protocol::plan_group_recovery(layout_, failed, holdings, !cfg_.dir.empty(), also)
+                               : protocol::plan_recovery(layout_, failed, holdings, !cfg_.dir.empty());
+      } catch (const UnrecoverableFailure&) {
+        plan_error = std::current_exception();
+      }
+    } catch (const PeerFailure&) {
+      flag = 0;
+    }
+    stage("agreeing on the recovery plan");
+    if (!agreed(shrunk, flag)) {
+      base = shrunk;
+      continue;
+    }
+    if (plan_error) std::rethrow_exception(plan_error);  // every survivor decided on the same data
+    // Spawn the replacements with this program's command line; they run join_as_replacement().
+    const std::vector<std::string> args = own_command_line();
+    std::vector<char*> argv;
+    for (std::size_t i = 1; i < args.size(); ++i) argv.push_back(const_cast<char*>(args[i].c_str()));
+    argv.push_back(nullptr);
+    std::vector<int> errcodes(failed.size());
+    stage("in MPI_Comm_spawn (replacements)");
+    // (replacement i replaces failed[i]: join_as_replacement; its GPU is the one of that rank's local index)
+    MPI_Info info = replacement_info(protocol::replacing_env(plan.failed, layout_.local_index));
+    int rc = MPI_Comm_spawn(executable().c_str(), argv.data(), static_cast<int>(failed.size()), info, 0, shrunk,
+                            &inter, errcodes.data());
+    MPI_Info_free(&info);
+    const std::optional<bool> spawned = agreement(shrunk, rc == MPI_SUCCESS);
+    if (!spawned || !*spawned) {
+      if (rc == MPI_SUCCESS) revoke(inter);
+      // No process failed and a spawn failed: the same at every survivor.
+      if (spawned)
+        start_failed(failed, "MPI_Comm_spawn failed: " + (rc != MPI_SUCCESS ? mpi_error(rc) : "at another rank"));
+      base = shrunk;
+      continue;
+    }
+    MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+    flag = 1;
+    try {
+      stage("merging with the replacements");
+      // (Handles are taken only from calls that succeeded: a failed call leaves its output undefined, and
+      // revoking such a handle below aborts the process.)
+      MPI_Comm made = MPI_COMM_NULL;
+      ok(MPI_Intercomm_merge(inter, 0, &made));
+      merged = std::exchange(made, MPI_COMM_NULL);
+      MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
+      std::vector<std::uint64_t> packet = make_packet(plan, max_step);
+      broadcast_packet(merged, packet);
+      kill_floors_ = kill_floors(plan.failed, max_step);
+      ok(MPI_Comm_split(merged, 0, rank_, &made));
+      world = made;
+    } catch (const PeerFailure&) {
+      flag = 0;
+    }
+    // First among the survivors, then with the replacements (join_as_replacement), who learn either way: a
+    // revoked `merged` makes their agreement fail and they leave.
+    stage("agreeing with the replacements");
+    const std::optional<bool> survivors_merged = agreement(shrunk, flag);
+    const bool merged_ok = survivors_merged && *survivors_merged && agreed(merged, true);
+    if (!merged_ok) {
+      for (MPI_Comm c : {inter, merged, world}) revoke(c);
+      // No survivor failed: a replacement died before it joined (the same at every survivor).
+      if (survivors_merged) start_failed(failed, "a replacement process died before it joined the survivors");
+      base = shrunk;
+      continue;
+    }
+    MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
+    MPI_Comm_free(&merged);
+    MPI_Comm_free(&inter);
+    const double repaired = since(t0);
+    const bool rolls_back =
+        !plan.partial || std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), rank_);
+    if (rolls_back) cancel_group_wait();
+    adopt(world, !rolls_back);  // the old communicators were revoked; they are freed at the end
+    down_ = false;
+    if (plan.partial) {
+      recover_group(plan, failed, rolls_back, t0, repaired, attempt);
+      return;
+    }
+    // Coordinated fallback: every rank rolls back, to one version. Messages between groups that were in flight
+    // at that version's cut (sent before it, delivered after it) are not sent again by the re-execution: the
+    // restart exchange makes their senders replay them from the logs restored with that version.
+    std::set<int> everyone;
+    for (int r = 0; r < size_; ++r) everyone.insert(r);
+    ++epoch_;
+    begin_comm_recovery(everyone, -1);
+    RecoveryRecord rec;
+    rec.failed = failed;
+    rec.version = plan.version;
+    rec.at = std::chrono::duration<double>(t0.time_since_epoch()).count();
+    rec.repair_seconds = repaired;
+    rec.attempts = attempt;
+    rec.rolled_back = plan.rolled_back;
+    if (plan.from_start) {
+      rec.from_start = true;
+      try {
+        check_placement(rec);  // (nothing to move, but the ranks start over where they now run)
+      } catch (const PeerFailure&) {
+        recover("a process failed while the ranks compared where they run");  // a new recovery
+      }
+      start_over();
+      rec.total_seconds = since(t0);
+      recoveries_.push_back(rec);
+      if (lowest_survivor_)
+        std::fprintf(stderr,
+                     "reprise: recovered from the failure of %s in %.3f s (%d attempt%s); nothing was "
+                     "committed before it, so every rank starts over from the beginning\n",
+                     ranks_phrase(failed).c_str(), rec.total_seconds, attempt, attempt > 1 ? "s" : "");
+      throw Rollback(0,
+                     "rank " + std::to_string(rank_) + " starts over after the failure of " + ranks_phrase(failed) +
+                         " (no version was committed before it)",
+                     true);
+    }
+    const auto t1 = Clock::now();
+    try {
+      stage("moving checkpoints to the replacements and buddies");
+      move_data(plan, rec);
+    } catch (const PeerFailure&) {
+      recover("a process failed while checkpoints were moved to the replacements");  // a new recovery
+    }
+    rec.transfer_seconds = since(t1);
+    finish_recovery(plan.version);
+    rec.total_seconds = since(t0);
+    recoveries_.push_back(rec);
+    if (lowest_survivor_)
+      std::fprintf(stderr,
+                   "reprise: recovered from the failure of %s in %.3f s (repair %.3f s, data %.3f s, "
+                   "%d attempt%s); every rank rolls back to version %llu\n",
+                   ranks_phrase(failed).c_str(), rec.total_seconds, rec.repair_seconds, rec.transfer_seconds, attempt,
+                   attempt > 1 ? "s" : "", static_cast<unsigned long long>(plan.version));
+    throw Rollback(plan.version, "rank " + std::to_string(rank_) + " rolls back to version " +
+                                     std::to_string(plan.version) + " after the failure of " + ranks_phrase(failed));
+  }
+#endif
+}
+
+// The rest of a group rollback, after the repair: data to the replacements and the buddies, then either this
+// rank rolls back (throws Rollback; its restart exchange runs at its next runtime call, once restored) or it
+// survives: it takes part in the restart exchange at once and returns to the application.
+void MpiCoordination::recover_group(const protocol::RecoveryPlan& plan, const std::vector<int>& failed, bool rolls_back,
+                                    Clock::time_point t0, double repaired, int attempt) {
+  ++epoch_;
+  const std::set<int> R(plan.rolled_back.begin(), plan.rolled_back.end());
+  int coordinator = -1;
+  for (int r = 0; r < size_ && coordinator < 0; ++r)
+    if (!R.count(r)) coordinator = r;
+  begin_comm_recovery(R, coordinator);
+  RecoveryRecord rec;
+  rec.failed = failed;
+  rec.repair_seconds = repaired;
+  rec.attempts = attempt;
+  rec.rolled_back = plan.rolled_back;
+  rec.group = true;
+  rec.at = std::chrono::duration<double>(t0.time_since_epoch()).count();
+  rec.this_rank = rolls_back;
+  const std::size_t me = static_cast<std::size_t>(rank_);
+  // At a survivor: the version the (first) rolled-back group went back to.
+  rec.version = plan.version_of[static_cast<std::size_t>(rolls_back ? rank_ : plan.rolled_back.front())];
+  rec.from_start = plan.starts_over[static_cast<std::size_t>(rolls_back ? rank_ : plan.rolled_back.front())] != 0;
+  const auto t1 = Clock::now();
+  try {
+    stage("moving checkpoints to the replacements and buddies");
+    move_data(plan, rec);
+    rec.transfer_seconds = since(t1);
+    stage("in the restart exchange");
+    if (!rolls_back) {
+      if (store_) {
+        store_->resync_after_recovery();
+        start_progress();
+      }
+      if (comm_state_) comm_state_->restart_exchange(true);
+    }
+  } catch (const PeerFailure&) {
+    // Another process failed during the data phase or the restart exchange: a new recovery takes over. The
+    // groups of this one roll back again (their members report they are still recovering), with the union of
+    // the failures; survivors that are not in them take part in its restart exchange and go on.
+    rec.interrupted = true;
+    rec.total_seconds = since(t0);
+    recoveries_.push_back(rec);
+    recover("a process failed while the job recovered from the failure of " + ranks_phrase(failed));
+    return;  // a survivor of the new recovery (a rank that rolls back left with Rollback)
+  }
+  rec.total_seconds = since(t0);
+  recoveries_.push_back(rec);
+  std::vector<int> groups;
+  for (int r : plan.rolled_back) groups.push_back(layout_.group_of[static_cast<std::size_t>(r)]);
+  groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+  std::vector<int> fresh;  // groups that committed nothing: they start over from the beginning
+  for (int g : groups)
+    for (int r : plan.rolled_back)
+      if (layout_.group_of[static_cast<std::size_t>(r)] == g && plan.starts_over[static_cast<std::size_t>(r)]) {
+        fresh.push_back(g);
+        break;
+      }
+  if (rank_ == coordinator)
+    std::fprintf(stderr,
+                 "reprise: recovered from the failure of %s in %.3f s (repair %.3f s, data %.3f s%s); only "
+                 "group%s %s (ranks %s) roll%s back, the other ranks go on; restart coordinator: rank %d%s%s%s\n",
+                 ranks_phrase(failed).c_str(), rec.total_seconds, rec.repair_seconds, rec.transfer_seconds,
+                 attempt > 1 ? (", " + std::to_string(attempt) + " attempts").c_str() : "",
+                 groups.size() > 1 ? "s" : "", protocol::list_ranks(groups).c_str(),
+                 protocol::list_ranks(plan.rolled_back).c_str(), groups.size() > 1 ? "" : "s", coordinator,
+                 fresh.empty() ? "" : "; group ", fresh.empty() ? "" : protocol::list_ranks(fresh).c_str(),
+                 fresh.empty() ? "" : " committed nothing before it and starts over from the beginning");
+  if (!rolls_back) return;
+  if (plan.starts_over[me]) {
+    start_over();
+    throw Rollback(0,
+                   "rank " + std::to_string(rank_) + " starts over after the failure of " + ranks_phrase(failed) +
+                       " (its group committed no version before it)",
+                   true);
+  }
+  finish_recovery(plan.version_of[me]);
+  throw Rollback(plan.version_of[me], "rank " + std::to_string(rank_) + " rolls back to version " +
+                                          std::to_string(plan.version_of[me]) + " after the failure of " +
+                                          ranks_phrase(failed));
+}
+
+// Comm's part of a recovery; deferred to the creation of Comm in a replacement still being constructed.
+void MpiCoordination::begin_comm_recovery(const std::set<int>& rolled_back, int coordinator) {
+  if (comm_state_) {
+    comm_state_->begin_recovery(epoch_, rolled_back, coordinator);
+    return;
+  }
+  joined_group_recovery_ = true;
+  joined_rolled_back_ = rolled_back;
+  joined_coordinator_ = coordinator;
+}
+
+#if REPRISE_HAVE_ULFM
+std::optional<bool> MpiCoordination::agreement(MPI_Comm comm, bool mine) {
+  int flag = mine ? 1 : 0;
+  MPI_Request r = MPI_REQUEST_NULL;
+  int rc = MPIX_Comm_iagree(comm, &flag, &r);  // polled: see mpi/polled.hpp
+  if (rc == MPI_SUCCESS) rc = polled::wait(r);
+  if (rc != MPI_SUCCESS) return std::nullopt;
+  return flag == 1;
+}
+
+bool MpiCoordination::agreed(MPI_Comm comm, bool mine) {
+  const std::optional<bool> a = agreement(comm, mine);
+  return a && *a;
+}
+#endif
+
+// Ranks of the current world that are not in `shrunk` (ascending).
+std::vector<int> MpiCoordination::failed_ranks(MPI_Comm shrunk) {
+  MPI_Group gw, gs;
+  MPI_Comm_group(world_, &gw);
+  MPI_Comm_group(shrunk, &gs);
+  int ns = 0;
+  MPI_Group_size(gs, &ns);
+  std::vector<int> in(static_cast<std::size_t>(ns)), out(static_cast<std::size_t>(ns));
+  for (int i = 0; i < ns; ++i) in[static_cast<std::size_t>(i)] = i;
+  MPI_Group_translate_ranks(gs, ns, in.data(), gw, out.data());
+  std::set<int> alive(out.begin(), out.end());
+  std::vector<int> failed;
+  for (int r = 0; r < size_; ++r)
+    if (!alive.count(r)) failed.push_back(r);
+  lowest_survivor_ = !out.empty() && *std::min_element(out.begin(), out.end()) == rank_;
+  MPI_Group_free(&gw);
+  MPI_Group_free(&gs);
+  return failed;
+}
+
+// Recovery to the initial state: every stored version of this rank and of its wards is dropped (none was
+// committed), and the Runtime forgets its timeline at its next checkpoint (take_start_over).
+void MpiCoordination::start_over() {
+  if (comm_state_) comm_state_->start_over();
+  floor_received_ = -1;   // the store forgets its floor too (drop_everything)
+  data_pending_ = false;  // nothing to hold
+  target_.reset();
+  restarted_ = false;
+  start_over_ = true;
+  if (!group_rollback_) {  // every rank starts over; with a group rollback, wards of other groups go on
+    std::lock_guard<std::mutex> lock(wards_mutex_);
+    wards_.clear();
+  }
+  if (store_) {
+    store_->drop_everything();
+    start_progress();
+  } else if (local_) {
+    for (std::uint64_t v : local_->list()) local_->release(v);
+  }
+}
+
+void MpiCoordination::finish_recovery(std::uint64_t version) {
+  target_ = version;
+  if (store_) {
+    store_->reset_after_recovery(version);
+    start_progress();
+  }
+}
+
+// Broadcast from the merged communicator's rank 0 to the replacements (protocol/recovery_packet.hpp).
+std::vector<std::uint64_t> MpiCoordination::make_packet(const protocol::RecoveryPlan& plan, std::uint64_t max_step) {
+  protocol::RecoveryPacket k;
+  k.plan = plan;
+  k.layout = layout_;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "REPRISE_", 8) == 0) k.env.emplace_back(*e);
+  k.epoch = epoch_ + 1;  // the epoch the recovery starts (recover_group(), or every rank's restart exchange)
+  k.kill_floors = kill_floors(plan.failed, max_step);
+  return protocol::encode_packet(k);
+}
+
+// Failure injection across replacements: per rank, the step up to which REPRISE_KILL orders already fired. A
+// failed rank's order fired at the first of its kill steps above its previous floor, which may be ahead of every
+// survivor (max_step): its replacement must not fire it again when it re-executes that step.
+std::vector<std::uint64_t> MpiCoordination::kill_floors(const std::vector<int>& failed, std::uint64_t max_step) const {
+  std::vector<std::uint64_t> floors = kill_floors_;
+  floors.resize(static_cast<std::size_t>(size_), 0);
+  for (int f : failed) {
+    std::uint64_t& floor = floors[static_cast<std::size_t>(f)];
+    std::uint64_t fired = 0;
+    for (const auto& k : kills_)
+      if (k.rank == f && k.step > floor && (fired == 0 || k.step < fired)) fired = k.step;
+    floor = std::max({floor, max_step, fired});
+  }
+  return floors;
+}
+
+void MpiCoordination::broadcast_packet(MPI_Comm merged, std::vector<std::uint64_t>& p) {
+  std::uint64_t n = p.size();
+  ok(polled::bcast(&n, 1, MPI_UINT64_T, 0, merged));
+  p.resize(n);
+  ok(polled::bcast(p.data(), static_cast<int>(n), MPI_UINT64_T, 0, merged));
+}
+
+void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
+#if !REPRISE_HAVE_ULFM
+  (void)parent;
+  (void)cfg;
+  throw UnrecoverableFailure("a replacement process was started, but this MPI has no ULFM");
+#else
+  const auto t0 = Clock::now();
+  replacement_ = true;
+  MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
+  MPI_Comm merged = MPI_COMM_NULL, world = MPI_COMM_NULL;
+  int mrank = 0, msize = 0, nremote = 0;
+  protocol::RecoveryPacket k;
+  bool fine = true;
+  try {
+    MPI_Comm made = MPI_COMM_NULL;  // (handles only from calls that succeeded: see recover())
+    ok(MPI_Intercomm_merge(parent, 1, &made));
+    merged = std::exchange(made, MPI_COMM_NULL);
+    MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(merged, &mrank);
+    MPI_Comm_size(merged, &msize);
+    MPI_Comm_remote_size(parent, &nremote);
+    std::vector<std::uint64_t> p;
+    broadcast_packet(merged, p);
+    k = protocol::decode_packet(p);
+    if (k.layout.size() != msize)
+      throw Error("the recovery packet describes a job of " + std::to_string(k.layout.size()) +
+                  " ranks, but the repaired communicator has " + std::to_string(msize));
+    const int key = k.plan.failed.at(static_cast<std::size_t>(mrank - nremote));
+    ok(MPI_Comm_split(merged, 0, key, &made));
+    world = made;
+    // (After the split: killed inside MPI_Intercomm_merge's window, a replacement can leave a survivor waiting in
+    // the merge, which Open MPI 5.0.7 does not end on a process failure; the recovery timeout ends that.)
+    for (const std::string& e : k.env)  // REPRISE_KILL "join": a replacement that dies as it joins, every time
+      if (e.rfind("REPRISE_KILL=", 0) == 0 &&
+          protocol::kill_due(protocol::parse_kill_spec(e.substr(13)), key, k.kill_floors.at(static_cast<std::size_t>(key)),
+                          protocol::KillPoint::Join)) {
+        std::fprintf(stderr, "reprise: replacement of rank %d: REPRISE_KILL: SIGKILL as it joins\n", key);
+        std::fflush(stderr);
+        raise(SIGKILL);
+      }
+  } catch (const PeerFailure&) {
+    fine = false;
+  }
+  if (merged == MPI_COMM_NULL || !agreed(merged, fine)) {
+    // The survivors abandoned this recovery attempt (another process failed); a later attempt spawns anew.
+    // SIGKILL, not exit: ULFM detects a killed process, and the survivors may be waiting for this one.
+    std::fprintf(stderr, "reprise: a replacement process of an abandoned recovery attempt leaves\n");
+    std::fflush(stderr);
+    raise(SIGKILL);
+  }
+  for (const std::string& e : k.env) {
+    const auto eq = e.find('=');
+    if (eq != std::string::npos) setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
+  }
+  kills_ = protocol::parse_kill_spec(std::getenv("REPRISE_KILL") ? std::getenv("REPRISE_KILL") : "");
+  kill_floors_ = k.kill_floors;
+  data_pending_ = true;  // until its data phase completes (see RankHoldings::replacing)
+  group_rollback_ = Config::from_env(cfg).group_rollback;  // the job's REPRISE_* environment is set now
+  MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
+  MPI_Comm_free(&merged);
+  // Watched from here (the job's REPRISE_* environment has just arrived; the survivors watch the merge).
+  std::optional<RecoveryWatch> watch;
+  if (const Config job = Config::from_env(cfg); job.recovery_watch_ms > 0 || job.recovery_timeout_s > 0)
+    watch.emplace(
+        watch_,
+        "rank " + std::to_string(k.plan.failed.at(static_cast<std::size_t>(mrank - nremote))) + " (replacement)",
+        std::chrono::milliseconds(job.recovery_watch_ms), std::chrono::seconds(job.recovery_timeout_s));
+  stage("building the repaired communicators");
+  layout_ = k.layout;  // the job's layout, wherever this process was started
+  adopt(world);
+  {
+    const mpi::TopologyConfig topology = mpi::TopologyConfig::from_env();
+    node_key_ = mpi::own_node_key(topology, topology.replacement_node >= 0
+                                                  ? topology.replacement_node
+                                                  : layout_.node_of.at(static_cast<std::size_t>(rank_)));
+  }
+  kill_floor_ = kill_floors_.at(static_cast<std::size_t>(rank_));  // rank_: set by adopt; includes max_step
+  cfg = Config::from_env(cfg);
+  cfg.rank = rank_;
+  cfg_ = cfg;
+  local_ = cfg.dir.empty() ? core::make_memory_store() : core::make_directory_store(cfg.dir, rank_);
+  RecoveryRecord rec;
+  rec.failed = k.plan.failed;
+  rec.version = k.plan.version;
+  rec.replacement = true;
+  if (k.plan.partial) {
+    rec.rolled_back = k.plan.rolled_back;
+    rec.group = true;
+    rec.version = k.plan.version_of.at(static_cast<std::size_t>(rank_));
+    k.plan.version = rec.version;
+    k.plan.from_start = k.plan.starts_over.at(static_cast<std::size_t>(rank_)) != 0;
+  } else {
+    for (int r = 0; r < size_; ++r) rec.rolled_back.push_back(r);  // coordinated fallback: every rank
+  }
+  // Every rank of R (here: of its group, or of the job) takes part in the restart exchange once restored.
+  epoch_ = k.epoch;
+  joined_group_recovery_ = true;
+  joined_rolled_back_ = std::set<int>(rec.rolled_back.begin(), rec.rolled_back.end());
+  for (int r = 0; r < size_ && joined_coordinator_ < 0; ++r)
+    if (!joined_rolled_back_.count(r)) joined_coordinator_ = r;
+  rec.repair_seconds = since(t0);
+  if (k.plan.partial && k.plan.from_start) {
+    // Its group starts over, the others go on: it still takes part in the data exchange with its buddies
+    // (it holds nothing for its own group's sake, but its wards re-ship what they have).
+    rec.from_start = true;
+    const auto t1 = Clock::now();
+    move_data_or_recover(k.plan, rec, t0, t1);
+    return;
+  }
+  if (k.plan.from_start) {  // nothing committed: this process starts from the beginning like the others
+    rec.from_start = true;
+    data_pending_ = false;  // every rank starts over: nobody holds anything
+    move_data_or_recover(k.plan, rec, t0, Clock::now());
+    return;
+  }
+  const auto t1 = Clock::now();
+  target_ = k.plan.version;
+  restarted_ = true;
+  move_data_or_recover(k.plan, rec, t0, t1);
+#endif
+}
+
+// A replacement's data phase (when every rank starts over, nothing moves: only where the ranks now run is
+// compared, with the survivors). When another process fails during it, the replacement takes part in the new
+// recovery like a survivor (reporting that it holds only part of its data); that recovery rolls its group back
+// again and sets target_ (or starts it over); the application restores at start either way.
+#if REPRISE_HAVE_ULFM
+void MpiCoordination::move_data_or_recover(const protocol::RecoveryPlan& plan, RecoveryRecord& rec, Clock::time_point t0,
+                                           Clock::time_point t1) {
+  const bool nothing_moves = !plan.partial && plan.from_start;
+  stage(nothing_moves ? "comparing where the ranks run (replacement)" : "getting its checkpoints (replacement)");
+  try {
+    if (nothing_moves)
+      check_placement(rec);
+    else
+      move_data(plan, rec);
+  } catch (const PeerFailure&) {
+    rec.interrupted = true;
+    rec.total_seconds = since(t0);
+    recoveries_.push_back(rec);
+    try {
+      recover(nothing_moves ? "a process failed while the ranks compared where they run"
+                            : "a process failed while checkpoints were moved to the replacements");
+    } catch (const Rollback&) {
+    }
+    return;
+  }
+  if (!nothing_moves) rec.transfer_seconds = since(t1);
+  rec.total_seconds = since(t0);
+  recoveries_.push_back(rec);
+}
+#endif
+
+// After the repair: (1) each replacement gets its chain for the planned version from its buddy (unless it reads
+// its own files); (2) every rank makes sure its buddy holds that chain: the buddy says what it holds, the owner
+// sends what is missing (everything when the buddy is a replacement). One pair at a time, in rank order, so the
+// rendezvous sends cannot form a cycle.
+void MpiCoordination::move_data(const protocol::RecoveryPlan& plan, RecoveryRecord& rec) {
+  check_placement(rec);
+  core::VersionStore& own = store_ ? store_->local() : *local_;
+  auto send_versions = [&](int dest, core::VersionStore& from, const std::vector<std::uint64_t>& versions) {
+    if (should_die(current_step_, protocol::KillPoint::Transfer)) die("transfer", current_step_);
+    const std::uint64_t n = versions.size();
+    ok(polled::send(&n, 1, MPI_UINT64_T, dest, kMoveCount, world_));
+    for (std::uint64_t v : versions) {
+      const core::StoredVersion sv = from.load(v);
+      send_version(world_, dest, kMoveHead, kMovePiece, sv.manifest, *sv.payload,
+                   core::payload_checksum(sv.payload->data(), sv.payload->size(), cfg_.digest_threads));
+      rec.bytes_sent += sv.payload->size();
+    }
+  };
+  auto recv_versions = [&](int src, core::VersionStore& into) {
+    std::uint64_t n = 0;
+    ok(polled::recv(&n, 1, MPI_UINT64_T, src, kMoveCount, world_, MPI_STATUS_IGNORE));
+    for (std::uint64_t i = 0; i < n; ++i) {
+      Received r = recv_version(world_, src, kMoveHead, kMovePiece, "version sent by rank " + std::to_string(src));
+      rec.bytes_received += r.payload->size();
+      into.put(r.manifest, std::move(r.payload), r.checksum);
+    }
+  };
+  // What rank w restores (group rollback: survivors restore nothing, groups that start over neither).
+  auto target = [&](int w) -> std::optional<std::uint64_t> {
+    if (!plan.partial) return plan.version;
+    const std::size_t i = static_cast<std::size_t>(w);
+    if (!std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), w) || plan.starts_over[i])
+      return std::nullopt;
+    return plan.version_of[i];
+  };
+  auto survivor = [&](int w) {
+    return plan.partial && !std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), w);
+  };
+  // The ranks whose chain comes from their buddy: failed ones, and replacements of an interrupted recovery.
+  for (int f = 0; f < size_; ++f) {
+    if (plan.source[static_cast<std::size_t>(f)] != protocol::DataSource::Buddy || !target(f)) continue;
+    const int b = layout_.buddy_of[static_cast<std::size_t>(f)];
+    if (rank_ == b) {
+      core::VersionStore& held = ward_store(f);
+      send_versions(f, held, protocol::chain_of(protocol::records_of(held), *target(f)));
+    }
+    if (rank_ == f) recv_versions(b, own);
+  }
+  for (int w = 0; w < size_; ++w) {
+    const int b = layout_.buddy_of[static_cast<std::size_t>(w)];
+    if (rank_ == b) {
+      const std::vector<std::uint64_t> held = ward_store(w).list();
+      const std::uint64_t n = held.size();
+      ok(polled::send(&n, 1, MPI_UINT64_T, w, kMoveList, world_));
+      ok(polled::send(held.data(), static_cast<int>(n), MPI_UINT64_T, w, kMoveList, world_));
+      recv_versions(w, ward_store(w));
+    }
+    if (rank_ == w) {
+      std::uint64_t n = 0;
+      ok(polled::recv(&n, 1, MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
+      std::vector<std::uint64_t> held(n);
+      ok(polled::recv(held.data(), static_cast<int>(n), MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
+      // A survivor of a group rollback: every version it has (it goes on from the newest); a rank that rolls
+      // back: the chain of its version; a rank that starts over: nothing.
+      std::vector<std::uint64_t> wanted;
+      if (survivor(w)) {
+        for (const auto& r : protocol::records_of(own)) wanted.push_back(r.version);
+      } else if (target(w)) {
+        wanted = protocol::chain_of(protocol::records_of(own), *target(w));
+      }
+      std::vector<std::uint64_t> missing;
+      for (std::uint64_t v : wanted)
+        if (std::find(held.begin(), held.end(), v) == held.end()) missing.push_back(v);
+      send_versions(b, own, missing);
+    }
+  }
+  trim_wards([&](int ward) -> std::optional<std::uint64_t> {
+    if (survivor(ward)) return UINT64_MAX;  // keeps all
+    return target(ward);
+  });
+  data_pending_ = false;  // a replacement holds its chain and its wards' now
+}
+
+// Where the ranks run after a repair (every rank of the repaired job, first in move_data). The MPI starts a
+// replacement where it has a free slot: after a node failure that is another node, maybe the one of its buddy
+// or of its ward, and a failure of that node would then lose both copies of a checkpoint. The layout stays the
+// job's (groups and buddies do not move); the lowest survivor says so, and the recovery's metrics record it.
+void MpiCoordination::check_placement(RecoveryRecord& rec) {
+  std::vector<long> keys(static_cast<std::size_t>(size_));
+  ok(polled::allgather(&node_key_, 1, MPI_LONG, keys.data(), 1, MPI_LONG, world_));
+  rec.buddies_on_one_node = protocol::buddies_sharing_a_node(layout_, keys);
+  if (!lowest_survivor_) return;
+  for (const auto& [r, b] : rec.buddies_on_one_node)
+    std::fprintf(stderr,
+                 "reprise: warning: rank %d and its buddy rank %d now run on one node (a replacement was "
+                 "started there): a failure of that node would lose both copies of rank %d's checkpoints. "
+                 "REPRISE_DIR adds a level that survives it.\n",
+                 r, b, r);
+}
+
+// Per ward: the version whose chain it keeps (UINT64_MAX: all; none: nothing).
+void MpiCoordination::trim_wards(const std::function<std::optional<std::uint64_t>(int)>& keep_of) {
+  std::lock_guard<std::mutex> lock(wards_mutex_);
+  for (auto& [ward, s] : wards_) {
+    const auto records = protocol::records_of(*s);
+    const auto version = keep_of(ward);
+    if (version && *version == UINT64_MAX) continue;
+    std::vector<std::uint64_t> keep;
+    try {
+      if (version) keep = protocol::chain_of(records, *version);
+    } catch (const RestoreError&) {
+    }
+    for (const auto& r : records)
+      if (std::find(keep.begin(), keep.end(), r.version) == keep.end()) s->release(r.version);
+  }
+}
+
+}  // namespace reprise::mpi

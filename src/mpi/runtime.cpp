@@ -1,0 +1,127 @@
+// reprise::MpiRuntime: the Runtime with MpiCoordination (mpi/coordination.hpp) as its coordination.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mpi/coordination.hpp"
+#include "mpi/layout.hpp"
+#include "protocol/placement.hpp"
+#include "gpu/backend.hpp"
+#include "reprise/mpi.hpp"
+
+namespace reprise {
+
+struct MpiRuntime::Parts {
+  Config config;
+  std::unique_ptr<runtime::Coordination> owned;
+  mpi::MpiCoordination* coord = nullptr;
+};
+
+MpiRuntime::MpiRuntime(MPI_Comm comm, Config config)
+    : MpiRuntime([&] {
+        Parts p;
+        auto c = std::make_unique<mpi::MpiCoordination>(comm, config);
+        p.coord = c.get();
+        p.owned = std::move(c);
+        p.config = config;
+        return p;
+      }()) {}
+
+MpiRuntime::MpiRuntime(Parts parts) : Runtime(std::move(parts.config), std::move(parts.owned)), coord_(parts.coord) {
+  // The channel counters of reprise::Comm are part of every version (restored with the application's data).
+  mpi::CommState& c = coord_->comm_state();
+  protect("reprise.channels", c.region(), c.region_bytes(), MemorySpace::Host);
+  // The message log snapshot and orphan record: a replacement replays from the log its predecessor checkpointed.
+  protect_resizable("reprise.log", [&c](std::optional<std::size_t> bytes) { return c.locate_log_region(bytes); });
+}
+
+Comm& MpiRuntime::messages() {
+  return coord_->comm_state().comm();
+}
+
+MpiRuntime::~MpiRuntime() = default;
+
+MPI_Comm MpiRuntime::comm() const {
+  return coord_->app();
+}
+int MpiRuntime::rank() const {
+  return coord_->rank();
+}
+int MpiRuntime::size() const {
+  return coord_->size();
+}
+int MpiRuntime::group() const {
+  return coord_->layout().group_of[static_cast<std::size_t>(coord_->rank())];
+}
+int MpiRuntime::buddy() const {
+  return coord_->layout().buddy_of[static_cast<std::size_t>(coord_->rank())];
+}
+void MpiRuntime::finish() {
+  wait();
+  coord_->finish();
+}
+
+void MpiRuntime::check(int mpi_result) {
+  coord_->check(mpi_result);
+}
+void MpiRuntime::step(std::uint64_t s) {
+  coord_->step(s);
+  // Log bound: the group checkpoints here when one of its members was asked to (see Config::log_bound_bytes).
+  if (coord_->log_checkpoint_due(s) && forced_checkpoint(s)) coord_->comm_state().note_forced_checkpoint();
+}
+std::optional<std::uint64_t> MpiRuntime::acknowledged() const {
+  return coord_->acknowledged();
+}
+std::optional<std::uint64_t> MpiRuntime::committed() const {
+  return coord_->committed();
+}
+std::string MpiRuntime::buddy_json() const {
+  return coord_->buddy_json();
+}
+std::string MpiRuntime::recovery_json() const {
+  return coord_->recovery_json();
+}
+std::string MpiRuntime::placement_json() const {
+  return coord_->placement_json();
+}
+std::string MpiRuntime::placements_json() {
+  const std::string mine = placement_json();
+  const int n = size();
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<std::size_t>(n)), offsets(static_cast<std::size_t>(n));
+  check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm()));
+  int total = 0;
+  for (int i = 0; i < n; ++i) {
+    offsets[static_cast<std::size_t>(i)] = total;
+    total += lens[static_cast<std::size_t>(i)];
+  }
+  std::string all(static_cast<std::size_t>(total), ' ');
+  check(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, comm()));
+  std::string out = "[";
+  for (int i = 0; i < n; ++i)
+    out += (i ? "," : "") + all.substr(static_cast<std::size_t>(offsets[static_cast<std::size_t>(i)]),
+                                       static_cast<std::size_t>(lens[static_cast<std::size_t>(i)]));
+  return out + "]";
+}
+int MpiRuntime::closest_gpu(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm parent = MPI_COMM_NULL;
+  MPI_Comm_get_parent(&parent);
+  const char* replacing = std::getenv("REPRISE_REPLACING");
+  if (parent != MPI_COMM_NULL && replacing && *replacing) {
+    // A replacement (every process of its spawned world is one): the GPU of the rank it replaces.
+    const protocol::Replacing r = protocol::parse_replacing(replacing, rank);
+    const int gpu = protocol::locate(r.local_index, gpu::cuda_pci_bus_ids()).gpu;
+    std::fprintf(stderr, "reprise: replacement of rank %d: takes the GPU of local index %d on its node (%s)\n", r.rank,
+                 r.local_index, gpu >= 0 ? ("CUDA device " + std::to_string(gpu)).c_str() : "no GPU usable here");
+    return gpu;
+  }
+  const protocol::Layout layout = mpi::discover_layout(comm, mpi::TopologyConfig::from_env());
+  return protocol::locate(layout.local_index.at(static_cast<std::size_t>(rank)), gpu::cuda_pci_bus_ids()).gpu;
+}
+
+}  // namespace reprise

@@ -1,0 +1,51 @@
+// The MPI runtime's messages on its own communicators: their tags, and a checkpoint version on the wire (a head
+// with the manifest, the payload in pieces in order, a trailer with the payload checksum).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/bytes.hpp"
+#include "core/manifest.hpp"
+
+namespace reprise::mpi {
+
+enum Tag : int {
+  kPutHead = 11,      // owner -> buddy (data): a version's head
+  kPutPiece = 12,     // owner -> buddy (data): its payload pieces and trailer
+  kRelease = 13,      // owner -> buddy (data): a version no chain needs any more
+  kAck = 14,          // buddy -> owner (ack): the version is stored
+  kFloorReport = 15,  // a group's first rank to rank 0: {group, committed version}
+  kFloor = 16,        // rank 0 to every rank: the job floor (protocol/job_floor.hpp)
+  kMoveCount = 21,    // recovery (world): how many versions follow
+  kMoveHead = 22,
+  kMovePiece = 23,
+  kMoveList = 24,  // recovery (world): the versions a buddy holds for its ward
+};
+
+// The checksum is known only once a streamed payload is whole, hence the trailer. Pieces small enough that the
+// buddy transfer starts early.
+constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
+
+/// One whole version to `dest`: head, pieces, trailer (blocking, polled). Throws PeerFailure on a process failure.
+void send_version(MPI_Comm comm, int dest, int head_tag, int piece_tag, const core::Manifest& m,
+                  const core::HostBytes& payload, std::uint64_t checksum);
+
+struct Received {
+  core::Manifest manifest;
+  std::shared_ptr<core::HostBytes> payload;
+  std::uint64_t checksum = 0;
+};
+
+/// The next version from `src`. `pool`: the payload buffer comes from it (and goes back when the store drops
+/// the version); `reused` says whether it was one already touched, `passed_over` whether it is new although the
+/// pool kept buffers (BufferPool::take). `where` names the sender in errors.
+Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const std::string& where,
+                      const std::shared_ptr<core::BufferPool>& pool = nullptr, bool* reused = nullptr,
+                      bool* passed_over = nullptr);
+
+}  // namespace reprise::mpi

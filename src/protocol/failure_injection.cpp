@@ -1,0 +1,99 @@
+#include "protocol/failure_injection.hpp"
+
+#include <sstream>
+
+#include "reprise/errors.hpp"
+
+namespace reprise::protocol {
+
+const char* to_string(KillPoint p) {
+  switch (p) {
+    case KillPoint::Compute:
+      return "compute";
+    case KillPoint::Checkpoint:
+      return "checkpoint";
+    case KillPoint::Drain:
+      return "drain";
+    case KillPoint::Commit:
+      return "commit";
+    case KillPoint::Recovery:
+      return "recovery";
+    case KillPoint::Transfer:
+      return "transfer";
+    case KillPoint::Exchange:
+      return "exchange";
+    case KillPoint::Stall:
+      return "stall";
+    case KillPoint::Join:
+      return "join";
+  }
+  return "?";
+}
+
+std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
+  std::vector<KillOrder> out;
+  std::stringstream in(spec);
+  std::string entry;
+  const std::string form = " (expected RANK:STEP[:POINT], POINT one of compute, checkpoint, drain, commit, recovery, "
+                           "transfer, exchange, stall, join)";
+  while (std::getline(in, entry, ',')) {
+    if (entry.empty()) continue;
+    std::stringstream e(entry);
+    std::string rank, step, point;
+    std::getline(e, rank, ':');
+    std::getline(e, step, ':');
+    std::getline(e, point, ':');
+    std::string rest;
+    if (std::getline(e, rest) || rank.empty() || step.empty())
+      throw ConfigError("REPRISE_KILL entry '" + entry + "' is malformed" + form);
+    KillOrder k{};
+    try {
+      std::size_t p1 = 0, p2 = 0;
+      const long r = std::stol(rank, &p1);
+      const unsigned long long s = std::stoull(step, &p2);
+      if (p1 != rank.size() || p2 != step.size() || r < 0 || step[0] == '-') throw std::invalid_argument("x");
+      k.rank = static_cast<int>(r);
+      k.step = s;
+    } catch (const std::exception&) {
+      throw ConfigError("REPRISE_KILL entry '" + entry + "': rank and step must be numbers >= 0" + form);
+    }
+    if (point.empty() || point == "compute")
+      k.point = KillPoint::Compute;
+    else if (point == "checkpoint")
+      k.point = KillPoint::Checkpoint;
+    else if (point == "drain")
+      k.point = KillPoint::Drain;
+    else if (point == "commit")
+      k.point = KillPoint::Commit;
+    else if (point == "recovery")
+      k.point = KillPoint::Recovery;
+    else if (point == "transfer")
+      k.point = KillPoint::Transfer;
+    else if (point == "exchange")
+      k.point = KillPoint::Exchange;
+    else if (point == "stall")
+      k.point = KillPoint::Stall;
+    else if (point == "join")
+      k.point = KillPoint::Join;
+    else
+      throw ConfigError("REPRISE_KILL entry '" + entry + "': unknown point '" + point + "'" + form);
+    out.push_back(k);
+  }
+  return out;
+}
+
+namespace {
+bool in_recovery(KillPoint p) {
+  return p == KillPoint::Recovery || p == KillPoint::Transfer || p == KillPoint::Exchange || p == KillPoint::Stall ||
+         p == KillPoint::Join;
+}
+}  // namespace
+
+bool kill_due(const std::vector<KillOrder>& orders, int rank, std::uint64_t step, KillPoint point) {
+  for (const auto& k : orders)
+    if (k.rank == rank && k.point == point && (k.step == step || (in_recovery(point) && k.step <= step)))
+      return true;
+  return false;
+}
+
+}  // namespace reprise::protocol

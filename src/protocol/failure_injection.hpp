@@ -1,0 +1,34 @@
+// REPRISE_KILL="RANK:STEP[:POINT],...": the listed ranks SIGKILL themselves at a step, at a point of the
+// checkpoint/recovery cycle. Used by tests and demos to make failures real.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace reprise::protocol {
+
+/// Recovery points: `recovery` as a recovery attempt begins (before the survivors agree on a plan), `transfer` in
+/// its data phase (as this rank is about to send checkpoints to a replacement or its buddy), `exchange` right
+/// before this rank's restart exchange (a survivor at once, a rolled-back rank once it restored). `stall` does not
+/// kill: as a recovery begins, the rank stops responding (sleeps forever), like a process hung inside the MPI
+/// library; the other survivors' recovery then cannot finish (tests the recovery timeout). `join`: every
+/// replacement of the rank started by a recovery at or after the step dies as it joins the survivors (after it got
+/// the recovery packet), like a replacement that cannot run where the MPI started it.
+enum class KillPoint { Compute, Checkpoint, Drain, Commit, Recovery, Transfer, Exchange, Stall, Join };
+const char* to_string(KillPoint point);
+
+struct KillOrder {
+  int rank;
+  std::uint64_t step;
+  KillPoint point;
+};
+
+/// Parses REPRISE_KILL. Throws ConfigError naming the bad entry and the accepted form.
+std::vector<KillOrder> parse_kill_spec(const std::string& spec);
+
+/// True when `rank` must die at (`step`, `point`). A recovery point's order fires in the first recovery at or
+/// after its step (recoveries happen at whatever step a failure occurs).
+bool kill_due(const std::vector<KillOrder>& orders, int rank, std::uint64_t step, KillPoint point);
+
+}  // namespace reprise::protocol

@@ -1,0 +1,159 @@
+#include "protocol/recovery_plan.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <set>
+
+#include "reprise/errors.hpp"
+
+namespace reprise::protocol {
+
+namespace {
+// The plan over the ranks of `scope` (every rank, or the ranks of one failed group).
+RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,
+                       const std::vector<RankHoldings>& holdings, bool persistent_level,
+                       const std::vector<int>& scope) {
+  const int n = layout.size();
+  if (static_cast<int>(holdings.size()) != n)
+    throw Error("recovery plan: " + std::to_string(holdings.size()) + " holdings for " + std::to_string(n) + " ranks");
+  RecoveryPlan plan;
+  plan.failed = failed_in;
+  std::sort(plan.failed.begin(), plan.failed.end());
+  const std::set<int> failed(plan.failed.begin(), plan.failed.end());
+
+  std::vector<std::set<std::uint64_t>> restorable(static_cast<std::size_t>(n));
+  std::vector<std::set<std::uint64_t>> in_own(static_cast<std::size_t>(n));
+  std::vector<std::set<std::uint64_t>> from_buddy(static_cast<std::size_t>(n));
+  std::vector<std::string> lost;
+  std::vector<int> lost_ranks;
+  std::vector<int> never_committed;  // ranks with nothing restorable, where a store proves none was committed
+  for (int r : scope) {
+    const std::size_t i = static_cast<std::size_t>(r);
+    const auto& h = holdings[i];
+    for (auto v : complete_versions(h.own)) in_own[i].insert(v);
+    // A live rank's own store is authoritative, unless it is a replacement whose recovery was interrupted.
+    if (failed.count(r) || h.replacing)
+      for (auto v : complete_versions(h.at_buddy)) from_buddy[i].insert(v);
+    restorable[i] = in_own[i];
+    restorable[i].insert(from_buddy[i].begin(), from_buddy[i].end());
+    if (!restorable[i].empty()) continue;
+    const int b = layout.buddy_of[i];
+    // Every committed version of r is in its own store while it lives (unless it is a replacement that had not
+    // got its chain back), and in its buddy's copy while that one lives (unless the buddy is such a replacement).
+    const bool own_proves = !failed.count(r) && !h.replacing;
+    const bool buddy_proves = !failed.count(b) && !holdings[static_cast<std::size_t>(b)].replacing;
+    if (own_proves || buddy_proves) {
+      never_committed.push_back(r);
+      continue;
+    }
+    lost_ranks.push_back(r);
+    const std::string files = persistent_level ? " and rank " + std::to_string(r) + " has no intact file either"
+                                               : " and no persistent level is configured (set REPRISE_DIR to keep "
+                                                 "committed versions in files)";
+    if (failed.count(r) && failed.count(b))
+      lost.push_back("rank " + std::to_string(r) + " and its buddy rank " + std::to_string(b) +
+                     " were lost together" + files);
+    else if (failed.count(r))
+      lost.push_back("rank " + std::to_string(r) + " failed before its buddy rank " + std::to_string(b) +
+                     ", a replacement, got its checkpoints back" + files);
+    else
+      lost.push_back("replacement rank " + std::to_string(r) + " had not got its checkpoints back when its buddy rank " +
+                     std::to_string(b) + (failed.count(b) ? " failed" : ", a replacement too, lost them") + files);
+  }
+  // A rank that provably never had a version committed means its group never committed one: no version is
+  // common to every rank of the scope, and the consistent state they can all reach is the initial one. Nothing
+  // committed is lost by starting over.
+  if (!never_committed.empty()) {
+    plan.from_start = true;
+    plan.source.assign(static_cast<std::size_t>(n), DataSource::Own);
+    plan.rolled_back = scope;
+    return plan;
+  }
+  if (!lost.empty()) {
+    std::string what = "unrecoverable failure of rank" + std::string(plan.failed.size() > 1 ? "s " : " ") +
+                       list_ranks(plan.failed) + ": the data of rank" + (lost_ranks.size() > 1 ? "s " : " ") +
+                       list_ranks(lost_ranks) + " are lost (";
+    for (std::size_t i = 0; i < lost.size(); ++i) what += (i ? "; " : "") + lost[i];
+    what += "). Files already written were left intact; rerun the job (from REPRISE_DIR if one was set).";
+    throw UnrecoverableFailure(what);
+  }
+
+  std::set<std::uint64_t> common = restorable[static_cast<std::size_t>(scope.front())];
+  for (int r : scope) {
+    std::set<std::uint64_t> next;
+    std::set_intersection(common.begin(), common.end(), restorable[static_cast<std::size_t>(r)].begin(),
+                          restorable[static_cast<std::size_t>(r)].end(), std::inserter(next, next.begin()));
+    common = std::move(next);
+  }
+  if (common.empty()) {
+    // No failed rank: a relaunch from files, which says so itself.
+    std::string what = plan.failed.empty() ? std::string("no version is restorable on every rank (")
+                                           : "unrecoverable failure of rank" +
+                                                 std::string(plan.failed.size() > 1 ? "s " : " ") +
+                                                 list_ranks(plan.failed) + ": no version is restorable on every rank (";
+    for (int r : scope) {
+      const auto& s = restorable[static_cast<std::size_t>(r)];
+      what += (r != scope.front() ? "; rank " : "rank ") + std::to_string(r) + ": " + std::to_string(*s.begin()) +
+              ".." + std::to_string(*s.rbegin());
+    }
+    throw UnrecoverableFailure(what + "). Files already written were left intact.");
+  }
+  plan.version = *common.rbegin();
+  plan.source.assign(static_cast<std::size_t>(n), DataSource::Own);
+  for (int r : scope) {
+    const std::size_t i = static_cast<std::size_t>(r);
+    // A failed rank reads its buddy's copy when there is one (memory, not files); a live rank its own store.
+    const bool buddy = failed.count(r) ? from_buddy[i].count(plan.version) > 0 : !in_own[i].count(plan.version);
+    if (buddy) plan.source[i] = DataSource::Buddy;
+  }
+  plan.rolled_back = scope;
+  return plan;
+}
+
+}  // namespace
+
+RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
+                           const std::vector<RankHoldings>& holdings, bool persistent_level) {
+  const int n = layout.size();
+  if (static_cast<int>(holdings.size()) != n)
+    throw Error("recovery plan: " + std::to_string(holdings.size()) + " holdings for " + std::to_string(n) + " ranks");
+  std::vector<int> all(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) all[static_cast<std::size_t>(r)] = r;
+  return plan_over(layout, failed, holdings, persistent_level, all);
+}
+
+RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& failed,
+                                 const std::vector<RankHoldings>& holdings, bool persistent_level,
+                                 const std::set<int>& also) {
+  const int n = layout.size();
+  if (static_cast<int>(holdings.size()) != n)
+    throw Error("recovery plan: " + std::to_string(holdings.size()) + " holdings for " + std::to_string(n) + " ranks");
+  RecoveryPlan plan;
+  plan.partial = true;
+  plan.failed = failed;
+  std::sort(plan.failed.begin(), plan.failed.end());
+  plan.source.assign(static_cast<std::size_t>(n), DataSource::Own);
+  plan.version_of.assign(static_cast<std::size_t>(n), 0);
+  plan.starts_over.assign(static_cast<std::size_t>(n), 0);
+  std::set<int> groups = also;
+  for (int f : plan.failed) groups.insert(layout.group_of[static_cast<std::size_t>(f)]);
+  for (int g : groups) {
+    std::vector<int> members;
+    for (int r = 0; r < n; ++r)
+      if (layout.group_of[static_cast<std::size_t>(r)] == g) members.push_back(r);
+    // Every failure counts (a member whose buddy in another group failed too lost its data). A group in `also`
+    // has no failed member: its members restore their own newest common version (or their buddy's copy, for a
+    // replacement that had not got its chain back), or start over when the group committed nothing since it did.
+    const RecoveryPlan p = plan_over(layout, plan.failed, holdings, persistent_level, members);
+    for (int r : members) {
+      plan.rolled_back.push_back(r);
+      plan.version_of[static_cast<std::size_t>(r)] = p.version;
+      plan.starts_over[static_cast<std::size_t>(r)] = p.from_start ? 1 : 0;
+      plan.source[static_cast<std::size_t>(r)] = p.source[static_cast<std::size_t>(r)];
+    }
+  }
+  std::sort(plan.rolled_back.begin(), plan.rolled_back.end());
+  return plan;
+}
+
+}  // namespace reprise::protocol

@@ -1,0 +1,76 @@
+// Which version a job rolls back to after failures, and where each failed rank's data come from. Pure logic over
+// what the survivors report, so every rule is unit-tested without MPI.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "protocol/buddy_store.hpp"
+#include "protocol/topology.hpp"
+
+namespace reprise::protocol {
+
+/// What the survivors know about one rank's versions.
+struct RankHoldings {
+  /// The rank's own store: a survivor's memory (or files), a failed rank's files when a persistent level exists.
+  std::vector<VersionRecord> own;
+  /// What its buddy holds for it in host memory (empty when the buddy failed too).
+  std::vector<VersionRecord> at_buddy;
+  /// The rank is a replacement whose recovery was interrupted before it had received its checkpoints and those
+  /// of its wards: neither what it holds of its own nor what it holds for its wards proves anything is missing.
+  bool replacing = false;
+};
+
+enum class DataSource { Own, Buddy };
+
+struct RecoveryPlan {
+  std::uint64_t version = 0;        ///< every rank restores this version
+  std::vector<int> failed;          ///< ascending
+  /// Per rank: where its chain for `version` is read. Buddy for a failed rank whose buddy holds it, and for a live
+  /// rank that lacks it (a replacement whose earlier recovery was interrupted).
+  std::vector<DataSource> source;
+  std::vector<int> rolled_back;     ///< ranks that roll back (coordinated fallback: every rank)
+  /// Nothing was committed yet (a failed rank's buddy survived and holds nothing of it): every rank starts the
+  /// run over from its initial state; `version` and `source` mean nothing then.
+  bool from_start = false;
+  /// Group rollback (plan_group_recovery): only `rolled_back` (the ranks of the groups with a failed rank) roll
+  /// back, each group to its own newest version; per rank: that version, and whether its group starts over.
+  bool partial = false;
+  std::vector<std::uint64_t> version_of;
+  std::vector<char> starts_over;
+};
+
+/// `holdings[r]` for every rank r of `layout`. A rank's chain is restorable from its own store or from its buddy's
+/// copy. When a rank has nothing restorable and a store that would hold its committed versions proves it has
+/// none (its surviving buddy's copy, or its own store when it is alive and not an interrupted replacement), its
+/// group never committed and the plan is `from_start`. Throws UnrecoverableFailure naming the ranks whose data
+/// are lost (a rank and its buddy lost together without a persistent level, a replacement whose buddy failed
+/// before it got its checkpoints back) or saying that no version is restorable on every rank.
+RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
+                           const std::vector<RankHoldings>& holdings, bool persistent_level);
+
+/// The plan for a group rollback: each group with a failed rank is planned alone (as plan_recovery does for the
+/// whole job): the newest version restorable on every member, or a fresh start when its group never committed.
+/// The other groups do not roll back. Throws UnrecoverableFailure as plan_recovery does, for one of those groups.
+/// `also`: groups that roll back too although none of their members failed (a member still re-executing after
+/// an earlier recovery, or still in it: the limits it re-executes under hold only within that recovery); they are
+/// planned like the others (a group that committed nothing since it started over starts over again).
+RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& failed,
+                                 const std::vector<RankHoldings>& holdings, bool persistent_level,
+                                 const std::set<int>& also = {});
+
+/// Human-readable list "1, 3 and 5" (ranks, versions).
+template <class Number>
+std::string list_numbers(const std::vector<Number>& numbers) {
+  std::string s;
+  for (std::size_t i = 0; i < numbers.size(); ++i) {
+    if (i) s += i + 1 == numbers.size() ? " and " : ", ";
+    s += std::to_string(numbers[i]);
+  }
+  return s;
+}
+inline std::string list_ranks(const std::vector<int>& ranks) { return list_numbers(ranks); }
+
+}  // namespace reprise::protocol

@@ -1,0 +1,41 @@
+// The seam between the single-rank Runtime and a distributed layer (MpiRuntime: src/mpi/coordination.hpp).
+// The Runtime calls these hooks at fixed points of checkpoint(), wait() and restore(); everything about other
+// ranks (buddy store, group barrier and commit, recovery) lives behind them. Without a Coordination the Runtime is
+// the single-rank pipeline with a local store.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "core/version_store.hpp"
+#include "reprise/config.hpp"
+
+namespace reprise::runtime {
+
+class Coordination {
+ public:
+  virtual ~Coordination() = default;
+  /// The store the runtime writes versions to (called once, from the Runtime constructor).
+  virtual std::unique_ptr<core::VersionStore> make_store(const Config& config) = 0;
+  /// Called once the runtime is built: `quiesce` returns when the background thread has handled every queued
+  /// version (their stores may fail fast when a failure is pending).
+  virtual void attach(std::function<void()> quiesce) = 0;
+  /// checkpoint(version), after the fences and before capture: the group barrier, where commits are agreed.
+  /// Throws Rollback after a failure was repaired.
+  virtual void before_capture(std::uint64_t version) = 0;
+  /// wait(), once every queued version is stored: agree on the commit of the newest one.
+  virtual void after_wait() = 0;
+  /// restore(version) wrote the protected data back (including the runtime's own regions).
+  virtual void after_restore(std::uint64_t /*version*/) {}
+  /// The version a restore() without argument must restore (agreed by all ranks), if any.
+  virtual std::optional<std::uint64_t> restore_target() const = 0;
+  /// Whether this process starts from stored data (a replacement, or a relaunch with files).
+  virtual bool restarted() const = 0;
+  /// True once after a recovery that started the run over (Rollback::from_start): the runtime forgets its
+  /// timeline (every stored version was dropped) and makes its next checkpoint a full one.
+  virtual bool take_start_over() { return false; }
+};
+
+}  // namespace reprise::runtime

@@ -1,0 +1,152 @@
+// HostBytes and BufferPool: recycled version buffers (a fresh allocation costs a page fault per 4 KiB).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/bytes.hpp"
+
+namespace reprise::core {
+namespace {
+
+constexpr std::size_t MiB = std::size_t(1) << 20;
+
+TEST(BufferPool, PreparedBufferIsReusedAndBounded) {
+  BufferPool pool(2);
+  pool.prepare(1000);
+  EXPECT_EQ(pool.held_bytes(), 1250u) << "a quarter of headroom";
+  const std::byte* warm = nullptr;
+  {
+    HostBytes b = pool.take(1000);
+    warm = b.data();
+    EXPECT_EQ(b.size(), 1000u);
+    EXPECT_EQ(pool.held_bytes(), 0u);
+    pool.give(std::move(b));
+  }
+  pool.prepare(900);  // the returned buffer is touched that far already: nothing new
+  EXPECT_EQ(pool.held_bytes(), 1250u);
+  EXPECT_EQ(pool.take(900).data(), warm);  // (and freed: the temporary is not given back)
+  pool.prepare(10 * MiB);
+  pool.prepare(1024);  // 12.5 MiB touched is too much to hold 1 KiB: a small one is added
+  EXPECT_EQ(pool.held_bytes(), 25 * MiB / 2 + 1280);
+  pool.give(HostBytes(2 * MiB));  // bounded (2 kept): the least touched goes
+  EXPECT_EQ(pool.held_bytes(), 25 * MiB / 2 + 2 * MiB);
+  pool.give(HostBytes(4096));  // the least touched of all: not kept
+  EXPECT_EQ(pool.held_bytes(), 25 * MiB / 2 + 2 * MiB);
+}
+
+// Versions change size from one checkpoint to the next: a kept mapping that is too small grows (mremap: its
+// touched pages stay, with their bytes) instead of being replaced by new memory.
+TEST(BufferPool, AKeptMappingTooSmallGrowsInsteadOfNewMemory) {
+  BufferPool pool(4);
+  HostBytes a = pool.take(2 * MiB);
+  ASSERT_TRUE(a.growable());
+  std::memset(a.data(), 7, a.size());
+  pool.give(std::move(a));
+  bool reused = false;
+  HostBytes b = pool.take(5 * MiB, &reused);
+  EXPECT_TRUE(reused);
+  EXPECT_GE(b.capacity(), 5 * MiB);
+  EXPECT_EQ(b.size(), 5 * MiB);
+  EXPECT_EQ(b.touched(), 5 * MiB);
+  EXPECT_EQ(b.data()[0], std::byte{7});
+  EXPECT_EQ(b.data()[2 * MiB - 1], std::byte{7}) << "the touched pages moved along";
+  std::memset(b.data(), 1, b.size());  // all of it is usable
+  HostBytes heap = pool.take(1000);    // small buffers are heap memory: they do not grow
+  EXPECT_FALSE(heap.growable());
+  EXPECT_THROW(heap.grow(2000), std::logic_error);
+}
+
+// Which kept buffer serves: the least touched one already touched far enough; else the most touched one, grown;
+// never one touched more than twice the size plus 1 MiB.
+TEST(BufferPool, TakesTheLeastTouchedThatSufficesElseTheMostTouched) {
+  BufferPool pool(8);
+  for (std::size_t mib : {1, 4, 8}) pool.give(HostBytes(mib * MiB));
+  HostBytes three = pool.take(3 * MiB);
+  EXPECT_EQ(three.touched(), 4 * MiB) << "the 4 MiB buffer: the least touched that holds 3 MiB";
+  HostBytes ten = pool.take(10 * MiB);
+  EXPECT_EQ(ten.touched(), 10 * MiB);
+  EXPECT_EQ(pool.held_bytes(), 1 * MiB) << "the 8 MiB one grew to serve 10 MiB; the 1 MiB one is left";
+  bool reused = true;
+  pool.give(std::move(ten));
+  HostBytes tiny = pool.take(100 * 1024, &reused);
+  EXPECT_TRUE(reused);
+  EXPECT_EQ(tiny.touched(), 1 * MiB) << "1 MiB is within the waste bound for 100 KiB; 10 MiB is not";
+  bool passed_over = false;
+  HostBytes other = pool.take(100 * 1024, &reused, &passed_over);
+  EXPECT_FALSE(reused) << "only the 10 MiB one is left: too much for 100 KiB";
+  EXPECT_TRUE(passed_over) << "new memory although a buffer was kept: said so";
+  HostBytes big = pool.take(9 * MiB, &reused, &passed_over);
+  EXPECT_TRUE(reused);
+  EXPECT_FALSE(passed_over);
+  HostBytes none = pool.take(1 * MiB, &reused, &passed_over);
+  EXPECT_FALSE(reused);
+  EXPECT_FALSE(passed_over) << "nothing kept: new memory is the only choice";
+}
+
+// prepare() grows and touches the buffer the next take() would grow, rather than adding a new one; so does
+// reserve() with its reservation (regions protected one by one, e.g. Cholesky tiles: each protect() reserves the
+// total so far, and only the new part is touched each time).
+TEST(BufferPool, PrepareAndReserveGrowAKeptBuffer) {
+  for (const bool reservation : {false, true}) {
+    BufferPool pool(4);
+    if (reservation)
+      pool.reserve(2 * MiB);
+    else
+      pool.give(HostBytes(2 * MiB));
+    EXPECT_EQ(pool.held_bytes(), reservation ? 5 * MiB / 2 : 2 * MiB);
+    reservation ? pool.reserve(4 * MiB) : pool.prepare(4 * MiB);
+    EXPECT_EQ(pool.held_bytes(), 5 * MiB) << "one buffer, grown to 4 MiB and a quarter, touched";
+    bool reused = false;
+    HostBytes b = pool.take(4 * MiB, &reused);
+    EXPECT_TRUE(reused);
+    EXPECT_EQ(pool.held_bytes(), 0u);
+  }
+}
+
+// The first version's buffer, reserved when regions are protected: one reservation at a time (regions protected
+// one by one must not leave a buffer per region behind), taken by the first take() it fits.
+TEST(BufferPool, OneReservationAtATimeServesTheFirstTake) {
+  BufferPool pool(4);
+  pool.reserve(1000);
+  const std::size_t first = pool.held_bytes();
+  EXPECT_GE(first, 1000u);
+  pool.reserve(1100);  // fits the first (a quarter of headroom): nothing new
+  EXPECT_EQ(pool.held_bytes(), first);
+  pool.reserve(1u << 20);  // replaces it
+  EXPECT_EQ(pool.held_bytes(), (1u << 20) + (1u << 18));
+  bool reused = false;
+  HostBytes b = pool.take(1u << 20, &reused);
+  EXPECT_TRUE(reused);
+  EXPECT_EQ(b.size(), 1u << 20);
+  EXPECT_EQ(pool.held_bytes(), 0u);
+  HostBytes c = pool.take(100, &reused);
+  EXPECT_FALSE(reused) << "nothing kept: newly allocated";
+  pool.give(std::move(b));
+  pool.reserve(1u << 20);  // a returned buffer fits: no reservation
+  EXPECT_EQ(pool.held_bytes(), (1u << 20) + (1u << 18));
+}
+
+// A shared buffer from take_pooled goes back to the pool when its last holder drops it, and is simply freed when
+// the pool is gone first.
+TEST(BufferPool, PooledBufferReturnsWhenTheLastHolderDropsIt) {
+  auto pool = std::make_shared<BufferPool>(4);
+  bool reused = true;
+  std::shared_ptr<HostBytes> a = take_pooled(pool, 4096, &reused);
+  EXPECT_FALSE(reused);
+  const std::byte* where = a->data();
+  std::shared_ptr<const HostBytes> holder = a;  // e.g. a store keeping the version
+  a.reset();
+  EXPECT_EQ(pool->held_bytes(), 0u) << "still held";
+  holder.reset();
+  EXPECT_EQ(pool->held_bytes(), 4096u);
+  std::shared_ptr<HostBytes> b = take_pooled(pool, 4000, &reused);
+  EXPECT_TRUE(reused);
+  EXPECT_EQ(b->data(), where);
+  EXPECT_EQ(b->size(), 4000u);
+  pool.reset();
+  b.reset();  // the pool is gone: freed (ASan would report a leak or a use after free)
+}
+
+}  // namespace
+}  // namespace reprise::core

@@ -1,0 +1,58 @@
+// REPRISE_KILL: the failure-injection orders the MPI tests use (rank:step[:point]).
+#include <gtest/gtest.h>
+
+#include "protocol/failure_injection.hpp"
+#include "reprise/errors.hpp"
+
+namespace reprise::protocol {
+namespace {
+
+TEST(FailureInjection, ParsesEntriesAndPoints) {
+  const auto k = parse_kill_spec("3:40,5:100:drain,0:7:recovery");
+  ASSERT_EQ(k.size(), 3u);
+  EXPECT_EQ(k[0].rank, 3);
+  EXPECT_EQ(k[0].step, 40u);
+  EXPECT_EQ(k[0].point, KillPoint::Compute);
+  EXPECT_EQ(k[1].point, KillPoint::Drain);
+  EXPECT_EQ(k[2].point, KillPoint::Recovery);
+  EXPECT_TRUE(kill_due(k, 5, 100, KillPoint::Drain));
+  EXPECT_FALSE(kill_due(k, 5, 100, KillPoint::Compute));
+  EXPECT_FALSE(kill_due(k, 3, 41, KillPoint::Compute));
+  // A recovery order fires in the first recovery at or after its step, whatever step the failure hit.
+  EXPECT_FALSE(kill_due(k, 0, 6, KillPoint::Recovery));
+  EXPECT_TRUE(kill_due(k, 0, 7, KillPoint::Recovery));
+  EXPECT_TRUE(kill_due(k, 0, 25, KillPoint::Recovery));
+  EXPECT_TRUE(parse_kill_spec("").empty());
+  // The points inside a recovery (its data phase, the restart exchange) behave the same way.
+  const auto r = parse_kill_spec("2:12:transfer,4:30:exchange");
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].point, KillPoint::Transfer);
+  EXPECT_EQ(r[1].point, KillPoint::Exchange);
+  EXPECT_TRUE(kill_due(r, 2, 25, KillPoint::Transfer));
+  EXPECT_FALSE(kill_due(r, 2, 25, KillPoint::Exchange));
+  EXPECT_FALSE(kill_due(r, 4, 29, KillPoint::Exchange));
+  EXPECT_TRUE(kill_due(r, 4, 31, KillPoint::Exchange));
+  EXPECT_STREQ(to_string(KillPoint::Transfer), "transfer");
+  EXPECT_STREQ(to_string(KillPoint::Exchange), "exchange");
+  const auto stall = parse_kill_spec("2:25:stall");
+  ASSERT_EQ(stall.size(), 1u);
+  EXPECT_EQ(stall[0].point, KillPoint::Stall);
+  EXPECT_TRUE(kill_due(stall, 2, 26, KillPoint::Stall));
+  EXPECT_FALSE(kill_due(stall, 2, 24, KillPoint::Stall));
+  EXPECT_STREQ(to_string(KillPoint::Stall), "stall");
+  const auto join = parse_kill_spec("1:0:join");  // every replacement of rank 1 dies as it joins
+  ASSERT_EQ(join.size(), 1u);
+  EXPECT_EQ(join[0].point, KillPoint::Join);
+  EXPECT_TRUE(kill_due(join, 1, 25, KillPoint::Join));
+  EXPECT_TRUE(kill_due(join, 1, 40, KillPoint::Join));
+  EXPECT_FALSE(kill_due(join, 2, 25, KillPoint::Join));
+  EXPECT_STREQ(to_string(KillPoint::Join), "join");
+}
+
+TEST(FailureInjection, RejectsMalformedEntries) {
+  for (const char* bad : {"3", "x:4", "3:-1", "3:4:explode", "3:4:drain:extra", "-1:5"})
+    EXPECT_THROW(parse_kill_spec(bad), ConfigError) << bad;
+}
+
+}  // namespace
+}  // namespace reprise::protocol

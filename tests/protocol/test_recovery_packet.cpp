@@ -1,0 +1,94 @@
+#include <gtest/gtest.h>
+
+#include "protocol/recovery_packet.hpp"
+#include "reprise/errors.hpp"
+
+namespace reprise::protocol {
+namespace {
+
+RecoveryPacket group_packet() {
+  RecoveryPacket k;
+  k.layout = make_layout(emulated_node_keys(6, 2), {});
+  k.plan.version = 30;
+  k.plan.failed = {2, 5};
+  k.plan.source = {DataSource::Own, DataSource::Own, DataSource::Buddy, DataSource::Own, DataSource::Own,
+                   DataSource::Buddy};
+  k.plan.partial = true;
+  k.plan.rolled_back = {2, 3, 4, 5};
+  k.plan.version_of = {0, 0, 30, 30, 20, 20};
+  k.plan.starts_over = {0, 0, 0, 0, 1, 1};
+  k.env = {"REPRISE_KILL=2:25,5:7:drain", "REPRISE_RANKS_PER_NODE=2", "REPRISE_X="};
+  k.epoch = 3;
+  k.kill_floors = {0, 0, 25, 0, 0, 12};
+  return k;
+}
+
+void expect_same(const RecoveryPacket& a, const RecoveryPacket& b) {
+  EXPECT_EQ(a.layout.node_of, b.layout.node_of);
+  EXPECT_EQ(a.layout.local_index, b.layout.local_index);
+  EXPECT_EQ(a.layout.group_of, b.layout.group_of);
+  EXPECT_EQ(a.layout.buddy_of, b.layout.buddy_of);
+  EXPECT_EQ(a.plan.version, b.plan.version);
+  EXPECT_EQ(a.plan.from_start, b.plan.from_start);
+  EXPECT_EQ(a.plan.failed, b.plan.failed);
+  EXPECT_EQ(a.plan.source, b.plan.source);
+  EXPECT_EQ(a.plan.partial, b.plan.partial);
+  EXPECT_EQ(a.plan.rolled_back, b.plan.rolled_back);
+  EXPECT_EQ(a.plan.version_of, b.plan.version_of);
+  EXPECT_EQ(a.plan.starts_over, b.plan.starts_over);
+  EXPECT_EQ(a.env, b.env);
+  EXPECT_EQ(a.epoch, b.epoch);
+  EXPECT_EQ(a.kill_floors, b.kill_floors);
+}
+
+TEST(RecoveryPacket, AGroupRollbackRoundTrips) {
+  const RecoveryPacket k = group_packet();
+  expect_same(decode_packet(encode_packet(k)), k);
+}
+
+TEST(RecoveryPacket, ACoordinatedRollbackAndAnExplicitLayoutRoundTrip) {
+  RecoveryPacket k;
+  LayoutSpec spec;
+  spec.groups = "5,5,5,5";
+  spec.buddies = "2,3,0,1";
+  k.layout = make_layout({7, 7, 3, 3}, spec);
+  k.plan.version = std::uint64_t{1} << 40;
+  k.plan.from_start = true;
+  k.plan.failed = {0};
+  k.plan.source = {DataSource::Buddy, DataSource::Own, DataSource::Own, DataSource::Own};
+  k.plan.rolled_back = {0, 1, 2, 3};
+  k.kill_floors = {5, 0, 0, 0};
+  const RecoveryPacket back = decode_packet(encode_packet(k));
+  expect_same(back, k);
+  EXPECT_EQ(back.layout.group_of, (std::vector<int>{0, 0, 0, 0}));
+  EXPECT_TRUE(back.env.empty());
+}
+
+std::string error_of(const std::vector<std::uint64_t>& words) {
+  try {
+    decode_packet(words);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RecoveryPacket, AMalformedPacketIsAnErrorThatSaysWhat) {
+  const std::vector<std::uint64_t> good = encode_packet(group_packet());
+  for (std::size_t n = 0; n < good.size(); ++n) {  // every truncation
+    const std::string e = error_of({good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n)});
+    EXPECT_NE(e.find("is truncated: " + std::to_string(n) + " words"), std::string::npos) << n << ": " << e;
+  }
+  std::vector<std::uint64_t> longer = good;
+  longer.push_back(0);
+  EXPECT_NE(error_of(longer).find("1 words left over"), std::string::npos);
+  std::vector<std::uint64_t> foreign = good;
+  foreign[0] ^= 1;
+  EXPECT_NE(error_of(foreign).find("magic word"), std::string::npos);
+  std::vector<std::uint64_t> bad_buddy = good;
+  bad_buddy[2 + 3 * 6] = 6;  // rank 0's buddy: rank 6 of a 6-rank job
+  EXPECT_NE(error_of(bad_buddy).find("a buddy rank 6 is out of range"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace reprise::protocol
