@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main demo: reprise-stencil (Kokkos heat equation, 2D process grid) on 8 ranks = 4 emulated nodes of 2 ranks
 # = 4 groups, once without failure and once with rank 5 SIGKILLed mid-run. The killed rank is detected by ULFM,
-# replaced by a new process that fetches its checkpoint from its buddy's host memory, the job rolls back to the
-# last version every rank holds and finishes. The two checksums must be equal. Prints a short report and writes a
+# replaced by a new process that fetches its checkpoint from its buddy's host memory, its group (ranks 4 and 5)
+# rolls back to its last committed version while the other ranks go on, and the job finishes. The two checksums must be equal. Prints a short report and writes a
 # plot of the time per step with checkpoint and failure marks (build-demo/stencil.png).
 # Extra arguments go to reprise-stencil (see its --help), e.g. --nx 2048 --ny 2048.
 set -euo pipefail

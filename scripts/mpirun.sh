@@ -3,7 +3,7 @@
 #
 #   scripts/mpirun.sh -n N [--timeout S] -- PROGRAM [ARG...]
 #
-# PROGRAM is the name of a program this project builds (reprise-ulfm-probe, later reprise-stencil, ...), built
+# PROGRAM is the name of a program this project builds (reprise-ulfm-probe, reprise-stencil, ...), built
 # first if missing or stale in the build tree that matches the MPI used, or an absolute path.
 # Which MPI: the host's when a runtime probe (reprise-ulfm-probe: kill a rank, detect, shrink, respawn) says its
 # ULFM works, otherwise Open MPI 5 in the trixie sandbox (scripts/ulfm-sandbox.sh, created on first use).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies (scripts/setup.sh), configures, builds, runs ctest.
 #   scripts/test.sh              every test
-#   scripts/test.sh -L unit      one label (unit, gpu; mpi and ulfm come with the distributed runtime)
+#   scripts/test.sh -L unit      one label (unit, gpu, mpi, ulfm, sanitize: docs/TESTING.md)
 # Extra arguments go to ctest. REPRISE_BUILD_DIR (default: build) picks the build tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -18,7 +18,7 @@
 // Rollback exception from any call, as with MpiRuntime::check(); with group rollback (Config::group_rollback)
 // only in the groups of the failed ranks: elsewhere the call completes once the job is repaired. The protocol
 // assumes the program is send-deterministic (it sends the same messages whenever it delivered the same ones on
-// each channel, whatever the order across channels): see README, "What the protocol assumes". A UsageError or
+// each channel, whatever the order across channels): see docs/MESSAGES.md, "What the protocol assumes". A UsageError or
 // ProtocolError is a bug of the program (a wildcard receive, a message left unreceived inside a group at a
 // checkpoint): report it and stop the whole job with MPI_Abort, since the other ranks may be waiting for this one.
 #pragma once

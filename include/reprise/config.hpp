@@ -1,4 +1,4 @@
-// Runtime configuration: a plain struct, overridable by REPRISE_* environment variables (see README).
+// Runtime configuration: a plain struct, overridable by REPRISE_* environment variables (docs/CONFIGURATION.md lists them).
 #pragma once
 
 #include <cstddef>
@@ -47,7 +47,7 @@ struct Config {
   unsigned keep_chains = 2;
   /// Directory store root; empty = versions kept in this process's host memory.
   std::string dir;
-  /// Host threads that digest host regions.
+  /// Host threads that digest, pack and checksum host regions (and check chunks at restore).
   unsigned digest_threads = 2;
   /// Versions holding device data live in pinned host memory, so the drain is one DMA per segment. Off: they
   /// live in pageable memory and the drain goes through two pinned buffers of `pinned_piece_bytes`.
@@ -85,8 +85,8 @@ struct Config {
   /// `log_check_every`-th step(), whether one of them was asked. REPRISE_LOG_CHECK_EVERY.
   unsigned log_check_every = 1;
   /// MpiRuntime: the group barrier (commit agreement and the channel check of every group checkpoint).
-  /// REPRISE_GROUP_BARRIER=mpi|nccl|auto. The NCCL barrier is built when NCCL is found with CUDA; it has only
-  /// been compiled so far (see docs/GPU.md), hence the default MPI.
+  /// REPRISE_GROUP_BARRIER=mpi|nccl|auto. The NCCL barrier is built when NCCL is found with CUDA; it has run
+  /// with one-member groups only (one GPU lent so far: docs/GPU.md), hence the default MPI.
   GroupBarrierKind group_barrier = GroupBarrierKind::Mpi;
   /// MpiRuntime: device buffers of reprise::Comm go to MPI directly (a CUDA-aware MPI: no staging copy; messages
   /// to another group are copied D2H into the log while MPI sends them) or through pinned host memory. Payloads
