@@ -32,7 +32,7 @@ class MpiCoordination::Stream : public protocol::ShipStream {
     }
     guarded([&] {
       const std::vector<std::byte> head = core::encode_head(m_, 0);  // the checksum follows in the trailer
-      ok(polled::send(head.data(), static_cast<int>(head.size()), MPI_BYTE, buddy_, kPutHead, data_));
+      REPRISE_MPI_CHECK(polled::send(head.data(), static_cast<int>(head.size()), MPI_BYTE, buddy_, kPutHead, data_));
     });
   }
   ~Stream() override { abandon(); }
@@ -43,7 +43,7 @@ class MpiCoordination::Stream : public protocol::ShipStream {
       post(go);
       while (!requests_.empty()) {  // progress for what is in flight; pieces complete in order
         int flag = 0;
-        ok(MPI_Test(&requests_.front(), &flag, MPI_STATUS_IGNORE));
+        REPRISE_MPI_CHECK(MPI_Test(&requests_.front(), &flag, MPI_STATUS_IGNORE));
         if (!flag) break;
         requests_.pop_front();
       }
@@ -55,12 +55,12 @@ class MpiCoordination::Stream : public protocol::ShipStream {
       post(frontier_.pieces());
       if (posted_ < frontier_.pieces())
         throw Error("version " + std::to_string(m_.version) + " was finished before its payload was whole");
-      for (auto& r : requests_) ok(polled::wait(r));
+      for (auto& r : requests_) REPRISE_MPI_CHECK(polled::wait(r));
       requests_.clear();
       if (die_mid_) c_.die("drain", m_.version);  // (a version without pieces)
-      ok(polled::send(&checksum, 1, MPI_UINT64_T, buddy_, kPutPiece, data_));
+      REPRISE_MPI_CHECK(polled::send(&checksum, 1, MPI_UINT64_T, buddy_, kPutPiece, data_));
       std::uint64_t v = 0;
-      ok(polled::recv(&v, 1, MPI_UINT64_T, buddy_, kAck, c_.ack_, MPI_STATUS_IGNORE));
+      REPRISE_MPI_CHECK(polled::recv(&v, 1, MPI_UINT64_T, buddy_, kAck, c_.ack_, MPI_STATUS_IGNORE));
       acked_ = v == m_.version;
     });
   }
@@ -85,12 +85,12 @@ class MpiCoordination::Stream : public protocol::ShipStream {
     for (; posted_ < upto; ++posted_) {
       const std::size_t n = frontier_.piece_bytes(posted_);
       MPI_Request r = MPI_REQUEST_NULL;
-      ok(MPI_Isend(payload_->data() + frontier_.piece_offset(posted_), static_cast<int>(n), MPI_BYTE, buddy_, kPutPiece,
+      REPRISE_MPI_CHECK(MPI_Isend(payload_->data() + frontier_.piece_offset(posted_), static_cast<int>(n), MPI_BYTE, buddy_, kPutPiece,
                    data_, &r));
       requests_.push_back(r);
       handed_ += n;
       if (die_mid_) {  // drain: die once part of the version reached the buddy
-        ok(polled::wait(requests_.back()));
+        REPRISE_MPI_CHECK(polled::wait(requests_.back()));
         c_.die("drain", m_.version);
       }
     }
@@ -146,7 +146,7 @@ class MpiCoordination::Link : public protocol::Shipper {
       const int buddy = c_.layout_.buddy_of[static_cast<std::size_t>(c_.rank_)];
       const MPI_Comm data = c_.data_;
       try {
-        ok(polled::send(&version, 1, MPI_UINT64_T, buddy, kRelease, data));
+        REPRISE_MPI_CHECK(polled::send(&version, 1, MPI_UINT64_T, buddy, kRelease, data));
       } catch (const PeerFailure&) {
         if (data == c_.data_) c_.link_down("buddy release");
       }
@@ -206,7 +206,7 @@ void MpiCoordination::progress_loop() {
       while (!stop_) {
         int flag = 0;
         MPI_Status st;
-        ok(probe_any_source(data_, MPI_ANY_TAG, &flag, &st));
+        REPRISE_MPI_CHECK(probe_any_source(data_, MPI_ANY_TAG, &flag, &st));
         if (!flag) {
           std::unique_lock<std::mutex> lock(poll_mutex_);
           if (poll_cv_.wait_for(lock, poll, [this] { return poll_soon_; })) {
@@ -221,13 +221,13 @@ void MpiCoordination::progress_loop() {
         const int src = st.MPI_SOURCE;
         if (st.MPI_TAG == kRelease) {
           std::uint64_t v = 0;
-          ok(polled::recv(&v, 1, MPI_UINT64_T, src, kRelease, data_, MPI_STATUS_IGNORE));
+          REPRISE_MPI_CHECK(polled::recv(&v, 1, MPI_UINT64_T, src, kRelease, data_, MPI_STATUS_IGNORE));
           ward_store(src).release(v);
         } else if (st.MPI_TAG == kFloorReport) {
           on_floor_report(src);
         } else if (st.MPI_TAG == kFloor) {
           std::uint64_t floor = 0;
-          ok(polled::recv(&floor, 1, MPI_UINT64_T, src, kFloor, data_, MPI_STATUS_IGNORE));
+          REPRISE_MPI_CHECK(polled::recv(&floor, 1, MPI_UINT64_T, src, kFloor, data_, MPI_STATUS_IGNORE));
           floor_received_ = static_cast<std::int64_t>(floor);  // applied by the main thread (report_commit)
         } else if (st.MPI_TAG == kPutHead) {
           bool reused = false, passed_over = false;
@@ -237,7 +237,7 @@ void MpiCoordination::progress_loop() {
           if (passed_over) ++ward_buffers_passed_over_;
           const std::uint64_t v = r.manifest.version;
           ward_store(src).put(r.manifest, std::move(r.payload), r.checksum);
-          ok(polled::send(&v, 1, MPI_UINT64_T, src, kAck, ack_));
+          REPRISE_MPI_CHECK(polled::send(&v, 1, MPI_UINT64_T, src, kAck, ack_));
         } else {
           // A piece without its head cannot happen on a FIFO channel; drop it loudly.
           std::fprintf(stderr, "reprise: rank %d: unexpected message tag %d from rank %d\n", rank_, st.MPI_TAG, src);

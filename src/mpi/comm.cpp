@@ -13,6 +13,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "mpi/check.hpp"
 #include "mpi/comm_state.hpp"
 #include "mpi/polled.hpp"
 #include "reprise/errors.hpp"
@@ -38,7 +39,7 @@ int probe_any_source(MPI_Comm comm, int tag, int* flag, MPI_Status* st) {
   *flag = 0;
 #if REPRISE_HAVE_ULFM
   if (polled::failed_in(comm) > 0) return MPIX_ERR_PROC_FAILED;
-  MPIX_Comm_failure_ack(comm);
+  return MPIX_Comm_failure_ack(comm);
 #endif
   return MPI_SUCCESS;
 }
@@ -51,8 +52,8 @@ PendingMessage::~PendingMessage() {
   // it cannot write into the application's memory later.
   for (MPI_Request* r : {&request, &payload}) {
     if (*r == MPI_REQUEST_NULL) continue;
-    if (receive) MPI_Cancel(r);
-    MPI_Request_free(r);
+    if (receive) REPRISE_MPI_DISCARD(MPI_Cancel(r));
+    REPRISE_MPI_DISCARD(MPI_Request_free(r));  // (a destructor: whatever happened to it cannot be reported)
   }
 }
 
@@ -168,13 +169,13 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
     return Comm::Request(std::move(m));
   }
   m->header = WireHeader{s.header.seq, s.header.phase, bytes, s.header.group, kMagic};
-  const int rc = post_send(dest, tag, m->header, host, m->packed, m->request, m->payload, m->epoch);
+  const int posted = post_send(dest, tag, m->header, host, m->packed, m->request, m->payload, m->epoch);
   // The log copy overlaps the transfer; it is done before the send can be reported complete.
   if (s.log_slot && bytes && !m->device) std::memcpy(s.log_slot, buf, bytes);
   if (s.log_slot && direct) copy_into_log(*m, s.log_slot, buf, bytes, p_->log().find(dest, s.header.seq)->segment);
   m->owner = this;
   live_.push_back(m.get());
-  host_.check_mpi(rc);
+  REPRISE_COMM_CHECK(posted);  // (after the message is registered: a repair reaches it)
   return Comm::Request(std::move(m));
 }
 
@@ -261,8 +262,8 @@ void CommState::post_receive(PendingMessage& m) {
   m.packed.resize(kReceiveBuffer);
   m.epoch = chan_.at(static_cast<std::size_t>(m.peer));
   awaiting_header_.push_back(&m);
-  host_.check_mpi(MPI_Irecv(m.packed.data(), static_cast<int>(m.packed.size()), MPI_BYTE, m.peer, m.tag,
-                            epochs_.at(static_cast<std::size_t>(m.epoch)).first, &m.request));
+  REPRISE_COMM_CHECK(MPI_Irecv(m.packed.data(), static_cast<int>(m.packed.size()), MPI_BYTE, m.peer, m.tag,
+                               epochs_.at(static_cast<std::size_t>(m.epoch)).first, &m.request));
 }
 
 void CommState::forget(PendingMessage* m) {
@@ -282,7 +283,7 @@ bool CommState::finish(MPI_Request& r, MPI_Status* st, bool block, const Pending
     int flag = 0;
     const int rc = MPI_Test(&r, &flag, st);
     if (rc != MPI_SUCCESS) {  // a failure: the repair re-posted or completed the request (or threw Rollback)
-      tested(rc, r);
+      tested(rc, r, REPRISE_MPI_SITE(MPI_Test(&r, &flag, st)));
       // A request MPI freed with a failure that the repair neither re-posted nor completed: its message is lost
       // (its peer survived and its communicator was not revoked, which Open MPI never does): say so, rather
       // than complete it empty.
@@ -306,8 +307,8 @@ void CommState::advance_headers(const PendingMessage* except) {
     MPI_Status st;
     if (p != except && p->request != MPI_REQUEST_NULL) {
       const int rc = MPI_Test(&p->request, &flag, &st);
-      if (rc != MPI_SUCCESS) {
-        tested(rc, p->request);  // the repair re-posted it, or this process rolls back
+      if (rc != MPI_SUCCESS) {  // the repair re-posted it, or this process rolls back
+        tested(rc, p->request, REPRISE_MPI_SITE(MPI_Test(&p->request, &flag, &st)));
         return;
       }
       if (flag) {
@@ -319,18 +320,18 @@ void CommState::advance_headers(const PendingMessage* except) {
   }
 }
 
-void CommState::tested(int rc, const MPI_Request& r) {
+void CommState::tested(int rc, const MPI_Request& r, const CallSite& at) {
   if (rc == MPI_SUCCESS) return;
   if (r == MPI_REQUEST_NULL)
-    host_.request_failed(rc);
+    host_.request_failed(rc, at);
   else
-    host_.check_mpi(rc);
+    host_.check_mpi(rc, at);
 }
 
 void CommState::header_arrived(PendingMessage& m, const MPI_Status& st) {
   awaiting_header_.erase(std::remove(awaiting_header_.begin(), awaiting_header_.end(), &m), awaiting_header_.end());
   int count = 0;
-  MPI_Get_count(&st, MPI_BYTE, &count);
+  REPRISE_COMM_CHECK(MPI_Get_count(&st, MPI_BYTE, &count));
   if (count < static_cast<int>(sizeof(WireHeader)))
     throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + " received " + std::to_string(count) +
                         " bytes without a Reprise header from rank " + std::to_string(m.peer) +
@@ -358,9 +359,9 @@ void CommState::header_arrived(PendingMessage& m, const MPI_Status& st) {
       m.hold = std::move(staging);
       into = m.staged;
     }
-    host_.check_mpi(MPI_Irecv(into, static_cast<int>(m.header.bytes), MPI_BYTE, st.MPI_SOURCE,
-                              payload_tag(m.header.seq), epochs_.at(static_cast<std::size_t>(m.epoch)).second,
-                              &m.payload));
+    REPRISE_COMM_CHECK(MPI_Irecv(into, static_cast<int>(m.header.bytes), MPI_BYTE, st.MPI_SOURCE,
+                                 payload_tag(m.header.seq), epochs_.at(static_cast<std::size_t>(m.epoch)).second,
+                                 &m.payload));
   }
 }
 
@@ -449,7 +450,7 @@ void CommState::pop_completed(Queue& sends) {
     int flag = 0;
     const int rc = MPI_Test(&sends.front().first, &flag, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
-      tested(rc, sends.front().first);
+      tested(rc, sends.front().first, REPRISE_MPI_SITE(MPI_Test(&sends.front().first, &flag, MPI_STATUS_IGNORE)));
       return;
     }
     if (!flag) return;
@@ -467,7 +468,7 @@ void CommState::poll_views() {
   for (;;) {
     int flag = 0;
     MPI_Status st;
-    host_.check_mpi(probe_any_source(host_.view_comm(), MPI_ANY_TAG, &flag, &st));
+    REPRISE_COMM_CHECK(probe_any_source(host_.view_comm(), MPI_ANY_TAG, &flag, &st));
     if (!flag) break;
     if (st.MPI_SOURCE < 0 || st.MPI_SOURCE >= size() || (st.MPI_TAG != kViewTag && st.MPI_TAG != kAskTag)) {
       std::fprintf(stderr, "reprise: rank %d: a message from rank %d on the view communicator (tag %d, error %d) "
@@ -477,7 +478,7 @@ void CommState::poll_views() {
     std::uint64_t v[2];
     const int rc = polled::recv(v, 2, MPI_UINT64_T, st.MPI_SOURCE, st.MPI_TAG, host_.view_comm(), MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {  // spurious (probe again) or a repair (the communicators changed)
-      host_.check_mpi(rc);
+      host_.check_mpi(rc, REPRISE_MPI_SITE(polled::recv(v, 2, MPI_UINT64_T, src, tag, view_comm)));
       continue;
     }
     if (st.MPI_TAG == kAskTag) {
@@ -695,8 +696,7 @@ void CommState::announce(std::uint64_t through) {
     const std::size_t i = static_cast<std::size_t>(q);
     view_sends_.push_back({MPI_REQUEST_NULL, {c.delivered[i], c.sent[i]}});
     auto& back = view_sends_.back();
-    host_.check_mpi(
-        MPI_Isend(back.second.data(), 2, MPI_UINT64_T, q, kViewTag, host_.view_comm(), &back.first));
+    REPRISE_COMM_CHECK(MPI_Isend(back.second.data(), 2, MPI_UINT64_T, q, kViewTag, host_.view_comm(), &back.first));
     ++stats_.views_sent;
   }
   announced_ = version;
@@ -741,7 +741,7 @@ bool CommState::checkpoint_wanted() {
       for (int q : ask) {
         view_sends_.push_back({MPI_REQUEST_NULL, {0, 0}});
         auto& back = view_sends_.back();
-        host_.check_mpi(MPI_Isend(back.second.data(), 2, MPI_UINT64_T, q, kAskTag, host_.view_comm(), &back.first));
+        REPRISE_COMM_CHECK(MPI_Isend(back.second.data(), 2, MPI_UINT64_T, q, kAskTag, host_.view_comm(), &back.first));
         ++stats_.asks_sent;
       }
     }
@@ -791,10 +791,10 @@ void CommState::abandon(PendingMessage& m) {
   for (MPI_Request* r : {&m.request, &m.payload}) {
     if (*r == MPI_REQUEST_NULL) continue;
     if (!m.receive) {  // a send: it completes or fails on its own (its buffers outlive it: see after_repair)
-      MPI_Request_free(r);
+      REPRISE_MPI_DISCARD(MPI_Request_free(r));
       continue;
     }
-    MPI_Cancel(r);
+    REPRISE_MPI_DISCARD(MPI_Cancel(r));  // (completed below, or buried)
     bool done = false;
     for (int i = 0; i < 20000 && !done; ++i) {
       int flag = 0;
@@ -813,10 +813,10 @@ void CommState::abandon(PendingMessage& m) {
 void CommState::after_repair() {
   log_copies_done();  // before the sends they belong to are abandoned (and their buffers perhaps freed)
   for (auto& [req, buf] : view_sends_)
-    if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
+    if (req != MPI_REQUEST_NULL) REPRISE_MPI_DISCARD(MPI_Request_free(&req));  // (an epoch a failure ended)
   view_sends_.clear();
   for (auto& [req, buf] : control_sends_)
-    if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
+    if (req != MPI_REQUEST_NULL) REPRISE_MPI_DISCARD(MPI_Request_free(&req));  // (an epoch a failure ended)
   control_sends_.clear();
   for (auto& o : background_) buried_.push_back(std::move(o));  // MPI may still read their buffers
   background_.clear();
@@ -847,10 +847,10 @@ void CommState::begin_recovery(std::uint32_t epoch, const std::set<int>& rolled_
   }
   // Control messages and committed views of older epochs went over revoked communicators.
   for (auto& [req, buf] : view_sends_)
-    if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
+    if (req != MPI_REQUEST_NULL) REPRISE_MPI_DISCARD(MPI_Request_free(&req));  // (an epoch a failure ended)
   view_sends_.clear();
   for (auto& [req, buf] : control_sends_)
-    if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
+    if (req != MPI_REQUEST_NULL) REPRISE_MPI_DISCARD(MPI_Request_free(&req));  // (an epoch a failure ended)
   control_sends_.clear();
   const int newest = static_cast<int>(epochs_.size()) - 1;
   for (int r : rolled_back) chan_.at(static_cast<std::size_t>(r)) = newest;
@@ -881,7 +881,11 @@ void CommState::restart_exchange(bool in_recovery) {
   host_.before_restart_exchange();
   exchange_pending_ = false;
   exchanging_ = in_r_;  // until it completes: a failure during it rolls this group back again
-  auto ok = [&](int rc) { in_recovery ? host_.collective_ok(rc) : host_.check_mpi(rc); };
+  // In a recovery a failure starts a new repair attempt (the caller's); otherwise it starts the repair here.
+  const auto check = [&](int rc, const CallSite& at) {
+    in_recovery ? host_.collective_ok(rc, at) : host_.check_mpi(rc, at);
+  };
+#define REPRISE_EXCHANGE_CHECK(call) check((call), REPRISE_MPI_SITE(call))
   const std::size_t N = group_of_.size();
   // This process's counts now, and its group's committed view of each channel (restored state in R).
   std::vector<std::uint64_t> mine(4 * N, 0);
@@ -898,8 +902,8 @@ void CommState::restart_exchange(bool in_recovery) {
   }
   std::vector<std::uint64_t> all(4 * N * N);
   MPI_Comm ctl = host_.control_comm();
-  ok(polled::allgather(mine.data(), static_cast<int>(4 * N), MPI_UINT64_T, all.data(),
-                                    static_cast<int>(4 * N), MPI_UINT64_T, ctl));
+  REPRISE_EXCHANGE_CHECK(polled::allgather(mine.data(), static_cast<int>(4 * N), MPI_UINT64_T, all.data(),
+                                           static_cast<int>(4 * N), MPI_UINT64_T, ctl));
   const std::size_t me = static_cast<std::size_t>(rank_);
   std::vector<protocol::PeerCounts> peers;
   for (std::size_t q = 0; q < N; ++q) {
@@ -919,12 +923,13 @@ void CommState::restart_exchange(bool in_recovery) {
   const int n = static_cast<int>(N);
   int count = static_cast<int>(report.size());
   std::vector<int> counts(N), displs(N);
-  ok(polled::allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, ctl));
+  REPRISE_EXCHANGE_CHECK(polled::allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, ctl));
   int total = 0;
   for (int i = 0; i < n; ++i) displs[static_cast<std::size_t>(i)] = std::exchange(total, total + counts[static_cast<std::size_t>(i)]);
   std::vector<std::uint64_t> reports(static_cast<std::size_t>(total));
-  ok(polled::allgatherv(report.data(), count, MPI_UINT64_T, reports.data(), counts.data(),
-                                     displs.data(), MPI_UINT64_T, ctl));
+  REPRISE_EXCHANGE_CHECK(polled::allgatherv(report.data(), count, MPI_UINT64_T, reports.data(), counts.data(),
+                                            displs.data(), MPI_UINT64_T, ctl));
+#undef REPRISE_EXCHANGE_CHECK
   for (const auto& [dest, seqs] : w.replays) {
     stats_.replayed += seqs.size();
     (void)dest;
@@ -981,7 +986,7 @@ bool CommState::control_due() {
 void CommState::control_send(int dest, int tag, std::uint64_t a, std::uint64_t b) {
   control_sends_.push_back({MPI_REQUEST_NULL, {epoch_, a, b}});
   auto& back = control_sends_.back();
-  host_.check_mpi(MPI_Isend(back.second.data(), 3, MPI_UINT64_T, dest, tag, host_.control_comm(), &back.first));
+  REPRISE_COMM_CHECK(MPI_Isend(back.second.data(), 3, MPI_UINT64_T, dest, tag, host_.control_comm(), &back.first));
 }
 
 void CommState::release_items(const std::vector<protocol::Coordinator::Item>& items) {
@@ -1001,12 +1006,12 @@ void CommState::poll_control() {
     const MPI_Comm ctl = host_.control_comm();  // again after a repair
     int flag = 0;
     MPI_Status st;
-    host_.check_mpi(probe_any_source(ctl, MPI_ANY_TAG, &flag, &st));
+    REPRISE_COMM_CHECK(probe_any_source(ctl, MPI_ANY_TAG, &flag, &st));
     if (!flag) break;
     std::uint64_t v[3];
     const int rc = polled::recv(v, 3, MPI_UINT64_T, st.MPI_SOURCE, st.MPI_TAG, ctl, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {  // spurious (probe again) or a repair (the communicators changed)
-      host_.check_mpi(rc);
+      host_.check_mpi(rc, REPRISE_MPI_SITE(polled::recv(v, 3, MPI_UINT64_T, src, tag, ctl)));
       continue;
     }
     if (v[0] != epoch_) continue;  // stale: an older recovery attempt
@@ -1026,7 +1031,7 @@ void CommState::poll_control() {
     Outbound& o = **it;
     int flag = 0;
     for (MPI_Request* r : {&o.request, &o.payload_request})
-      if (*r != MPI_REQUEST_NULL) tested(MPI_Test(r, &flag, MPI_STATUS_IGNORE), *r);
+      if (*r != MPI_REQUEST_NULL) REPRISE_COMM_TESTED(MPI_Test(r, &flag, MPI_STATUS_IGNORE), *r);
     if (stats_.recoveries != recoveries) return;  // a repair rebuilt the queue (and invalidated `it`)
     it = o.request == MPI_REQUEST_NULL && o.payload_request == MPI_REQUEST_NULL ? background_.erase(it) : std::next(it);
   }
@@ -1042,8 +1047,8 @@ void CommState::flush_outbox() {
       o->payload = std::move(m.payload);
       o->header = WireHeader{m.header.seq, m.header.phase, o->payload.size(), m.header.group, kMagic};
       if (m.replay) ++stats_.replayed_sent;
-      host_.check_mpi(post_send(d, m.tag, o->header, o->payload.data(), o->packed, o->request, o->payload_request,
-                                o->epoch));
+      REPRISE_COMM_CHECK(post_send(d, m.tag, o->header, o->payload.data(), o->packed, o->request, o->payload_request,
+                                   o->epoch));
       background_.push_back(std::move(o));
     }
 }

@@ -4,14 +4,6 @@
 #pragma once
 
 #include <mpi.h>
-#if __has_include(<mpi-ext.h>)
-#include <mpi-ext.h>
-#endif
-#if defined(MPIX_ERR_PROC_FAILED) && defined(MPIX_ERR_REVOKED)
-#define REPRISE_HAVE_ULFM 1
-#else
-#define REPRISE_HAVE_ULFM 0
-#endif
 
 #include <cstdint>
 #include <array>
@@ -23,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "mpi/check.hpp"
 #include "protocol/device_mpi.hpp"
 #include "protocol/coordinator.hpp"
 #include "protocol/process.hpp"
@@ -44,15 +37,16 @@ class CommHost {
   /// The current recovery's control messages (Notify, Release) and the restart exchange; replaced by every repair.
   virtual MPI_Comm control_comm() const = 0;
   /// MPI_SUCCESS: nothing; a process failure: repair, then throw Rollback (or, at a survivor of a group
-  /// rollback, return once the job is repaired); other errors: throw Error.
-  virtual void check_mpi(int rc) = 0;
+  /// rollback, return once the job is repaired); other errors: throw Error naming the call `at`.
+  /// REPRISE_COMM_CHECK(call) calls it.
+  virtual void check_mpi(int rc, const CallSite& at) = 0;
   /// A failure the runtime's threads detected: recover as check_mpi does.
   virtual void poll_failure() = 0;
   /// Called right before this process's restart exchange (failure injection: REPRISE_KILL's `exchange` point).
   virtual void before_restart_exchange() {}
   /// For the restart exchange: MPI_SUCCESS: nothing; a process failure: throw the runtime's internal PeerFailure
-  /// (the caller starts a new repair attempt); other errors: throw Error.
-  virtual void collective_ok(int rc) = 0;
+  /// (the caller starts a new repair attempt); other errors: throw Error. (REPRISE_MPI_CHECK's reading.)
+  virtual void collective_ok(int rc, const CallSite& at) = 0;
   /// The device backend for Comm's device buffers (created on first use; DeviceError when there is none).
   virtual gpu::Backend& device() = 0;
   /// Whether a pointer may be device memory (CUDA with a usable GPU): only then is CUDA asked where it lives.
@@ -68,7 +62,7 @@ class CommHost {
   /// ULFM's notices say yet: Open MPI fails a request only when its peer died or its communicator was revoked,
   /// and this process may learn it from the request before its failed-process group shows it (a stress run saw a
   /// receive completed this way taken for a message of 0 bytes). Recovers as check_mpi does; other errors throw.
-  virtual void request_failed(int rc) = 0;
+  virtual void request_failed(int rc, const CallSite& at) = 0;
 };
 
 /// Sent before every payload. Small payloads (up to kPackLimit) travel in the same MPI message, packed behind it;
@@ -240,8 +234,8 @@ class CommState {
   void header_arrived(PendingMessage& m, const MPI_Status& st);
   void advance_headers(const PendingMessage* except);
   /// The result `rc` of MPI_Test on `r`: an error that left `r` pending is check_mpi's (perhaps spurious); one
-  /// that freed it is request_failed's.
-  void tested(int rc, const MPI_Request& r);
+  /// that freed it is request_failed's. REPRISE_COMM_TESTED(call, r) calls it.
+  void tested(int rc, const MPI_Request& r, const CallSite& at);
   void forget(PendingMessage* m);
   friend struct PendingMessage;
   /// False: a duplicate of a message already delivered (a re-executed send after a group rollback): dropped.
@@ -346,3 +340,8 @@ class CommState {
 };
 
 }  // namespace reprise::mpi
+
+/// Inside CommState: an MPI call's result read by CommHost::check_mpi (see mpi/check.hpp).
+#define REPRISE_COMM_CHECK(call) host_.check_mpi((call), REPRISE_MPI_SITE(call))
+/// Inside CommState: the result of MPI_Test on request `r` (CommState::tested).
+#define REPRISE_COMM_TESTED(call, r) tested((call), (r), REPRISE_MPI_SITE(call))

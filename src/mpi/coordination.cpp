@@ -35,7 +35,7 @@ protocol::MpiCudaSupport mpi_cuda_support() {
 
 MpiCoordination::MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
   int provided = 0;
-  MPI_Query_thread(&provided);
+  REPRISE_MPI_CHECK(MPI_Query_thread(&provided));
   if (provided < MPI_THREAD_MULTIPLE)
     throw ConfigError(
         "reprise::MpiRuntime needs MPI initialised with MPI_THREAD_MULTIPLE (call MPI_Init_thread "
@@ -53,7 +53,7 @@ MpiCoordination::MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
   struct sigaction old_action {};
   if (sigaction(SIGPIPE, nullptr, &old_action) == 0 && old_action.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
   MPI_Comm parent = MPI_COMM_NULL;
-  MPI_Comm_get_parent(&parent);
+  REPRISE_MPI_CHECK(MPI_Comm_get_parent(&parent));
   if (parent != MPI_COMM_NULL) {
     join_as_replacement(parent, cfg);
   } else {
@@ -97,7 +97,7 @@ MpiCoordination::~MpiCoordination() {
   // processes it never reached crashes inside its TCP transport.
   for (MPI_Comm* c : {&app_, &group_, &data_, &ack_, &msg_, &payload_, &view_, &ctl_, &world_}) retired_.push_back(*c);
   for (MPI_Comm& c : retired_)
-    if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+    if (c != MPI_COMM_NULL) REPRISE_MPI_DISCARD(MPI_Comm_free(&c));  // (leaving: nothing to do about an error)
 }
 
 // The job's last barrier, polled: a rank still in it after 30 s says so and what it waits for (a stress run
@@ -155,16 +155,10 @@ bool MpiCoordination::no_failure() {
 #if REPRISE_HAVE_ULFM
   for (MPI_Comm c : {world_, app_, data_, ack_, view_, ctl_, group_}) {
     int f = 0;
-    if (c != MPI_COMM_NULL) MPIX_Comm_is_revoked(c, &f);
+    if (c != MPI_COMM_NULL && MPIX_Comm_is_revoked(c, &f) != MPI_SUCCESS) return false;  // (cannot tell: say no)
     if (f) return false;
   }
-  MPI_Group g = MPI_GROUP_NULL;
-  int n = 0;
-  if (MPIX_Comm_get_failed(world_, &g) == MPI_SUCCESS && g != MPI_GROUP_NULL) {
-    MPI_Group_size(g, &n);
-    MPI_Group_free(&g);
-  }
-  return n == 0;
+  return polled::failed_in(world_) == 0;
 #else
   return true;
 #endif
@@ -181,18 +175,18 @@ bool MpiCoordination::spurious(int rc) {
 #endif
 }
 
-void MpiCoordination::check_mpi(int rc) {
+void MpiCoordination::check_mpi(int rc, const CallSite& at) {
   if (rc == MPI_SUCCESS || spurious(rc)) return;
-  request_failed(rc);
+  request_failed(rc, at);
 }
 
-void MpiCoordination::request_failed(int rc) {
+void MpiCoordination::request_failed(int rc, const CallSite& at) {
   trace_revoked("check_mpi");
   if (is_failure(rc)) {
     recover("an MPI call of reprise::Comm reported: " + mpi_error(rc));
     return;  // a survivor of a group rollback: the repair re-posted what involved the rolled-back ranks
   }
-  throw Error("MPI error in reprise::Comm: " + mpi_error(rc));
+  throw Error("MPI error in reprise::Comm: " + describe(rc, at));
 }
 
 void MpiCoordination::before_restart_exchange() {
@@ -235,7 +229,7 @@ void MpiCoordination::finish() {
       if (rc == MPI_SUCCESS && !down_ && no_failure() && ++false_agreements < 8) continue;  // see below
       if (req != MPI_REQUEST_NULL) {
         revoke(world_);
-        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        REPRISE_MPI_DISCARD(MPI_Wait(&req, MPI_STATUS_IGNORE));  // (revoked: it ends, with an error)
       }
       recover("the job's final agreement failed: " + mpi_error(rc));  // a survivor agrees again
     }
@@ -257,7 +251,7 @@ void MpiCoordination::finish() {
 #else
   const int rc = MPI_Barrier(world_);
   if (is_failure(rc)) recover("the job's final barrier failed: " + mpi_error(rc));
-  ok(rc);
+  mpi::check(rc, REPRISE_MPI_SITE(MPI_Barrier(world_)));
 #endif
 }
 
@@ -281,7 +275,7 @@ void MpiCoordination::trace_revoked(const char* where) {
   int i = 0;
   for (MPI_Comm c : {world_, app_, data_, ack_, msg_, payload_, view_, ctl_, group_}) {
     int f = 0;
-    if (c != MPI_COMM_NULL) MPIX_Comm_is_revoked(c, &f);
+    if (c != MPI_COMM_NULL) REPRISE_MPI_DISCARD(MPIX_Comm_is_revoked(c, &f));  // (a trace)
     if (f) out += std::string(" ") + names[i];
     ++i;
   }
@@ -289,8 +283,8 @@ void MpiCoordination::trace_revoked(const char* where) {
     int e = 0;
     for (const auto& [m, pl] : comm_state_->epochs()) {
       int f1 = 0, f2 = 0;
-      MPIX_Comm_is_revoked(m, &f1);
-      MPIX_Comm_is_revoked(pl, &f2);
+      REPRISE_MPI_DISCARD(MPIX_Comm_is_revoked(m, &f1));  // (a trace)
+      REPRISE_MPI_DISCARD(MPIX_Comm_is_revoked(pl, &f2));
       if (f1 || f2) out += " msg-epoch" + std::to_string(e) + (f1 ? "m" : "") + (f2 ? "p" : "");
       ++e;
     }
@@ -298,7 +292,7 @@ void MpiCoordination::trace_revoked(const char* where) {
   int nret = 0;
   for (MPI_Comm c : retired_) {
     int f = 0;
-    if (c != MPI_COMM_NULL) MPIX_Comm_is_revoked(c, &f);
+    if (c != MPI_COMM_NULL) REPRISE_MPI_DISCARD(MPIX_Comm_is_revoked(c, &f));  // (a trace)
     nret += f;
   }
   if (!out.empty())
@@ -416,8 +410,8 @@ void MpiCoordination::adopt(MPI_Comm world, bool keep_group) {
     if (c != MPI_COMM_NULL) retired_.push_back(c);  // revoked (or, group rollback: the old channels); freed at the end
   MPI_Comm old_group = group_;
   world_ = world;
-  MPI_Comm_rank(world_, &rank_);
-  MPI_Comm_size(world_, &size_);
+  REPRISE_MPI_CHECK(MPI_Comm_rank(world_, &rank_));
+  REPRISE_MPI_CHECK(MPI_Comm_size(world_, &size_));
   // The layout (nodes, groups, buddies) is the job's: discovered when it starts, kept by the survivors of a
   // repair and given to the replacements in the recovery packet, wherever the MPI started them. Discovered
   // again, a replacement started on another node would move ranks between groups and buddies mid-run.
@@ -442,8 +436,8 @@ void MpiCoordination::adopt(MPI_Comm world, bool keep_group) {
     comm_state_->add_epoch(msg_, payload_);
     if (!group_rollback_) comm_state_->after_repair();
   }
-  ok(MPI_Comm_split(world_, layout_.group_of[static_cast<std::size_t>(rank_)], rank_, &group_));
-  MPI_Comm_set_errhandler(group_, MPI_ERRORS_RETURN);
+  REPRISE_MPI_CHECK(MPI_Comm_split(world_, layout_.group_of[static_cast<std::size_t>(rank_)], rank_, &group_));
+  REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(group_, MPI_ERRORS_RETURN));
   if (keep_group) std::swap(group_, old_group);
   if (old_group != MPI_COMM_NULL) retired_.push_back(old_group);
   if (!keep_group) reset_group_barrier();  // a new group communicator: the barrier is chosen (and built) again

@@ -47,7 +47,7 @@
 #include "protocol/failure_injection.hpp"
 #include "protocol/barrier_choice.hpp"
 #include "protocol/job_floor.hpp"
-#include "mpi/failure.hpp"
+#include "mpi/check.hpp"
 #include "protocol/placement.hpp"
 #include "protocol/recovery_plan.hpp"
 #include "mpi/recovery_watch.hpp"
@@ -112,11 +112,11 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   MPI_Comm view_comm() const override { return view_; }
   MPI_Comm control_comm() const override { return ctl_; }
   bool spurious(int rc) override;
-  void check_mpi(int rc) override;
-  void request_failed(int rc) override;
+  void check_mpi(int rc, const CallSite& at) override;
+  void request_failed(int rc, const CallSite& at) override;
   void before_restart_exchange() override;
   void poll_failure() override;
-  void collective_ok(int rc) override { ok(rc); }
+  void collective_ok(int rc, const CallSite& at) override { mpi::check(rc, at); }
 
   // ---- MpiRuntime API --------------------------------------------------------------------------------------
   MPI_Comm app() const { return app_; }
@@ -169,7 +169,8 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   bool nccl_group();
   void wait_nccl(const std::function<bool()>& finished);
   void reset_group_barrier();
-  void group_collective(int started, MPI_Request& req, const char* what);
+  /// REPRISE_GROUP_COLLECTIVE(call, req, what) calls it: see group_commit.cpp.
+  void group_collective(int started, MPI_Request& req, const char* what, const CallSite& at);
   int wait_group(MPI_Request& req);
   void cancel_group_wait();
 
@@ -262,3 +263,6 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
 };
 
 }  // namespace reprise::mpi
+
+/// Inside MpiCoordination: a collective of the group, started by `call` on request `req` (group_collective).
+#define REPRISE_GROUP_COLLECTIVE(call, req, what) group_collective((call), (req), (what), REPRISE_MPI_SITE(call))

@@ -18,7 +18,7 @@ bool MpiCoordination::log_checkpoint_due(std::uint64_t s) {
   if (cfg_.log_bound_bytes == 0 || s % cfg_.log_check_every != 0) return false;
   int want = comm_state_->checkpoint_wanted() ? 1 : 0;
   MPI_Request req = MPI_REQUEST_NULL;
-  group_collective(MPI_Iallreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MAX, group_, &req), req,
+  REPRISE_GROUP_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MAX, group_, &req), req,
                    "the group's log check");
   return want != 0;
 }
@@ -42,17 +42,17 @@ void MpiCoordination::commit_agreement(std::optional<std::uint64_t> capture) {
       all = nccl_->result();
     } else {
       int gsize = 0;
-      MPI_Comm_size(group_, &gsize);
+      REPRISE_MPI_CHECK(MPI_Comm_size(group_, &gsize));
       all.resize(stride * static_cast<std::size_t>(gsize));
       MPI_Request req = MPI_REQUEST_NULL;
-      group_collective(MPI_Iallgather(mine.data(), static_cast<int>(stride), MPI_UINT64_T, all.data(),
+      REPRISE_GROUP_COLLECTIVE(MPI_Iallgather(mine.data(), static_cast<int>(stride), MPI_UINT64_T, all.data(),
                                       static_cast<int>(stride), MPI_UINT64_T, group_, &req),
                        req, what);
     }
     for (std::size_t i = 0; i * stride < all.size(); ++i) v = std::min(v, static_cast<std::int64_t>(all[i * stride]));
   } else {
     MPI_Request req = MPI_REQUEST_NULL;
-    group_collective(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, group_, &req), req, what);
+    REPRISE_GROUP_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, group_, &req), req, what);
   }
   if (v >= 0) store_->set_committed(static_cast<std::uint64_t>(v));
   report_commit();
@@ -81,7 +81,7 @@ void MpiCoordination::report_commit() {
   const std::uint64_t report[2] = {static_cast<std::uint64_t>(layout_.group_of[static_cast<std::size_t>(rank_)]), *c};
   const MPI_Comm data = data_;
   try {
-    ok(polled::send(report, 2, MPI_UINT64_T, 0, kFloorReport, data));
+    REPRISE_MPI_CHECK(polled::send(report, 2, MPI_UINT64_T, 0, kFloorReport, data));
   } catch (const PeerFailure&) {
     if (data == data_) link_down("job floor report");  // the next runtime call recovers
   }
@@ -90,7 +90,7 @@ void MpiCoordination::report_commit() {
 // Rank 0's progress thread: a group's commit; a floor that rose goes to every rank.
 void MpiCoordination::on_floor_report(int src) {
   std::uint64_t report[2] = {0, 0};
-  ok(polled::recv(report, 2, MPI_UINT64_T, src, kFloorReport, data_, MPI_STATUS_IGNORE));
+  REPRISE_MPI_CHECK(polled::recv(report, 2, MPI_UINT64_T, src, kFloorReport, data_, MPI_STATUS_IGNORE));
   const auto floor = floor_table_.report(static_cast<int>(report[0]), report[1]);
   if (const auto lag = floor_table_.lag()) {
     const std::string what = lag->committed ? "its newest commit is version " + std::to_string(*lag->committed)
@@ -108,7 +108,7 @@ void MpiCoordination::on_floor_report(int src) {
   if (!floor) return;
   if (trace_)
     std::fprintf(stderr, "reprise: rank %d: job floor %llu\n", rank_, static_cast<unsigned long long>(*floor));
-  for (int r = 0; r < size_; ++r) ok(polled::send(&*floor, 1, MPI_UINT64_T, r, kFloor, data_));
+  for (int r = 0; r < size_; ++r) REPRISE_MPI_CHECK(polled::send(&*floor, 1, MPI_UINT64_T, r, kFloor, data_));
 }
 
 // Whether this group's barrier runs on NCCL (Config::group_barrier). Chosen with the group at its first barrier
@@ -119,8 +119,8 @@ bool MpiCoordination::nccl_group() {
   if (cfg_.group_barrier == GroupBarrierKind::Mpi) return false;
   if (!barrier_) {
     int gsize = 0, grank = 0;
-    MPI_Comm_size(group_, &gsize);
-    MPI_Comm_rank(group_, &grank);
+    REPRISE_MPI_CHECK(MPI_Comm_size(group_, &gsize));
+    REPRISE_MPI_CHECK(MPI_Comm_rank(group_, &grank));
     struct Record {
       std::uint64_t host;
       char gpu[40];
@@ -129,7 +129,7 @@ bool MpiCoordination::nccl_group() {
     std::strncpy(mine.gpu, bus.c_str(), sizeof mine.gpu - 1);
     std::vector<Record> records(static_cast<std::size_t>(gsize));
     MPI_Request req = MPI_REQUEST_NULL;
-    group_collective(
+    REPRISE_GROUP_COLLECTIVE(
         MPI_Iallgather(&mine, sizeof(Record), MPI_BYTE, records.data(), sizeof(Record), MPI_BYTE, group_, &req), req,
         "the group's barrier choice");
     std::vector<protocol::MemberDevice> devices;
@@ -139,7 +139,7 @@ bool MpiCoordination::nccl_group() {
     if (barrier_->kind == GroupBarrierKind::Nccl) {
       gpu::NcclId id{};
       if (grank == 0) id = gpu::nccl_unique_id();
-      group_collective(MPI_Ibcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, group_, &req), req,
+      REPRISE_GROUP_COLLECTIVE(MPI_Ibcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, group_, &req), req,
                        "the group's NCCL set-up");
       nccl_ = std::make_unique<gpu::NcclBarrier>(id, gsize, grank);
       wait_nccl([this] { return nccl_->ready(); });
@@ -188,11 +188,11 @@ void MpiCoordination::reset_group_barrier() {
 
 // Completes a collective of the group whose start returned `started`: waits (wait_group), reads libnbc's
 // MPI_ERR_OTHER for a lost member as the failure it is (polled::collective_result), and recovers from a failure
-// (`what` names the collective in the message).
-void MpiCoordination::group_collective(int started, MPI_Request& req, const char* what) {
+// (`what` names the collective in the message, `at` the call). Called by REPRISE_GROUP_COLLECTIVE(call, req, what).
+void MpiCoordination::group_collective(int started, MPI_Request& req, const char* what, const CallSite& at) {
   const int rc = polled::collective_result(started == MPI_SUCCESS ? wait_group(req) : started, group_);
   if (is_failure(rc) || down_) recover(std::string(what) + " failed: " + mpi_error(rc));
-  ok(rc);
+  if (rc != MPI_SUCCESS) throw Error(std::string("MPI error in ") + what + ": " + describe(rc, at));
 }
 
 // Waits for a collective of the group while serving the protocol (a survivor may be the restart coordinator, or
@@ -223,7 +223,7 @@ int MpiCoordination::wait_group(MPI_Request& req) {
 void MpiCoordination::cancel_group_wait() {
   if (!pending_group_) return;
   revoke(group_);
-  MPI_Wait(pending_group_, MPI_STATUS_IGNORE);
+  REPRISE_MPI_DISCARD(MPI_Wait(pending_group_, MPI_STATUS_IGNORE));  // (revoked: it ends, with an error)
   pending_group_ = nullptr;
 }
 

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "mpi/check.hpp"
 #include "protocol/barrier_choice.hpp"
 #include "reprise/errors.hpp"
 
@@ -33,18 +34,18 @@ TopologyConfig TopologyConfig::from_env() {
 
 protocol::Layout discover_layout(MPI_Comm comm, const TopologyConfig& config) {
   int rank = 0, size = 0;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  REPRISE_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  REPRISE_MPI_CHECK(MPI_Comm_size(comm, &size));
   if (config.ranks_per_node > 0) return protocol::make_layout(protocol::emulated_node_keys(size, config.ranks_per_node), config.spec);
   // A node's key is the lowest rank among the ranks sharing its memory.
   MPI_Comm node;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  REPRISE_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
   int lowest = rank;
-  MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, node);
-  MPI_Comm_free(&node);
+  REPRISE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, node));
+  REPRISE_MPI_CHECK(MPI_Comm_free(&node));
   long key = lowest;
   std::vector<long> keys(static_cast<std::size_t>(size));
-  MPI_Allgather(&key, 1, MPI_LONG, keys.data(), 1, MPI_LONG, comm);
+  REPRISE_MPI_CHECK(MPI_Allgather(&key, 1, MPI_LONG, keys.data(), 1, MPI_LONG, comm));
   return protocol::make_layout(keys, config.spec);
 }
 

@@ -24,9 +24,9 @@ inline int failed_in(MPI_Comm comm) {
   int n = 0;
 #if defined(MPIX_ERR_PROC_FAILED) && defined(MPIX_ERR_REVOKED)
   MPI_Group failed = MPI_GROUP_NULL;
-  if (MPIX_Comm_get_failed(comm, &failed) == MPI_SUCCESS && failed != MPI_GROUP_NULL) {
-    MPI_Group_size(failed, &n);
-    MPI_Group_free(&failed);
+  if (MPIX_Comm_get_failed(comm, &failed) == MPI_SUCCESS && failed != MPI_GROUP_NULL) {  // (else: none known)
+    if (MPI_Group_size(failed, &n) != MPI_SUCCESS) n = 0;
+    static_cast<void>(MPI_Group_free(&failed));  // (a local group: nothing to do about an error)
   }
 #else
   (void)comm;
@@ -42,14 +42,14 @@ inline int collective_result(int rc, MPI_Comm comm) {
 #if defined(MPIX_ERR_PROC_FAILED) && defined(MPIX_ERR_REVOKED)
   if (rc == MPI_SUCCESS) return rc;
   int cls = rc;
-  MPI_Error_class(rc, &cls);
+  if (MPI_Error_class(rc, &cls) != MPI_SUCCESS) return rc;
   if (cls == MPIX_ERR_PROC_FAILED || cls == MPIX_ERR_REVOKED) return rc;
   for (int i = 0; i < 400; ++i) {
     int revoked = 0;
     if (MPIX_Comm_is_revoked(comm, &revoked) == MPI_SUCCESS && revoked) return MPIX_ERR_REVOKED;
     if (failed_in(comm) > 0) return MPIX_ERR_PROC_FAILED;
     int flag = 0;  // progress, so that the runtime's notice of a failure is received
-    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE);
+    static_cast<void>(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE));  // (progress only)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 #else
@@ -81,9 +81,9 @@ inline int recv(void* buf, int count, MPI_Datatype type, int src, int tag, MPI_C
   rc = wait(r, st);
   // ULFM leaves a receive from MPI_ANY_SOURCE active when it fails (MPIX_ERR_PROC_FAILED_PENDING): it could still
   // complete into `buf` after this call returned. Cancel and free it. (Other failed requests are freed by MPI.)
-  if (rc != MPI_SUCCESS && r != MPI_REQUEST_NULL) {
-    MPI_Cancel(&r);
-    MPI_Request_free(&r);
+  if (rc != MPI_SUCCESS && r != MPI_REQUEST_NULL) {  // (the call fails with `rc` either way)
+    static_cast<void>(MPI_Cancel(&r));
+    static_cast<void>(MPI_Request_free(&r));
   }
   return rc;
 }

@@ -46,12 +46,12 @@ namespace {
 [[maybe_unused]] MPI_Info replacement_info(const std::string& value) {
   char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int len = 0;
-  MPI_Get_library_version(version, &len);
+  REPRISE_MPI_CHECK(MPI_Get_library_version(version, &len));
   const char* at = std::strstr(version, "Open MPI v");
   const bool pmix = at && std::atoi(at + std::strlen("Open MPI v")) >= 5;
   MPI_Info info = MPI_INFO_NULL;
-  MPI_Info_create(&info);
-  MPI_Info_set(info, pmix ? "PMIX_ENVAR" : "env", ("REPRISE_REPLACING=" + value).c_str());
+  REPRISE_MPI_CHECK(MPI_Info_create(&info));
+  REPRISE_MPI_CHECK(MPI_Info_set(info, pmix ? "PMIX_ENVAR" : "env", ("REPRISE_REPLACING=" + value).c_str()));
   return info;
 }
 
@@ -69,18 +69,18 @@ void append_records(std::vector<std::uint64_t>& out, int owner, const std::vecto
 
 std::vector<std::uint64_t> allgather_u64(MPI_Comm comm, const std::vector<std::uint64_t>& mine) {
   int n = 0;
-  MPI_Comm_size(comm, &n);
+  REPRISE_MPI_CHECK(MPI_Comm_size(comm, &n));
   int count = static_cast<int>(mine.size());
   std::vector<int> counts(static_cast<std::size_t>(n)), displs(static_cast<std::size_t>(n));
-  ok(polled::allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm));
+  REPRISE_MPI_CHECK(polled::allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm));
   int total = 0;
   for (int i = 0; i < n; ++i) {
     displs[static_cast<std::size_t>(i)] = total;
     total += counts[static_cast<std::size_t>(i)];
   }
   std::vector<std::uint64_t> all(static_cast<std::size_t>(total));
-  ok(polled::allgatherv(mine.data(), count, MPI_UINT64_T, all.data(), counts.data(), displs.data(), MPI_UINT64_T,
-                        comm));
+  REPRISE_MPI_CHECK(polled::allgatherv(mine.data(), count, MPI_UINT64_T, all.data(), counts.data(), displs.data(),
+                                       MPI_UINT64_T, comm));
   return all;
 }
 
@@ -134,7 +134,7 @@ void MpiCoordination::agree_on_restart() {
       damaged = e.what();
     }
   }
-  ok(MPI_Allreduce(MPI_IN_PLACE, job, 2, MPI_INT64_T, MPI_MAX, world_));
+  REPRISE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, job, 2, MPI_INT64_T, MPI_MAX, world_));
   const std::int64_t recorded = job[0];
   if (recorded == -2)
     throw RestoreError("relaunch from " + dir + ": " +
@@ -261,9 +261,10 @@ void MpiCoordination::recover(const std::string& why) {
   for (int attempt = 1;; ++attempt) {
     MPI_Comm shrunk = MPI_COMM_NULL;
     stage("in MPIX_Comm_shrink");
-    if (MPIX_Comm_shrink(base, &shrunk) != MPI_SUCCESS)
-      throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": MPIX_Comm_shrink failed during recovery");
-    MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN);
+    if (const int rc = MPIX_Comm_shrink(base, &shrunk); rc != MPI_SUCCESS)
+      throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": MPIX_Comm_shrink failed during recovery: " +
+                                 describe(rc, REPRISE_MPI_SITE(MPIX_Comm_shrink(base, &shrunk))));
+    REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN));
     retired_.push_back(shrunk);
     const std::vector<int> failed = failed_ranks(shrunk);
     // Shrink is uniform: every survivor sees the same set. Empty: a communicator was revoked, or an agreement
@@ -286,7 +287,7 @@ void MpiCoordination::recover(const std::string& why) {
     int flag = 1;
     try {
       stage("gathering the survivors' checkpoints (shrunk communicator)");
-      ok(polled::allreduce(MPI_IN_PLACE, &max_step, 1, MPI_UINT64_T, MPI_MAX, shrunk));
+      REPRISE_MPI_CHECK(polled::allreduce(MPI_IN_PLACE, &max_step, 1, MPI_UINT64_T, MPI_MAX, shrunk));
       const auto all = allgather_u64(shrunk, my_records(failed));
       auto holdings = holdings_from(all, size_);
       // Groups with a member still re-executing after an earlier group rollback, or still inside the recovery
@@ -328,9 +329,10 @@ void MpiCoordination::recover(const std::string& why) {
     stage("in MPI_Comm_spawn (replacements)");
     // (replacement i replaces failed[i]: join_as_replacement; its GPU is the one of that rank's local index)
     MPI_Info info = replacement_info(protocol::replacing_env(plan.failed, layout_.local_index));
+    // (its result is agreed on below: a failed spawn is retried or ends the job with a clear error)
     int rc = MPI_Comm_spawn(executable().c_str(), argv.data(), static_cast<int>(failed.size()), info, 0, shrunk,
                             &inter, errcodes.data());
-    MPI_Info_free(&info);
+    REPRISE_MPI_CHECK(MPI_Info_free(&info));
     const std::optional<bool> spawned = agreement(shrunk, rc == MPI_SUCCESS);
     if (!spawned || !*spawned) {
       if (rc == MPI_SUCCESS) revoke(inter);
@@ -340,20 +342,20 @@ void MpiCoordination::recover(const std::string& why) {
       base = shrunk;
       continue;
     }
-    MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+    REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN));
     flag = 1;
     try {
       stage("merging with the replacements");
       // (Handles are taken only from calls that succeeded: a failed call leaves its output undefined, and
       // revoking such a handle below aborts the process.)
       MPI_Comm made = MPI_COMM_NULL;
-      ok(MPI_Intercomm_merge(inter, 0, &made));
+      REPRISE_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &made));
       merged = std::exchange(made, MPI_COMM_NULL);
-      MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
+      REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN));
       std::vector<std::uint64_t> packet = make_packet(plan, max_step);
       broadcast_packet(merged, packet);
       kill_floors_ = kill_floors(plan.failed, max_step);
-      ok(MPI_Comm_split(merged, 0, rank_, &made));
+      REPRISE_MPI_CHECK(MPI_Comm_split(merged, 0, rank_, &made));
       world = made;
     } catch (const PeerFailure&) {
       flag = 0;
@@ -370,9 +372,10 @@ void MpiCoordination::recover(const std::string& why) {
       base = shrunk;
       continue;
     }
-    MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
-    MPI_Comm_free(&merged);
-    MPI_Comm_free(&inter);
+    REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
+    // (the new world is agreed on: a failure from here on is the next recovery's, not an error of these)
+    REPRISE_MPI_DISCARD(MPI_Comm_free(&merged));
+    REPRISE_MPI_DISCARD(MPI_Comm_free(&inter));
     const double repaired = since(t0);
     const bool rolls_back =
         !plan.partial || std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), rank_);
@@ -552,20 +555,20 @@ bool MpiCoordination::agreed(MPI_Comm comm, bool mine) {
 // Ranks of the current world that are not in `shrunk` (ascending).
 std::vector<int> MpiCoordination::failed_ranks(MPI_Comm shrunk) {
   MPI_Group gw, gs;
-  MPI_Comm_group(world_, &gw);
-  MPI_Comm_group(shrunk, &gs);
+  REPRISE_MPI_CHECK(MPI_Comm_group(world_, &gw));
+  REPRISE_MPI_CHECK(MPI_Comm_group(shrunk, &gs));
   int ns = 0;
-  MPI_Group_size(gs, &ns);
+  REPRISE_MPI_CHECK(MPI_Group_size(gs, &ns));
   std::vector<int> in(static_cast<std::size_t>(ns)), out(static_cast<std::size_t>(ns));
   for (int i = 0; i < ns; ++i) in[static_cast<std::size_t>(i)] = i;
-  MPI_Group_translate_ranks(gs, ns, in.data(), gw, out.data());
+  REPRISE_MPI_CHECK(MPI_Group_translate_ranks(gs, ns, in.data(), gw, out.data()));
   std::set<int> alive(out.begin(), out.end());
   std::vector<int> failed;
   for (int r = 0; r < size_; ++r)
     if (!alive.count(r)) failed.push_back(r);
   lowest_survivor_ = !out.empty() && *std::min_element(out.begin(), out.end()) == rank_;
-  MPI_Group_free(&gw);
-  MPI_Group_free(&gs);
+  REPRISE_MPI_CHECK(MPI_Group_free(&gw));
+  REPRISE_MPI_CHECK(MPI_Group_free(&gs));
   return failed;
 }
 
@@ -628,9 +631,9 @@ std::vector<std::uint64_t> MpiCoordination::kill_floors(const std::vector<int>& 
 
 void MpiCoordination::broadcast_packet(MPI_Comm merged, std::vector<std::uint64_t>& p) {
   std::uint64_t n = p.size();
-  ok(polled::bcast(&n, 1, MPI_UINT64_T, 0, merged));
+  REPRISE_MPI_CHECK(polled::bcast(&n, 1, MPI_UINT64_T, 0, merged));
   p.resize(n);
-  ok(polled::bcast(p.data(), static_cast<int>(n), MPI_UINT64_T, 0, merged));
+  REPRISE_MPI_CHECK(polled::bcast(p.data(), static_cast<int>(n), MPI_UINT64_T, 0, merged));
 }
 
 void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
@@ -641,19 +644,19 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
 #else
   const auto t0 = Clock::now();
   replacement_ = true;
-  MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
+  REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN));
   MPI_Comm merged = MPI_COMM_NULL, world = MPI_COMM_NULL;
   int mrank = 0, msize = 0, nremote = 0;
   protocol::RecoveryPacket k;
   bool fine = true;
   try {
     MPI_Comm made = MPI_COMM_NULL;  // (handles only from calls that succeeded: see recover())
-    ok(MPI_Intercomm_merge(parent, 1, &made));
+    REPRISE_MPI_CHECK(MPI_Intercomm_merge(parent, 1, &made));
     merged = std::exchange(made, MPI_COMM_NULL);
-    MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(merged, &mrank);
-    MPI_Comm_size(merged, &msize);
-    MPI_Comm_remote_size(parent, &nremote);
+    REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN));
+    REPRISE_MPI_CHECK(MPI_Comm_rank(merged, &mrank));
+    REPRISE_MPI_CHECK(MPI_Comm_size(merged, &msize));
+    REPRISE_MPI_CHECK(MPI_Comm_remote_size(parent, &nremote));
     std::vector<std::uint64_t> p;
     broadcast_packet(merged, p);
     k = protocol::decode_packet(p);
@@ -661,7 +664,7 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
       throw Error("the recovery packet describes a job of " + std::to_string(k.layout.size()) +
                   " ranks, but the repaired communicator has " + std::to_string(msize));
     const int key = k.plan.failed.at(static_cast<std::size_t>(mrank - nremote));
-    ok(MPI_Comm_split(merged, 0, key, &made));
+    REPRISE_MPI_CHECK(MPI_Comm_split(merged, 0, key, &made));
     world = made;
     // (After the split: killed inside MPI_Intercomm_merge's window, a replacement can leave a survivor waiting in
     // the merge, which Open MPI 5.0.7 does not end on a process failure; the recovery timeout ends that.)
@@ -691,8 +694,8 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
   kill_floors_ = k.kill_floors;
   data_pending_ = true;  // until its data phase completes (see RankHoldings::replacing)
   group_rollback_ = Config::from_env(cfg).group_rollback;  // the job's REPRISE_* environment is set now
-  MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
-  MPI_Comm_free(&merged);
+  REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
+  REPRISE_MPI_DISCARD(MPI_Comm_free(&merged));  // (agreed on: a failure from here on is the next recovery's)
   // Watched from here (the job's REPRISE_* environment has just arrived; the survivors watch the merge).
   std::optional<RecoveryWatch> watch;
   if (const Config job = Config::from_env(cfg); job.recovery_watch_ms > 0 || job.recovery_timeout_s > 0)
@@ -796,7 +799,7 @@ void MpiCoordination::move_data(const protocol::RecoveryPlan& plan, RecoveryReco
   auto send_versions = [&](int dest, core::VersionStore& from, const std::vector<std::uint64_t>& versions) {
     if (should_die(current_step_, protocol::KillPoint::Transfer)) die("transfer", current_step_);
     const std::uint64_t n = versions.size();
-    ok(polled::send(&n, 1, MPI_UINT64_T, dest, kMoveCount, world_));
+    REPRISE_MPI_CHECK(polled::send(&n, 1, MPI_UINT64_T, dest, kMoveCount, world_));
     for (std::uint64_t v : versions) {
       const core::StoredVersion sv = from.load(v);
       send_version(world_, dest, kMoveHead, kMovePiece, sv.manifest, *sv.payload,
@@ -806,7 +809,7 @@ void MpiCoordination::move_data(const protocol::RecoveryPlan& plan, RecoveryReco
   };
   auto recv_versions = [&](int src, core::VersionStore& into) {
     std::uint64_t n = 0;
-    ok(polled::recv(&n, 1, MPI_UINT64_T, src, kMoveCount, world_, MPI_STATUS_IGNORE));
+    REPRISE_MPI_CHECK(polled::recv(&n, 1, MPI_UINT64_T, src, kMoveCount, world_, MPI_STATUS_IGNORE));
     for (std::uint64_t i = 0; i < n; ++i) {
       Received r = recv_version(world_, src, kMoveHead, kMovePiece, "version sent by rank " + std::to_string(src));
       rec.bytes_received += r.payload->size();
@@ -839,15 +842,15 @@ void MpiCoordination::move_data(const protocol::RecoveryPlan& plan, RecoveryReco
     if (rank_ == b) {
       const std::vector<std::uint64_t> held = ward_store(w).list();
       const std::uint64_t n = held.size();
-      ok(polled::send(&n, 1, MPI_UINT64_T, w, kMoveList, world_));
-      ok(polled::send(held.data(), static_cast<int>(n), MPI_UINT64_T, w, kMoveList, world_));
+      REPRISE_MPI_CHECK(polled::send(&n, 1, MPI_UINT64_T, w, kMoveList, world_));
+      REPRISE_MPI_CHECK(polled::send(held.data(), static_cast<int>(n), MPI_UINT64_T, w, kMoveList, world_));
       recv_versions(w, ward_store(w));
     }
     if (rank_ == w) {
       std::uint64_t n = 0;
-      ok(polled::recv(&n, 1, MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
+      REPRISE_MPI_CHECK(polled::recv(&n, 1, MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
       std::vector<std::uint64_t> held(n);
-      ok(polled::recv(held.data(), static_cast<int>(n), MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
+      REPRISE_MPI_CHECK(polled::recv(held.data(), static_cast<int>(n), MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
       // A survivor of a group rollback: every version it has (it goes on from the newest); a rank that rolls
       // back: the chain of its version; a rank that starts over: nothing.
       std::vector<std::uint64_t> wanted;
@@ -875,7 +878,7 @@ void MpiCoordination::move_data(const protocol::RecoveryPlan& plan, RecoveryReco
 // job's (groups and buddies do not move); the lowest survivor says so, and the recovery's metrics record it.
 void MpiCoordination::check_placement(RecoveryRecord& rec) {
   std::vector<long> keys(static_cast<std::size_t>(size_));
-  ok(polled::allgather(&node_key_, 1, MPI_LONG, keys.data(), 1, MPI_LONG, world_));
+  REPRISE_MPI_CHECK(polled::allgather(&node_key_, 1, MPI_LONG, keys.data(), 1, MPI_LONG, world_));
   rec.buddies_on_one_node = protocol::buddies_sharing_a_node(layout_, keys);
   if (!lowest_survivor_) return;
   for (const auto& [r, b] : rec.buddies_on_one_node)

@@ -108,9 +108,9 @@ std::string MpiRuntime::placements_json() {
 }
 int MpiRuntime::closest_gpu(MPI_Comm comm) {
   int rank = 0;
-  MPI_Comm_rank(comm, &rank);
+  REPRISE_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   MPI_Comm parent = MPI_COMM_NULL;
-  MPI_Comm_get_parent(&parent);
+  REPRISE_MPI_CHECK(MPI_Comm_get_parent(&parent));
   const char* replacing = std::getenv("REPRISE_REPLACING");
   if (parent != MPI_COMM_NULL && replacing && *replacing) {
     // A replacement (every process of its spawned world is one): the GPU of the rank it replaces.

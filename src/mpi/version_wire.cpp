@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "mpi/failure.hpp"
+#include "mpi/check.hpp"
 #include "mpi/polled.hpp"
 #include "core/format.hpp"
 
@@ -12,22 +12,22 @@ namespace reprise::mpi {
 void send_version(MPI_Comm comm, int dest, int head_tag, int piece_tag, const core::Manifest& m,
                   const core::HostBytes& payload, std::uint64_t checksum) {
   const std::vector<std::byte> head = core::encode_head(m, checksum);
-  ok(polled::send(head.data(), static_cast<int>(head.size()), MPI_BYTE, dest, head_tag, comm));
+  REPRISE_MPI_CHECK(polled::send(head.data(), static_cast<int>(head.size()), MPI_BYTE, dest, head_tag, comm));
   for (std::size_t off = 0; off < payload.size(); off += kPieceBytes) {
     const std::size_t n = std::min(kPieceBytes, payload.size() - off);
-    ok(polled::send(payload.data() + off, static_cast<int>(n), MPI_BYTE, dest, piece_tag, comm));
+    REPRISE_MPI_CHECK(polled::send(payload.data() + off, static_cast<int>(n), MPI_BYTE, dest, piece_tag, comm));
   }
-  ok(polled::send(&checksum, 1, MPI_UINT64_T, dest, piece_tag, comm));  // the trailer
+  REPRISE_MPI_CHECK(polled::send(&checksum, 1, MPI_UINT64_T, dest, piece_tag, comm));  // the trailer
 }
 
 Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const std::string& where,
                       const std::shared_ptr<core::BufferPool>& pool, bool* reused, bool* passed_over) {
   MPI_Status st;
-  ok(polled::probe(src, head_tag, comm, &st));
+  REPRISE_MPI_CHECK(polled::probe(src, head_tag, comm, &st));
   int count = 0;
-  MPI_Get_count(&st, MPI_BYTE, &count);
+  REPRISE_MPI_CHECK(MPI_Get_count(&st, MPI_BYTE, &count));
   std::vector<std::byte> head(static_cast<std::size_t>(count));
-  ok(polled::recv(head.data(), count, MPI_BYTE, src, head_tag, comm, MPI_STATUS_IGNORE));
+  REPRISE_MPI_CHECK(polled::recv(head.data(), count, MPI_BYTE, src, head_tag, comm, MPI_STATUS_IGNORE));
   const core::Header h = core::decode_header(head.data(), head.size(), where);
   Received r;
   r.manifest = core::decode_head_manifest(h, head.data() + core::kHeaderBytes, where);
@@ -35,9 +35,9 @@ Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const
                    : std::make_shared<core::HostBytes>(h.payload_bytes);
   for (std::size_t off = 0; off < h.payload_bytes; off += kPieceBytes) {
     const std::size_t n = std::min<std::size_t>(kPieceBytes, h.payload_bytes - off);
-    ok(polled::recv(r.payload->data() + off, static_cast<int>(n), MPI_BYTE, src, piece_tag, comm, MPI_STATUS_IGNORE));
+    REPRISE_MPI_CHECK(polled::recv(r.payload->data() + off, static_cast<int>(n), MPI_BYTE, src, piece_tag, comm, MPI_STATUS_IGNORE));
   }
-  ok(polled::recv(&r.checksum, 1, MPI_UINT64_T, src, piece_tag, comm, MPI_STATUS_IGNORE));  // the trailer
+  REPRISE_MPI_CHECK(polled::recv(&r.checksum, 1, MPI_UINT64_T, src, piece_tag, comm, MPI_STATUS_IGNORE));  // the trailer
   return r;
 }
 
