@@ -5,9 +5,6 @@
 #include <cstring>
 #include <string>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include "reprise/errors.hpp"
 
 namespace reprise::logging {
@@ -19,23 +16,6 @@ gpu::Buffer host_memory(std::size_t bytes) {
   if (!p) throw Error("message log: out of host memory allocating a segment of " + std::to_string(bytes) + " bytes");
   return gpu::Buffer(p, bytes, [](void* q) { std::free(q); });
 }
-
-constexpr char kMagic[8] = {'R', 'P', 'L', 'O', 'G', '0', '0', '1'};
-
-struct WireEntry {  // fixed-size record before each payload, little-endian host order
-  std::int64_t dest;
-  std::uint64_t seq;
-  std::uint64_t phase;
-  std::int64_t tag;
-  std::uint64_t bytes;
-};
-
-template <class T>
-void put(std::vector<std::byte>& out, const T& v) {
-  const auto* p = reinterpret_cast<const std::byte*>(&v);
-  out.insert(out.end(), p, p + sizeof(T));
-}
-
 }  // namespace
 
 gpu::Buffer SegmentPool::take(std::size_t bytes) {
@@ -175,34 +155,6 @@ std::size_t MessageLog::live_payload_bytes() const {
   return n;
 }
 
-std::size_t MessageLog::serialized_size(const Snapshot& snapshot) {
-  return 8 + 8 + snapshot.entries.size() * sizeof(WireEntry) + snapshot.payload_bytes() + 8;
-}
-
-void MessageLog::serialize_to(const Snapshot& snapshot, std::byte* out) {
-  std::byte* p = out;
-  auto put_raw = [&](const void* src, std::size_t n) {
-    if (n) std::memcpy(p, src, n);
-    p += n;
-  };
-  put_raw(kMagic, 8);
-  const std::uint64_t count = snapshot.entries.size();
-  put_raw(&count, 8);
-  for (const Entry& e : snapshot.entries) {
-    const WireEntry w{e.dest, e.seq, e.phase, e.tag, e.bytes};
-    put_raw(&w, sizeof w);
-    put_raw(e.data(), e.bytes);
-  }
-  const std::uint64_t sum = XXH3_64bits(out, static_cast<std::size_t>(p - out));
-  put_raw(&sum, 8);
-}
-
-std::vector<std::byte> MessageLog::serialize(const Snapshot& snapshot) {
-  std::vector<std::byte> out(serialized_size(snapshot));
-  serialize_to(snapshot, out.data());
-  return out;
-}
-
 Entry MessageLog::copy_in(int dest, std::uint64_t seq, std::uint64_t phase, std::int32_t tag, const void* payload,
                           std::size_t bytes) {
   const std::size_t aligned = (bytes + 15) & ~std::size_t{15};
@@ -211,46 +163,6 @@ Entry MessageLog::copy_in(int dest, std::uint64_t seq, std::uint64_t phase, std:
   seg->used += aligned;
   if (bytes) std::memcpy(e.data(), payload, bytes);
   return e;
-}
-
-Snapshot MessageLog::deserialize(const std::byte* data, std::size_t size) {
-  struct {
-    const std::byte* p;
-    std::size_t n;
-    const std::byte* data() const { return p; }
-    std::size_t size() const { return n; }
-  } in{data, size};
-  auto corrupt = [](const std::string& what) {
-    return CorruptCheckpointError("message log snapshot", what + "; the version holding it cannot be restored");
-  };
-  if (in.size() < 8 + 8 + 8) throw corrupt("truncated (" + std::to_string(in.size()) + " bytes)");
-  if (std::memcmp(in.data(), kMagic, 8) != 0) throw corrupt("not a message log snapshot (bad magic)");
-  std::uint64_t sum = 0;
-  std::memcpy(&sum, in.data() + in.size() - 8, 8);
-  if (XXH3_64bits(in.data(), in.size() - 8) != sum) throw corrupt("checksum mismatch");
-  std::size_t at = 8;
-  const std::size_t end = in.size() - 8;
-  std::uint64_t count = 0;
-  std::memcpy(&count, in.data() + at, 8);
-  at += 8;
-  Snapshot s;
-  for (std::uint64_t i = 0; i < count; ++i) {
-    WireEntry w{};
-    if (end - at < sizeof w) throw corrupt("truncated in entry " + std::to_string(i));
-    std::memcpy(&w, in.data() + at, sizeof w);
-    at += sizeof w;
-    if (w.bytes > end - at) throw corrupt("truncated in the payload of entry " + std::to_string(i));
-    const std::size_t aligned = (w.bytes + 15) & ~std::size_t{15};
-    std::shared_ptr<Segment> seg = room_for(aligned);
-    Entry e{static_cast<int>(w.dest), w.seq, w.phase, static_cast<std::int32_t>(w.tag), w.bytes, seg, seg->used};
-    seg->used += aligned;
-    if (w.bytes) std::memcpy(e.data(), in.data() + at, w.bytes);
-    at += w.bytes;
-    s.entries.push_back(std::move(e));
-  }
-  if (at != end) throw corrupt(std::to_string(end - at) + " trailing bytes");
-  current_.reset();
-  return s;
 }
 
 }  // namespace reprise::logging

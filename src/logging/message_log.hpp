@@ -13,7 +13,8 @@
 // snapshot would waste most of a segment per checkpoint when checkpoints are frequent). A segment is freed when
 // neither the live log nor any retained snapshot references it.
 //
-// Thread safety: none; the owner serialises calls (the protocol core holds it under its lock).
+// Thread safety: none; one thread uses a log (the application's: reprise::Comm's protocol state). How a log
+// snapshot travels with a version is protocol::LogRegion's (src/protocol/capture_regions.hpp).
 #pragma once
 
 #include <cstddef>
@@ -126,16 +127,9 @@ class MessageLog {
   bool over_bound() const { return options_.bound_bytes != 0 && held_bytes() >= options_.bound_bytes; }
   const Options& options() const { return options_; }
 
-  /// A snapshot as bytes (part of the version shipped to the buddy): header, entries, payloads, XXH3 checksum.
-  static std::vector<std::byte> serialize(const Snapshot& snapshot);
-  /// The same into `out`, which has room for serialized_size(snapshot) bytes (no intermediate copy).
-  static std::size_t serialized_size(const Snapshot& snapshot);
-  static void serialize_to(const Snapshot& snapshot, std::byte* out);
   /// An entry in this log's memory holding a copy of `payload` (a snapshot read back from a checkpoint); not live.
   Entry copy_in(int dest, std::uint64_t seq, std::uint64_t phase, std::int32_t tag, const void* payload,
                 std::size_t bytes);
-  /// The inverse, into this log's memory. Throws FormatError on truncated or corrupt input.
-  Snapshot deserialize(const std::byte* data, std::size_t size);
 
  private:
   std::shared_ptr<Segment> room_for(std::size_t bytes);

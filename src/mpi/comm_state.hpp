@@ -17,6 +17,7 @@
 
 #include "mpi/check.hpp"
 #include "protocol/device_mpi.hpp"
+#include "protocol/capture_regions.hpp"
 #include "protocol/coordinator.hpp"
 #include "protocol/process.hpp"
 #include "reprise/comm.hpp"
@@ -124,6 +125,17 @@ class CommState {
   CommState(CommHost& host, int rank, std::vector<int> group_of, logging::LogOptions log_options = {},
             logging::MessageLog::Allocate log_memory = nullptr);
 
+  // Comm's own tags and the header's magic.
+  static constexpr std::uint32_t kMagic = 0x52505231;  // "RPR1"
+  static constexpr int kCollectiveTag = 32767;         // reserved: application tags are 0..32766
+  static constexpr int kViewTag = 1;                   // a committed view (on the view communicator)
+  static constexpr int kAskTag = 4;                    // "your group, please checkpoint" (log bound; view comm.)
+  static constexpr int kNotifyTag = 2;   // control: a rolled-back process re-executed an orphan send (to the coordinator)
+  static constexpr int kReleaseTag = 3;  // control: the coordinator released an item of the receiving process
+  static constexpr unsigned kPollEvery = 64;  // views and control messages are polled every this many operations
+  /// A large payload's tag on the payload communicator: its message's seq, mod 32768.
+  static int payload_tag(std::uint64_t seq) { return static_cast<int>(seq & 0x7fff); }
+
   Comm& comm() { return comm_; }
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(group_of_.size()); }
@@ -137,10 +149,9 @@ class CommState {
   bool test(Comm::Request& r);
 
   // ---- the runtime's hooks ----------------------------------------------------------------------------------
-  /// The protected region holding the channel counters of each version: phase, then sent[], delivered[],
-  /// view.delivered[], view.sent[] (one uint64 per rank each).
-  void* region() { return region_.data(); }
-  std::size_t region_bytes() const { return region_.size() * sizeof(std::uint64_t); }
+  /// The protected region holding the channel counters of each version (protocol::CounterRegion).
+  void* region() { return counters_.data(); }
+  std::size_t region_bytes() const { return counters_.bytes(); }
   /// What this member contributes to the group barrier of a checkpoint: its phase, then its sent[] and
   /// delivered[] counts for every member of its group (in rank order).
   std::vector<std::uint64_t> barrier_contribution();
@@ -162,15 +173,10 @@ class CommState {
   void gate_views_on_job_floor(bool on) { floor_gated_ = on; }
   /// The newest job floor (applied at each checkpoint, before committed(): the views it allows go then).
   void job_floor(std::uint64_t floor);
-  /// The protected region holding the message log snapshot and the orphan record of the newest capture, so that
-  /// they travel with the version to the buddy and come back with it (a replacement process gets the log it
-  /// owes replays from). Append-stable, so that a differential version carries only what changed: a payload is
-  /// written once, at an offset it keeps while it is live (released ones leave their bytes, unchanged); new
-  /// payloads go behind the others, then the index (per entry dest, seq, phase, tag, bytes, offset) and the
-  /// orphan record (u64 ranks, per rank u64 k and k (seq, phase) pairs); a 64-byte header at the start says where
-  /// the index is and checksums it. When new payloads do not fit, everything is rewritten compactly from the
-  /// start, and the region grows (by half again; that version is a full one) when even that does not fit.
-  /// `bytes`: the size recorded in a version about to be restored.
+  /// The protected region holding the message log snapshot and the orphan record of the newest capture
+  /// (protocol::LogRegion), so that they travel with the version to the buddy and come back with it (a
+  /// replacement process gets the log it owes replays from). `bytes`: the size recorded in a version about to be
+  /// restored.
   std::pair<void*, std::size_t> locate_log_region(std::optional<std::size_t> bytes);
   /// restore(version) rewrote the regions: the protocol state comes back from them.
   void after_restore(std::uint64_t version);
@@ -260,7 +266,7 @@ class CommState {
   bool asked_ = false;       // a process of another group asked this one's group to checkpoint (log bound)
   bool asks_sent_ = false;   // since the last checkpoint
   std::unique_ptr<protocol::Process> p_;
-  std::vector<std::uint64_t> region_;
+  protocol::CounterRegion counters_;
   bool on_device(const void* buf, std::optional<MemorySpace> space);
   /// Whether a device payload of `bytes` goes to MPI as it is: a payload above kPackLimit (a smaller one travels
   /// packed behind its header, in host memory) with CommHost::device_mpi() direct.
@@ -288,12 +294,7 @@ class CommState {
   std::deque<LogCopy> log_copies_;  // oldest first
   std::shared_ptr<logging::SegmentPool> staging_pool_ = std::make_shared<logging::SegmentPool>(std::size_t{64} << 20);
   std::vector<std::shared_ptr<void>> kept_;  // staging that MPI may still use after its request was abandoned
-  void write_log_region(const protocol::Capture& c);
-  void read_log_region(protocol::Capture& c);
-  std::vector<std::byte> log_region_ = std::vector<std::byte>(4096);
-  std::map<std::pair<int, std::uint64_t>, std::size_t> region_offset_;  // (dest, seq) -> payload offset
-  std::size_t region_bump_ = 64;  // where the next payload goes
-  bool region_compact_ = true;    // the next write rewrites everything (after a restore: offsets unknown)
+  protocol::LogRegion log_region_;
   std::map<std::uint64_t, protocol::Capture> captures_;  // versions not yet announced, and the newest announced
   std::optional<std::uint64_t> announced_;
   void announce(std::uint64_t through);  // the newest capture not newer than `through`, when newer than announced_
@@ -338,6 +339,23 @@ class CommState {
   } stats_;
   Comm comm_;
 };
+
+
+// Small sends complete in order: the completed ones at the front are dropped. An error leaves the queue as it
+// is (spurious: tested again later; a repair replaced the queue).
+template <class Queue>
+inline void CommState::pop_completed(Queue& sends) {
+  while (!sends.empty()) {
+    int flag = 0;
+    const int rc = MPI_Test(&sends.front().first, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      tested(rc, sends.front().first, REPRISE_MPI_SITE(MPI_Test(&sends.front().first, &flag, MPI_STATUS_IGNORE)));
+      return;
+    }
+    if (!flag) return;
+    sends.pop_front();
+  }
+}
 
 }  // namespace reprise::mpi
 

@@ -75,6 +75,8 @@ class Process {
           logging::MessageLog::Allocate allocate = nullptr);
 
   int id() const { return id_; }
+  /// The job's size: the number of processes (channels) this state counts.
+  std::size_t ranks() const { return group_of_.size(); }
   int group() const { return group_of_[static_cast<std::size_t>(id_)]; }
   int group_of(int q) const { return group_of_[static_cast<std::size_t>(q)]; }
   bool inter(int q) const { return group_of(q) != group(); }

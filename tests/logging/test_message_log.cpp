@@ -130,41 +130,5 @@ TEST(MessageLog, BoundIsReported) {
   EXPECT_FALSE(log.over_bound());
 }
 
-TEST(MessageLog, SnapshotRoundTripsThroughBytes) {
-  MessageLog log({256, 0});
-  for (std::uint64_t s = 1; s <= 9; ++s) log.append_copy(int(s % 3), s, s * 10, int(s), payload(s * 37, int(s)).data(), s * 37);
-  log.append_copy(4, 1, 0, 0, nullptr, 0);  // empty payloads are messages too
-  const auto bytes = MessageLog::serialize(log.snapshot());
-  MessageLog other({256, 0});
-  const Snapshot back = other.deserialize(bytes.data(), bytes.size());
-  ASSERT_EQ(back.entries.size(), 10u);
-  other.restore(back);
-  for (std::uint64_t s = 1; s <= 9; ++s) {
-    const Entry* e = other.find(int(s % 3), s);
-    ASSERT_NE(e, nullptr);
-    EXPECT_EQ(e->phase, s * 10);
-    EXPECT_EQ(e->tag, int(s));
-    EXPECT_TRUE(holds(*e, payload(s * 37, int(s))));
-  }
-  EXPECT_EQ(other.find(4, 1)->bytes, 0u);
-}
-
-TEST(MessageLog, TruncatedOrCorruptSnapshotIsRejected) {
-  MessageLog log;
-  log.append_copy(1, 1, 0, 0, payload(300, 1).data(), 300);
-  auto bytes = MessageLog::serialize(log.snapshot());
-  MessageLog other;
-  for (std::size_t cut : {std::size_t{0}, std::size_t{10}, bytes.size() / 2, bytes.size() - 1})
-    EXPECT_THROW(other.deserialize(bytes.data(), cut), CorruptCheckpointError) << "cut at " << cut;
-  bytes[40] ^= std::byte{1};
-  try {
-    other.deserialize(bytes.data(), bytes.size());
-    FAIL() << "a flipped bit was accepted";
-  } catch (const CorruptCheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
-  }
-  EXPECT_EQ(other.held_bytes(), 0u);
-}
-
 }  // namespace
 }  // namespace reprise::logging

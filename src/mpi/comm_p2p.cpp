@@ -1,0 +1,372 @@
+// reprise::Comm's point-to-point path (PROTOCOL.md "Normal operation"): every message carries its sender's
+// (seq, phase, group) in a header; a payload to another group is logged before the send completes; a receive is
+// delivered only in channel order, and a duplicate of a re-executed send is dropped.
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "mpi/check.hpp"
+#include "mpi/comm_state.hpp"
+#include "mpi/polled.hpp"
+#include "reprise/errors.hpp"
+
+namespace reprise::mpi {
+
+int probe_any_source(MPI_Comm comm, int tag, int* flag, MPI_Status* st) {
+  const int rc = MPI_Iprobe(MPI_ANY_SOURCE, tag, comm, flag, st);
+  if (rc != MPI_SUCCESS) *flag = 0;  // the status means nothing then (a caller that goes on must not use it)
+  if (rc != MPI_SUCCESS || !*flag || st->MPI_SOURCE >= 0) return rc;  // a message, or an error
+  *flag = 0;
+#if REPRISE_HAVE_ULFM
+  if (polled::failed_in(comm) > 0) return MPIX_ERR_PROC_FAILED;
+  return MPIX_Comm_failure_ack(comm);
+#endif
+  return MPI_SUCCESS;
+}
+
+PendingMessage::~PendingMessage() {
+  if (owner) owner->forget(this);
+  if (owner && hold && (request != MPI_REQUEST_NULL || payload != MPI_REQUEST_NULL))
+    owner->keep(std::move(hold));  // staging MPI may still use
+  // Abandoned (a Rollback unwound past it): a send completes or fails on its own; a receive is cancelled, so that
+  // it cannot write into the application's memory later.
+  for (MPI_Request* r : {&request, &payload}) {
+    if (*r == MPI_REQUEST_NULL) continue;
+    if (receive) REPRISE_MPI_DISCARD(MPI_Cancel(r));
+    REPRISE_MPI_DISCARD(MPI_Request_free(r));  // (a destructor: whatever happened to it cannot be reported)
+  }
+}
+
+CommState::CommState(CommHost& host, int rank, std::vector<int> group_of, logging::LogOptions log_options,
+                     logging::MessageLog::Allocate log_memory)
+    : host_(host),
+      rank_(rank),
+      group_of_(std::move(group_of)),
+      log_options_(log_options),
+      log_memory_(std::move(log_memory)),
+      p_(std::make_unique<protocol::Process>(rank, group_of_, log_options_, log_memory_)),
+      counters_(group_of_.size()),
+      chan_(group_of_.size(), 0),
+      comm_(*this) {}
+
+void CommState::add_epoch(MPI_Comm messages, MPI_Comm payloads) { epochs_.emplace_back(messages, payloads); }
+
+void CommState::check_tag(int tag) const {
+  if (tag < 0 || tag >= kCollectiveTag)
+    throw UsageError("reprise::Comm: tag " + std::to_string(tag) + " out of range: application tags are 0.." +
+                     std::to_string(kCollectiveTag - 1) + " (" + std::to_string(kCollectiveTag) +
+                     " is reserved for Comm's collectives)");
+}
+
+namespace {
+void check_peer(int peer, int size, const char* what) {
+  if (peer == MPI_ANY_SOURCE)
+    throw UsageError(std::string("reprise::Comm::") + what +
+                     ": MPI_ANY_SOURCE is not supported: the order in which a wildcard receive matches messages "
+                     "depends on timing, so a replay after a failure could deliver them in another order (the "
+                     "protocol assumes send-determinism). Name the source; for several sources post one receive "
+                     "each.");
+  if (peer < 0 || peer >= size)
+    throw UsageError(std::string("reprise::Comm::") + what + ": rank " + std::to_string(peer) + " outside 0.." +
+                     std::to_string(size - 1));
+}
+
+}  // namespace
+
+int CommState::post_send(int dest, int tag, WireHeader& header, const void* buf, std::vector<std::byte>& packed,
+                         MPI_Request& request, MPI_Request& payload, int& epoch) {
+  epoch = chan_.at(static_cast<std::size_t>(dest));
+  const auto& [comm, payload_comm] = epochs_.at(static_cast<std::size_t>(epoch));
+  const std::size_t bytes = header.bytes;
+  if (bytes <= kPackLimit) {
+    packed.resize(sizeof(WireHeader) + bytes);
+    std::memcpy(packed.data(), &header, sizeof(WireHeader));
+    if (bytes) std::memcpy(packed.data() + sizeof(WireHeader), buf, bytes);
+    return MPI_Isend(packed.data(), static_cast<int>(packed.size()), MPI_BYTE, dest, tag, comm, &request);
+  }
+  if (bytes > static_cast<std::size_t>(INT_MAX))
+    throw UsageError("reprise::Comm: messages above 2 GiB are not supported; split them");
+  int rc = MPI_Isend(&header, sizeof(WireHeader), MPI_BYTE, dest, tag, comm, &request);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dest, payload_tag(header.seq), payload_comm, &payload);
+  return rc;
+}
+
+Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int tag,
+                               std::optional<MemorySpace> space) {
+  check_peer(dest, size(), "isend");
+  enter();
+  auto m = std::make_unique<PendingMessage>();
+  m->peer = dest;
+  m->tag = tag;
+  m->bytes = bytes;
+  m->result = bytes;
+  m->device = bytes > 0 && on_device(buf, space);
+  const protocol::Process::Send s = p_->send(dest, tag, nullptr, bytes);
+  if (s.logged) {
+    ++stats_.inter_messages;
+    stats_.inter_bytes += bytes;
+    stats_.log_max_held = std::max(stats_.log_max_held, p_->log().held_bytes());
+  } else {
+    ++stats_.intra_messages;
+    stats_.intra_bytes += bytes;
+  }
+  const bool now = !s.orphan && !s.duplicate && !p_->send_blocked() && !p_->has_queue(dest);
+  // A CUDA-aware MPI sends a device payload as it is, when it is sent now (a queued one is kept as a host copy).
+  const bool direct = m->device && now && device_direct(bytes);
+  const void* host = buf;  // what MPI sends
+  if (m->device) {
+    // Staged: the payload goes D2H first. A logged message goes straight into its log entry (pinned when a GPU
+    // exists) and is sent from there, so the log costs no copy beyond that staging; others go through a pinned
+    // staging buffer.
+    ++stats_.device_messages;
+    stats_.device_bytes += bytes;
+    if (direct) {
+      ++stats_.device_direct;
+    } else if (s.log_slot) {
+      device_to_host(s.log_slot, buf, bytes);
+      m->hold = p_->log().find(dest, s.header.seq)->segment;
+      host = s.log_slot;
+    } else {
+      auto staging = take_staging(bytes);
+      device_to_host(staging.get(), buf, bytes);
+      host = staging.get();
+      m->hold = std::move(staging);
+    }
+  }
+  if (!now) {
+    if (s.log_slot && bytes && !m->device) std::memcpy(s.log_slot, buf, bytes);
+    if (s.duplicate) {  // the rolled-back receiver already has it
+      ++stats_.duplicates_skipped;
+    } else if (s.orphan) {  // a re-executed send the receiver already has (group rollback): notify the coordinator
+      control_send(coordinator_rank_, kNotifyTag, s.header.phase, 0);
+      ++stats_.orphans_notified;
+    } else {  // behind replays, or the coordinator has not released this survivor yet: buffered
+      p_->queue_new(dest, s.header, tag, host, bytes);
+      flush_outbox();
+    }
+    m->done = true;
+    return Comm::Request(std::move(m));
+  }
+  m->header = WireHeader{s.header.seq, s.header.phase, bytes, s.header.group, kMagic};
+  const int posted = post_send(dest, tag, m->header, host, m->packed, m->request, m->payload, m->epoch);
+  // The log copy overlaps the transfer; it is done before the send can be reported complete.
+  if (s.log_slot && bytes && !m->device) std::memcpy(s.log_slot, buf, bytes);
+  if (s.log_slot && direct) copy_into_log(*m, s.log_slot, buf, bytes, p_->log().find(dest, s.header.seq)->segment);
+  m->owner = this;
+  live_.push_back(m.get());
+  REPRISE_COMM_CHECK(posted);  // (after the message is registered: a repair reaches it)
+  return Comm::Request(std::move(m));
+}
+
+Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag, std::optional<MemorySpace> space) {
+  check_peer(src, size(), "irecv");
+  enter();
+  auto m = std::make_unique<PendingMessage>();
+  m->receive = true;
+  m->peer = src;
+  m->tag = tag;
+  m->buf = buf;
+  m->bytes = bytes;
+  m->device = bytes > 0 && on_device(buf, space);
+  m->owner = this;
+  live_.push_back(m.get());
+  post_receive(*m);
+  return Comm::Request(std::move(m));
+}
+
+void CommState::post_receive(PendingMessage& m) {
+  // The header, and the payload when it is small: a buffer of an earlier receive when there is one (a new one
+  // costs an allocation and zeroing 4000 bytes, a good part of a small message's time).
+  if (m.packed.size() != kReceiveBuffer && !spare_receive_buffers_.empty()) {
+    m.packed = std::move(spare_receive_buffers_.back());
+    spare_receive_buffers_.pop_back();
+  }
+  m.packed.resize(kReceiveBuffer);
+  m.epoch = chan_.at(static_cast<std::size_t>(m.peer));
+  awaiting_header_.push_back(&m);
+  REPRISE_COMM_CHECK(MPI_Irecv(m.packed.data(), static_cast<int>(m.packed.size()), MPI_BYTE, m.peer, m.tag,
+                               epochs_.at(static_cast<std::size_t>(m.epoch)).first, &m.request));
+}
+
+void CommState::forget(PendingMessage* m) {
+  awaiting_header_.erase(std::remove(awaiting_header_.begin(), awaiting_header_.end(), m), awaiting_header_.end());
+  live_.erase(std::remove(live_.begin(), live_.end(), m), live_.end());
+  m->owner = nullptr;
+}
+
+bool CommState::finish(MPI_Request& r, MPI_Status* st, bool block, const PendingMessage* self) {
+  static const bool trace = std::getenv("REPRISE_TRACE") != nullptr;
+  auto since = std::chrono::steady_clock::now();
+  for (;;) {
+    if (trace && block && std::chrono::steady_clock::now() - since > std::chrono::seconds(3)) {
+      since = std::chrono::steady_clock::now();
+      std::fprintf(stderr, "reprise: rank %d: waiting: %s\n", rank_, debug_state().c_str());
+    }
+    int flag = 0;
+    const int rc = MPI_Test(&r, &flag, st);
+    if (rc != MPI_SUCCESS) {  // a failure: the repair re-posted or completed the request (or threw Rollback)
+      tested(rc, r, REPRISE_MPI_SITE(MPI_Test(&r, &flag, st)));
+      // A request MPI freed with a failure that the repair neither re-posted nor completed: its message is lost
+      // (its peer survived and its communicator was not revoked, which Open MPI never does): say so, rather
+      // than complete it empty.
+      if (self && !self->done && self->request == MPI_REQUEST_NULL && self->payload == MPI_REQUEST_NULL)
+        throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + ": MPI failed a " +
+                            (self->receive ? "receive from" : "send to") + " rank " + std::to_string(self->peer) +
+                            " (tag " + std::to_string(self->tag) + ") although that rank survived the repair");
+      continue;
+    }
+    if (flag || !block) return flag != 0;
+    advance_headers(self);
+    host_.poll_failure();
+    if (control_due()) poll_control();
+  }
+}
+
+void CommState::advance_headers(const PendingMessage* except) {
+  for (std::size_t i = 0; i < awaiting_header_.size();) {
+    PendingMessage* p = awaiting_header_[i];
+    int flag = 0;
+    MPI_Status st;
+    if (p != except && p->request != MPI_REQUEST_NULL) {
+      const int rc = MPI_Test(&p->request, &flag, &st);
+      if (rc != MPI_SUCCESS) {  // the repair re-posted it, or this process rolls back
+        tested(rc, p->request, REPRISE_MPI_SITE(MPI_Test(&p->request, &flag, &st)));
+        return;
+      }
+      if (flag) {
+        header_arrived(*p, st);  // deregisters it
+        continue;
+      }
+    }
+    ++i;
+  }
+}
+
+void CommState::tested(int rc, const MPI_Request& r, const CallSite& at) {
+  if (rc == MPI_SUCCESS) return;
+  if (r == MPI_REQUEST_NULL)
+    host_.request_failed(rc, at);
+  else
+    host_.check_mpi(rc, at);
+}
+
+void CommState::header_arrived(PendingMessage& m, const MPI_Status& st) {
+  awaiting_header_.erase(std::remove(awaiting_header_.begin(), awaiting_header_.end(), &m), awaiting_header_.end());
+  int count = 0;
+  REPRISE_COMM_CHECK(MPI_Get_count(&st, MPI_BYTE, &count));
+  if (count < static_cast<int>(sizeof(WireHeader)))
+    throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + " received " + std::to_string(count) +
+                        " bytes without a Reprise header from rank " + std::to_string(m.peer) +
+                        " (a raw MPI message on Comm's communicator?)");
+  std::memcpy(&m.header, m.packed.data(), sizeof(WireHeader));
+  if (m.header.magic != kMagic)
+    throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + " received a message from rank " +
+                        std::to_string(m.peer) + " with a damaged header");
+  if (m.header.bytes > m.bytes)
+    throw UsageError("reprise::Comm: rank " + std::to_string(rank_) + " received a message of " +
+                     std::to_string(m.header.bytes) + " bytes from rank " + std::to_string(m.peer) + " (tag " +
+                     std::to_string(st.MPI_TAG) + ") into a receive of " + std::to_string(m.bytes) + " bytes");
+  m.result = m.header.bytes;
+  if (m.header.bytes <= kPackLimit) {
+    // (a device buffer gets its bytes once the message is delivered, not a dropped duplicate: see progress())
+    if (m.result && !m.device) std::memcpy(m.buf, m.packed.data() + sizeof(WireHeader), m.result);
+    if (m.device) m.staged = m.packed.data() + sizeof(WireHeader);
+  } else {
+    void* into = m.buf;
+    if (m.device && device_direct(m.header.bytes)) {
+      ++stats_.device_direct;
+    } else if (m.device) {
+      auto staging = take_staging(m.header.bytes);
+      m.staged = staging.get();
+      m.hold = std::move(staging);
+      into = m.staged;
+    }
+    REPRISE_COMM_CHECK(MPI_Irecv(into, static_cast<int>(m.header.bytes), MPI_BYTE, st.MPI_SOURCE,
+                                 payload_tag(m.header.seq), epochs_.at(static_cast<std::size_t>(m.epoch)).second,
+                                 &m.payload));
+  }
+}
+
+// A repair (inside finish(), through check_mpi or poll_failure) may complete a pending message (a send to a
+// rolled-back process) or post its receive again: every stage re-checks the message's state.
+bool CommState::progress(PendingMessage& m, bool block) {
+  if (!m.receive) {
+    while (!m.done && m.request != MPI_REQUEST_NULL)
+      if (!finish(m.request, MPI_STATUS_IGNORE, block, &m)) return false;
+    while (!m.done && m.payload != MPI_REQUEST_NULL)
+      if (!finish(m.payload, MPI_STATUS_IGNORE, block, &m)) return false;
+    if (!m.done && m.log_copy) {  // (done by a repair: that completed every copy)
+      if (block)
+        host_.device().wait(*m.log_copy);
+      else if (!host_.device().query(*m.log_copy))
+        return false;
+    }
+    m.log_copy.reset();
+    m.done = true;
+    forget(&m);
+    return true;
+  }
+  for (;;) {
+    if (m.request != MPI_REQUEST_NULL) {  // stage 1: the header (and a small payload)
+      MPI_Status st;
+      if (!finish(m.request, &st, block, &m)) return false;
+      if (m.request != MPI_REQUEST_NULL) continue;  // a repair posted it again
+      header_arrived(m, st);
+    }
+    if (m.payload != MPI_REQUEST_NULL && !finish(m.payload, MPI_STATUS_IGNORE, block, &m)) return false;
+    if (m.request != MPI_REQUEST_NULL) continue;  // a repair posted it again
+    if (deliver(m)) {
+      if (m.device && m.result && m.staged) host_to_device(m.buf, m.staged, m.result);  // (null: direct)
+      break;
+    }
+    post_receive(m);  // a duplicate was dropped: receive again
+    if (!block) return false;
+  }
+  m.done = true;
+  forget(&m);
+  // Delivered, and no MPI request uses the buffer any more: it serves a later receive.
+  if (m.packed.size() == kReceiveBuffer && spare_receive_buffers_.size() < kSpareReceiveBuffers)
+    spare_receive_buffers_.push_back(std::move(m.packed));
+  return true;
+}
+
+bool CommState::deliver(PendingMessage& m) {
+  const protocol::Header h{m.header.seq, m.header.phase, m.header.group};
+  const auto arrival = p_->arrival(m.peer, h);
+  if (arrival == protocol::Process::Arrival::Duplicate) {
+    ++stats_.duplicates_dropped;
+    return false;
+  }
+  if (arrival != protocol::Process::Arrival::Deliver)
+    throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + " completed message " +
+                        std::to_string(h.seq) + " from rank " + std::to_string(m.peer) + " after " +
+                        std::to_string(p_->delivered(m.peer)) + " of its messages: messages from one rank must be "
+                        "received (completed) in the order it sent them, whatever their tags, because the protocol "
+                        "replays each channel in order");
+  p_->deliver(m.peer, h);
+  ++stats_.received;
+  return true;
+}
+
+std::size_t CommState::wait(Comm::Request& r) {
+  if (!r.p_) throw UsageError("reprise::Comm::wait on a request that is not pending");
+  PendingMessage& m = *r.p_;
+  if (!m.done) progress(m, true);
+  const std::size_t n = m.result;
+  r.p_.reset();
+  return n;
+}
+
+bool CommState::test(Comm::Request& r) {
+  if (!r.p_) return true;
+  if (!r.p_->done && !progress(*r.p_, false)) return false;
+  r.p_.reset();
+  return true;
+}
+
+}  // namespace reprise::mpi

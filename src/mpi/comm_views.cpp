@@ -1,0 +1,174 @@
+// reprise::Comm at checkpoints: the group barrier's channel check and capture, the committed views announced to the
+// senders of other groups (their logs' garbage collection) and received from them, the log bound's checkpoint
+// asks, and the protocol state restored with a version.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "mpi/check.hpp"
+#include "mpi/comm_state.hpp"
+#include "mpi/polled.hpp"
+#include "protocol/group_channels.hpp"
+
+namespace reprise::mpi {
+
+void CommState::maybe_poll_views() {
+  if (++ops_since_poll_ >= kPollEvery) poll_views();
+}
+
+void CommState::poll_views() {
+  ops_since_poll_ = 0;
+  // One wildcard probe per message: committed views (kViewTag) and checkpoint asks of the log bound (kAskTag).
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    REPRISE_COMM_CHECK(probe_any_source(host_.view_comm(), MPI_ANY_TAG, &flag, &st));
+    if (!flag) break;
+    if (st.MPI_SOURCE < 0 || st.MPI_SOURCE >= size() || (st.MPI_TAG != kViewTag && st.MPI_TAG != kAskTag)) {
+      std::fprintf(stderr, "reprise: rank %d: a message from rank %d on the view communicator (tag %d, error %d) "
+                   "ignored\n", rank_, st.MPI_SOURCE, st.MPI_TAG, st.MPI_ERROR);
+      break;
+    }
+    std::uint64_t v[2];
+    const int rc = polled::recv(v, 2, MPI_UINT64_T, st.MPI_SOURCE, st.MPI_TAG, host_.view_comm(), MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {  // spurious (probe again) or a repair (the communicators changed)
+      host_.check_mpi(rc, REPRISE_MPI_SITE(polled::recv(v, 2, MPI_UINT64_T, src, tag, view_comm)));
+      continue;
+    }
+    if (st.MPI_TAG == kAskTag) {
+      asked_ = true;
+      ++stats_.asks_received;
+      continue;
+    }
+    const std::size_t before = p_->log().live_entries();
+    p_->apply_view(st.MPI_SOURCE, protocol::View{v[0], v[1]});
+    stats_.released += before - p_->log().live_entries();
+    ++stats_.views_received;
+  }
+  pop_completed(view_sends_);
+}
+
+std::vector<std::uint64_t> CommState::barrier_contribution() {
+  poll_views();
+  return protocol::barrier_contribution(*p_, protocol::group_members(group_of_, rank_));
+}
+
+void CommState::barrier_result(const std::vector<const std::uint64_t*>& member, std::uint64_t version) {
+  const std::uint64_t phase = protocol::check_group_channels(protocol::group_members(group_of_, rank_), member, version);
+  ++stats_.channel_checks;
+  asks_sent_ = false;
+  p_->raise_phase(phase);
+  log_copies_done();  // the snapshot's payloads are read below
+  // Capture into the regions (counters and views; log snapshot and orphan record), keeping the capture in memory.
+  counters_.write(*p_);
+  log_region_.write(captures_[version] = p_->capture());
+}
+
+std::pair<void*, std::size_t> CommState::locate_log_region(std::optional<std::size_t> bytes) {
+  return log_region_.locate(bytes);
+}
+
+void CommState::committed(std::uint64_t version) {
+  if (!floor_gated_) {
+    announce(version);
+  } else if (floor_) {
+    announce(std::min(version, *floor_));
+  }
+}
+
+void CommState::job_floor(std::uint64_t floor) {
+  if (!floor_ || floor > *floor_) floor_ = floor;
+}
+
+void CommState::announce(std::uint64_t through) {
+  auto it = captures_.upper_bound(through);
+  if (it == captures_.begin()) return;  // none that old (committed before this process used Comm's checkpoints)
+  --it;
+  const std::uint64_t version = it->first;
+  if (announced_ && version <= *announced_) return;
+  const protocol::Capture& c = it->second;
+  for (int q = 0; q < size(); ++q) {
+    if (group_of(q) == group_of(rank_)) continue;
+    const std::size_t i = static_cast<std::size_t>(q);
+    view_sends_.push_back({MPI_REQUEST_NULL, {c.delivered[i], c.sent[i]}});
+    auto& back = view_sends_.back();
+    REPRISE_COMM_CHECK(MPI_Isend(back.second.data(), 2, MPI_UINT64_T, q, kViewTag, host_.view_comm(), &back.first));
+    ++stats_.views_sent;
+  }
+  announced_ = version;
+  captures_.erase(captures_.begin(), it);  // older ones are obsolete
+}
+
+bool CommState::checkpoint_wanted() {
+  poll_views();
+  const bool over = p_->log().over_bound();
+  stats_.over_bound_streak = over ? stats_.over_bound_streak + 1 : 0;
+  stats_.over_bound_streak_max = std::max(stats_.over_bound_streak_max, stats_.over_bound_streak);
+  if (stats_.over_bound_streak == kBoundTooLowChecks) {
+    const std::string segments =
+        log_options_.bound_bytes <= log_options_.segment_bytes
+            ? " (the log takes memory in segments of " + std::to_string(log_options_.segment_bytes) +
+                  " bytes: a bound of one segment is passed whenever an entry is live)"
+            : std::string();
+    std::fprintf(stderr,
+                 "reprise: warning: rank %d: its message log held %zu bytes, over the log bound (REPRISE_LOG_BOUND, "
+                 "%zu bytes), at %llu log checks in a row although each asked for a checkpoint: entries wait until "
+                 "their receivers' groups commit%s, and what this rank sends to other groups meanwhile needs more "
+                 "than the bound, so its group now checkpoints at every check%s. Raise the bound above %zu bytes (the "
+                 "most its log has held).\n",
+                 rank_, p_->log().held_bytes(), log_options_.bound_bytes,
+                 static_cast<unsigned long long>(kBoundTooLowChecks),
+                 floor_gated_ ? " and every group committed again (the job floor)" : "",
+                 segments.c_str(), stats_.log_max_held);
+  }
+  if (over) {
+    ++stats_.log_over_bound;
+    if (!asks_sent_) {
+      asks_sent_ = true;
+      // Gated on the job floor, the views release nothing until every group committed again: ask them all (a
+      // group that exchanges nothing and never checkpoints on its own would otherwise hold every log forever).
+      std::vector<int> ask;
+      if (floor_gated_) {
+        for (int q = 0; q < size(); ++q)
+          if (group_of(q) != group_of(rank_)) ask.push_back(q);
+      } else {
+        ask = p_->log().dests();
+      }
+      for (int q : ask) {
+        view_sends_.push_back({MPI_REQUEST_NULL, {0, 0}});
+        auto& back = view_sends_.back();
+        REPRISE_COMM_CHECK(MPI_Isend(back.second.data(), 2, MPI_UINT64_T, q, kAskTag, host_.view_comm(), &back.first));
+        ++stats_.asks_sent;
+      }
+    }
+  }
+  return over || std::exchange(asked_, false);
+}
+
+void CommState::after_restore(std::uint64_t version) {
+  protocol::Capture c = counters_.read();
+  // The log snapshot and orphan record of that version: still in memory when this process took it, otherwise (a
+  // replacement, a relaunch) from the version's own region.
+  auto it = captures_.find(version);
+  if (it != captures_.end()) {
+    c.log = it->second.log;
+    c.orphan_record = it->second.orphan_record;
+  } else {
+    log_region_.read(c, p_->log(), group_of_.size());
+  }
+  captures_.erase(captures_.upper_bound(version), captures_.end());
+  log_region_.rewrite_next();  // the restored region's offsets are not this process's map
+  if (announced_ && *announced_ > version) announced_ = version;
+  p_->restore(c);
+}
+
+void CommState::start_over() {
+  p_ = std::make_unique<protocol::Process>(rank_, group_of_, log_options_, log_memory_);
+  counters_.clear();
+  captures_.clear();
+  announced_.reset();
+  floor_.reset();
+  log_region_.rewrite_next();
+}
+
+}  // namespace reprise::mpi

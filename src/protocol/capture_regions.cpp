@@ -1,0 +1,163 @@
+#include "protocol/capture_regions.hpp"
+
+#include <cstring>
+#include <set>
+#include <string>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "reprise/errors.hpp"
+
+namespace reprise::protocol {
+
+namespace {
+constexpr std::uint64_t kRegionMagic = 0x31474552474f4c50ull;  // "PLOGREG1"
+constexpr std::size_t kRegionHeader = 64, kIndexEntry = 48;
+std::size_t align64(std::size_t n) { return (n + 63) & ~std::size_t{63}; }
+}  // namespace
+
+void CounterRegion::write(const Process& p) {
+  const std::size_t N = ranks_;
+  words_[0] = p.phase();
+  for (std::size_t q = 0; q < N; ++q) {
+    const int r = static_cast<int>(q);
+    words_[1 + q] = p.sent(r);
+    words_[1 + N + q] = p.delivered(r);
+    words_[1 + 2 * N + q] = p.view(r).delivered;
+    words_[1 + 3 * N + q] = p.view(r).sent;
+  }
+}
+
+Capture CounterRegion::read() const {
+  const std::size_t N = ranks_;
+  const auto at = [&](std::size_t i) { return words_.begin() + static_cast<std::ptrdiff_t>(i); };
+  Capture c;
+  c.phase = words_[0];
+  c.sent.assign(at(1), at(1 + N));
+  c.delivered.assign(at(1 + N), at(1 + 2 * N));
+  c.view.resize(N);
+  for (std::size_t q = 0; q < N; ++q) c.view[q] = View{words_[1 + 2 * N + q], words_[1 + 3 * N + q]};
+  return c;
+}
+
+std::pair<void*, std::size_t> LogRegion::locate(std::optional<std::size_t> bytes) {
+  if (bytes) {
+    bytes_.assign(*bytes, std::byte{0});  // restore() writes all of it
+    compact_ = true;
+  }
+  return {bytes_.data(), bytes_.size()};
+}
+
+void LogRegion::write(const Capture& c) {
+  const std::vector<logging::Entry>& live = c.log.entries;
+  // Released entries leave the map (their bytes stay, unchanged); new ones need room behind the others.
+  std::set<std::pair<int, std::uint64_t>> keys;
+  for (const auto& e : live) keys.insert({e.dest, e.seq});
+  for (auto it = offset_.begin(); it != offset_.end();)
+    it = keys.count(it->first) ? std::next(it) : offset_.erase(it);
+  std::size_t tail = 8;  // index and orphan record
+  for (const auto& r : c.orphan_record) tail += 8 + 16 * r.size();
+  tail += kIndexEntry * live.size();
+  auto added = [&] {
+    std::size_t n = 0;
+    for (const auto& e : live)
+      if (!offset_.count({e.dest, e.seq})) n += align64(e.bytes);
+    return n;
+  };
+  std::size_t add = added();
+  if (compact_ || bump_ + add + tail > bytes_.size()) {
+    offset_.clear();  // rewrite compactly from the start
+    bump_ = kRegionHeader;
+    compact_ = false;
+    add = added();
+  }
+  const std::size_t need = bump_ + add + tail;
+  if (need > bytes_.size()) {
+    // Room for growth (each change of size makes a full version): half as much again, in 64 KiB steps.
+    constexpr std::size_t kStep = std::size_t{64} << 10;
+    const std::size_t want = std::max(need + need / 2, 2 * bytes_.size());
+    bytes_.resize((want + kStep - 1) / kStep * kStep, std::byte{0});
+  }
+  std::byte* const base = bytes_.data();
+  for (const auto& e : live) {
+    auto [it, fresh] = offset_.try_emplace({e.dest, e.seq}, bump_);
+    if (!fresh) continue;
+    if (e.bytes) std::memcpy(base + bump_, e.data(), e.bytes);
+    bump_ += align64(e.bytes);
+  }
+  std::byte* p = base + bump_;
+  auto put = [&p](std::uint64_t v) {
+    std::memcpy(p, &v, 8);
+    p += 8;
+  };
+  for (const auto& e : live) {
+    put(static_cast<std::uint64_t>(e.dest));
+    put(e.seq);
+    put(e.phase);
+    put(static_cast<std::uint64_t>(static_cast<std::int64_t>(e.tag)));
+    put(e.bytes);
+    put(offset_.at({e.dest, e.seq}));
+  }
+  put(c.orphan_record.size());
+  for (const auto& r : c.orphan_record) {
+    put(r.size());
+    for (const auto& [seq, phase] : r) {
+      put(seq);
+      put(phase);
+    }
+  }
+  const std::uint64_t end = static_cast<std::uint64_t>(p - base);
+  const std::uint64_t header[6] = {kRegionMagic, bump_, live.size(), end,
+                                   XXH3_64bits(base + bump_, end - bump_), 0};
+  std::memcpy(base, header, sizeof header);
+}
+
+void LogRegion::read(Capture& c, logging::MessageLog& log, std::size_t ranks) const {
+  const std::byte* const base = bytes_.data();
+  const std::size_t size = bytes_.size();
+  auto corrupt = [&](const std::string& what) {
+    return CorruptCheckpointError("region 'reprise.log'", what + " (region of " + std::to_string(size) + " bytes)");
+  };
+  std::uint64_t h[6] = {};
+  if (size < kRegionHeader) throw corrupt("truncated header");
+  std::memcpy(h, base, sizeof h);
+  if (h[0] != kRegionMagic) throw corrupt("not a message log region (bad magic)");
+  const std::uint64_t index = h[1], count = h[2], end = h[3];
+  if (index < kRegionHeader || end > size || index > end || (end - index) / kIndexEntry < count)
+    throw corrupt("index out of bounds");
+  if (XXH3_64bits(base + index, end - index) != h[4]) throw corrupt("index checksum mismatch");
+  std::size_t at = index;
+  auto get = [&]() {
+    if (end - at < 8) throw corrupt("truncated index");
+    std::uint64_t v = 0;
+    std::memcpy(&v, base + at, 8);
+    at += 8;
+    return v;
+  };
+  c.log.entries.clear();
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const auto dest = static_cast<int>(get());
+    const std::uint64_t seq = get(), phase = get();
+    const auto tag = static_cast<std::int32_t>(static_cast<std::int64_t>(get()));
+    const std::uint64_t bytes = get(), offset = get();
+    if (offset < kRegionHeader || offset > index || bytes > index - offset)
+      throw corrupt("entry " + std::to_string(i) + " outside the payload area");
+    c.log.entries.push_back(log.copy_in(dest, seq, phase, tag, base + offset, static_cast<std::size_t>(bytes)));
+  }
+  const std::uint64_t want = get();
+  if (ranks != want)
+    throw corrupt("an orphan record for " + std::to_string(want) + " ranks in a job of " + std::to_string(ranks) +
+                  " (a version of another job?)");
+  c.orphan_record.assign(ranks, {});
+  for (auto& r : c.orphan_record) {
+    const std::uint64_t k = get();
+    if (k > (end - at) / 16) throw corrupt("an orphan record of " + std::to_string(k) + " entries does not fit");
+    for (std::uint64_t i = 0; i < k; ++i) {
+      const std::uint64_t seq = get();
+      r.emplace_back(seq, get());
+    }
+  }
+}
+
+}  // namespace reprise::protocol

@@ -1,0 +1,63 @@
+// The two protected regions through which a group checkpoint's protocol state (a Capture) travels with the
+// version: to the buddy and back, to files and back. A replacement process or a relaunch gets its counters, its
+// log snapshot (the replays it owes) and its orphan record from them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "logging/message_log.hpp"
+#include "protocol/process.hpp"
+
+namespace reprise::protocol {
+
+/// "reprise.comm": phase, then sent[], delivered[], view.delivered[], view.sent[] (one uint64 per rank each).
+class CounterRegion {
+ public:
+  explicit CounterRegion(std::size_t ranks) : words_(1 + 4 * ranks, 0), ranks_(ranks) {}
+  void* data() { return words_.data(); }
+  std::size_t bytes() const { return words_.size() * sizeof(std::uint64_t); }
+  /// The counters of `p` now (its phase, channels and committed views).
+  void write(const Process& p);
+  /// The counters written last (or restored into data()): a Capture without its log and orphan record.
+  Capture read() const;
+  void clear() { std::fill(words_.begin(), words_.end(), 0); }
+
+ private:
+  std::vector<std::uint64_t> words_;
+  std::size_t ranks_;
+};
+
+/// "reprise.log": the log snapshot and the orphan record of the newest capture. Append-stable, so that a
+/// differential version carries only what changed: a payload is written once, at an offset it keeps while it is
+/// live (released ones leave their bytes, unchanged); new payloads go behind the others, then the index (per entry
+/// dest, seq, phase, tag, bytes, offset) and the orphan record (u64 ranks, per rank u64 k and k (seq, phase)
+/// pairs); a 64-byte header at the start says where the index is and checksums it (XXH3). When new payloads do not
+/// fit, everything is rewritten compactly from the start, and the region grows (by half again, in 64 KiB steps;
+/// that version is a full one) when even that does not fit.
+class LogRegion {
+ public:
+  /// The region's memory; `bytes`: the size recorded in a version about to be restored into it (it is resized,
+  /// and the next write() rewrites everything: the restored offsets are not this process's).
+  std::pair<void*, std::size_t> locate(std::optional<std::size_t> bytes = std::nullopt);
+  /// The log snapshot and orphan record of `c`.
+  void write(const Capture& c);
+  /// The log snapshot (copied into `log`'s memory, not live) and the orphan record of the region as restored.
+  /// CorruptCheckpointError when the region is truncated or damaged, or holds an orphan record for another
+  /// number of ranks than `ranks`.
+  void read(Capture& c, logging::MessageLog& log, std::size_t ranks) const;
+  /// The next write() rewrites everything from the start (after a restore, or a start over).
+  void rewrite_next() { compact_ = true; }
+
+ private:
+  std::vector<std::byte> bytes_ = std::vector<std::byte>(4096);
+  std::map<std::pair<int, std::uint64_t>, std::size_t> offset_;  // (dest, seq) -> payload offset
+  std::size_t bump_ = 64;                                        // where the next payload goes
+  bool compact_ = true;
+};
+
+}  // namespace reprise::protocol

@@ -1,0 +1,166 @@
+// The regions a group checkpoint's protocol state travels in (counters; log snapshot and orphan record), and the
+// group barrier's channel check.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "protocol/capture_regions.hpp"
+#include "protocol/group_channels.hpp"
+#include "protocol/process.hpp"
+#include "reprise/errors.hpp"
+
+namespace reprise::protocol {
+namespace {
+
+std::vector<std::byte> payload(std::size_t n, int seed) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 31 + static_cast<std::size_t>(seed)) & 0xff);
+  return v;
+}
+
+// Process 0 of four in groups {0,1} and {2,3}: it sends `n` messages of `bytes` to 2 (logged) and to 1 (not), and
+// delivers `n` from 3 (recorded as orphans until 3's group commits).
+Process sender(int n, std::size_t bytes) {
+  Process p(0, {0, 0, 1, 1}, logging::LogOptions{4096, 0});
+  for (int i = 0; i < n; ++i) {
+    const auto data = payload(bytes, i);
+    p.send(2, 7, data.data(), bytes);
+    p.send(1, 7, data.data(), bytes);
+    const Header h{static_cast<std::uint64_t>(i + 1), static_cast<std::uint64_t>(10 + i), 1};
+    EXPECT_EQ(p.arrival(3, h), Process::Arrival::Deliver);
+    p.deliver(3, h);
+  }
+  return p;
+}
+
+TEST(CounterRegion, CarriesPhaseChannelsAndViews) {
+  Process p = sender(3, 100);
+  p.apply_view(2, View{1, 0});  // 2's group committed having delivered 1 message from 0
+  CounterRegion region(4);
+  region.write(p);
+  EXPECT_EQ(region.bytes(), (1 + 4 * 4) * sizeof(std::uint64_t));
+  CounterRegion copy(4);
+  std::memcpy(copy.data(), region.data(), region.bytes());  // as a restore writes it back
+  const Capture c = copy.read();
+  EXPECT_EQ(c.phase, p.phase());
+  EXPECT_EQ(c.sent, (std::vector<std::uint64_t>{0, 3, 3, 0}));
+  EXPECT_EQ(c.delivered, (std::vector<std::uint64_t>{0, 0, 0, 3}));
+  EXPECT_EQ(c.view[2].delivered, 1u);
+  copy.clear();
+  EXPECT_EQ(copy.read().sent, (std::vector<std::uint64_t>{0, 0, 0, 0}));
+}
+
+TEST(LogRegion, RoundTripsTheLogSnapshotAndTheOrphanRecord) {
+  Process p = sender(5, 300);
+  const Capture mine = p.capture();
+  LogRegion region;
+  region.write(mine);
+  // A replacement: the region's bytes arrive in a version; it reads them into its own log.
+  const auto [data, size] = region.locate();
+  LogRegion restored;
+  std::memcpy(restored.locate(size).first, data, size);
+  logging::MessageLog log;
+  Capture back;
+  restored.read(back, log, 4);
+  ASSERT_EQ(back.log.entries.size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) {
+    const auto& e = back.log.entries[i];
+    EXPECT_EQ(e.dest, 2);
+    EXPECT_EQ(e.seq, i + 1);
+    EXPECT_EQ(e.tag, 7);
+    ASSERT_EQ(e.bytes, 300u);
+    EXPECT_EQ(std::memcmp(e.data(), payload(300, static_cast<int>(i)).data(), 300), 0);
+  }
+  ASSERT_EQ(back.orphan_record.size(), 4u);
+  ASSERT_EQ(back.orphan_record[3].size(), 5u);
+  EXPECT_EQ(back.orphan_record[3][4], (std::pair<std::uint64_t, std::uint64_t>{5, 14}));
+}
+
+// A differential version carries only what changed: payloads keep their offsets while they are live, and new
+// ones go behind them.
+TEST(LogRegion, IsAppendStableSoThatOnlyNewPayloadsChange) {
+  Process p = sender(3, 256);
+  LogRegion region;
+  region.write(p.capture());
+  const auto [data, size] = region.locate();
+  const std::vector<std::byte> before(static_cast<std::byte*>(data), static_cast<std::byte*>(data) + size);
+  const auto more = payload(256, 99);
+  p.send(2, 7, more.data(), more.size());
+  region.write(p.capture());
+  const auto after = region.locate();
+  ASSERT_EQ(after.second, size) << "room enough: the region keeps its size";
+  // The three payloads (64-byte header, then 256 bytes each) are where they were.
+  EXPECT_EQ(std::memcmp(static_cast<std::byte*>(after.first) + 64, before.data() + 64, 3 * 256), 0);
+  EXPECT_EQ(std::memcmp(static_cast<std::byte*>(after.first) + 64 + 3 * 256, more.data(), 256), 0);
+}
+
+TEST(LogRegion, GrowsWhenTheLogOutgrowsIt) {
+  Process p = sender(40, 1000);
+  LogRegion region;
+  const std::size_t first = region.locate().second;
+  region.write(p.capture());
+  EXPECT_GT(region.locate().second, first);
+  EXPECT_EQ(region.locate().second % (64 * 1024), 0u) << "grows in 64 KiB steps";
+}
+
+TEST(LogRegion, ATruncatedOrDamagedRegionIsRefusedAndSaysWhy) {
+  Process p = sender(2, 100);
+  LogRegion region;
+  region.write(p.capture());
+  const auto [data, size] = region.locate();
+  const std::vector<std::byte> good(static_cast<std::byte*>(data), static_cast<std::byte*>(data) + size);
+  const auto read_of = [](const std::vector<std::byte>& bytes, std::size_t ranks) -> std::string {
+    LogRegion r;
+    std::memcpy(r.locate(bytes.size()).first, bytes.data(), bytes.size());
+    logging::MessageLog log;
+    Capture c;
+    try {
+      r.read(c, log, ranks);
+    } catch (const CorruptCheckpointError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(read_of(good, 4), "");
+  EXPECT_NE(read_of(std::vector<std::byte>(good.begin(), good.begin() + 32), 4).find("truncated header"),
+            std::string::npos);
+  auto bad_magic = good;
+  bad_magic[0] ^= std::byte{1};
+  EXPECT_NE(read_of(bad_magic, 4).find("bad magic"), std::string::npos);
+  auto flipped = good;
+  std::uint64_t index = 0;
+  std::memcpy(&index, good.data() + 8, 8);
+  flipped[index + 3] ^= std::byte{0x40};  // a bit of the index
+  EXPECT_NE(read_of(flipped, 4).find("checksum"), std::string::npos);
+  EXPECT_NE(read_of(good, 8).find("an orphan record for 4 ranks in a job of 8"), std::string::npos);
+}
+
+TEST(GroupChannels, EmptyChannelsGiveTheGroupsMaximumPhase) {
+  EXPECT_EQ(group_members({0, 0, 1, 1, 0}, 4), (std::vector<int>{0, 1, 4}));
+  // Members 0 and 1: 0 sent 3 to 1, 1 delivered 3 from 0; 1 sent 2 to 0, 0 delivered 2.
+  const std::vector<std::uint64_t> a{5, 0, 3, 0, 2}, b{9, 2, 0, 3, 0};
+  EXPECT_EQ(check_group_channels({0, 1}, {a.data(), b.data()}, 40), 9u);
+}
+
+TEST(GroupChannels, AMessageStillInAGroupChannelIsAProtocolErrorNamingIt) {
+  const std::vector<std::uint64_t> a{5, 0, 3, 0, 2}, b{9, 2, 0, 2, 0};  // 1 delivered only 2 of 0's 3
+  try {
+    check_group_channels({4, 6}, {a.data(), b.data()}, 40);
+    FAIL() << "a message left in the channel passed the check";
+  } catch (const ProtocolError& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint 40: the channel from rank 4 to rank 6 (same group) is not empty: "
+                                         "3 sent, 2 delivered"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(GroupChannels, AContributionIsThePhaseThenSentAndDeliveredPerMember) {
+  Process p = sender(3, 10);
+  EXPECT_EQ(barrier_contribution(p, {0, 1}), (std::vector<std::uint64_t>{p.phase(), 0, 3, 0, 0}));
+}
+
+}  // namespace
+}  // namespace reprise::protocol
