@@ -9,7 +9,8 @@ namespace reprise {
 
 /// Which implementation runs the device-side kernels (digest, compare+compact, pack, unpack).
 enum class DeviceBackendKind {
-  Auto,      ///< CUDA when built with CUDA and a GPU is present, otherwise host twin
+  Auto,      ///< CUDA when built with CUDA and a GPU is usable; otherwise a DeviceError when a device region is
+             ///< protected (it says to set REPRISE_DEVICE_BACKEND=host-twin for tests)
   Cuda,      ///< CUDA; an error when no GPU is usable
   HostTwin,  ///< the host twins of the kernels; "device" regions must then be host-accessible (tests)
 };

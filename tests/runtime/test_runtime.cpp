@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "gpu/backend.hpp"
 #include "reprise/reprise.hpp"
 #include "support/test_support.hpp"
 
@@ -349,17 +350,48 @@ TEST(Runtime, NothingToRestoreIsAClearError) {
   EXPECT_THROW(rt.restore(3), RestoreError);
 }
 
+// DeviceBackendKind::Auto (the default) picks CUDA when a GPU is usable (gpu::make_backend). Without one,
+// protecting device memory is a DeviceError that says what needed a device, why there is none and what to set,
+// and leaves nothing half-protected; with one, the region is checkpointed by the CUDA backend.
 TEST(Runtime, ProtectingDeviceMemoryWithoutAGpuSaysWhatToDo) {
   Config c;
+  c.chunk_bytes = kChunk;
   c.device_backend = DeviceBackendKind::Auto;
+  if (gpu::cuda_device_count() > 0) {
+    auto be = gpu::make_cuda_backend();
+    gpu::Buffer d = be->alloc_device(4 * kChunk);
+    Runtime rt(c);
+    rt.protect("d", d.data(), 4 * kChunk, MemorySpace::Device);
+    rt.checkpoint(1);
+    rt.wait();
+    const auto m = rt.metrics();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].device_backend, "cuda") << "a GPU is usable: Auto must pick CUDA";
+    EXPECT_EQ(m[0].bytes_dirty, 4 * kChunk);
+    return;
+  }
   Runtime rt(c);
-  std::vector<char> fake(100);
+  std::vector<char> fake(100, 7);
   try {
     rt.protect("d", fake.data(), fake.size(), MemorySpace::Device);
-    SUCCEED() << "a CUDA device is present";
+    FAIL() << "no usable GPU, yet protecting device memory with device_backend Auto did not throw";
   } catch (const DeviceError& e) {
-    EXPECT_NE(std::string(e.what()).find("host-twin"), std::string::npos) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("a device-memory region was protected"), std::string::npos) << what;
+    EXPECT_NE(what.find(gpu::cuda_compiled() ? "no CUDA device is usable" : "this Reprise was built without CUDA"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("REPRISE_DEVICE_BACKEND=host-twin"), std::string::npos) << what;
   }
+  // The failed protect() registered nothing: the name is free and the runtime checkpoints without a device.
+  rt.protect("d", fake.data(), fake.size(), MemorySpace::Host);
+  rt.checkpoint(1);
+  rt.wait();
+  const auto m = rt.metrics();
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].bytes_protected, fake.size());
+  EXPECT_EQ(m[0].bytes_dirty, fake.size());
+  EXPECT_EQ(m[0].device_backend, "");
 }
 
 TEST(Runtime, FencesRunBeforeCheckpointAndRestore) {
