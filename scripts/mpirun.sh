@@ -2,6 +2,9 @@
 # Runs a program with N ranks under an MPI whose ULFM works, with the flags that make failure handling reliable.
 #
 #   scripts/mpirun.sh -n N [--timeout S] -- PROGRAM [ARG...]
+#   scripts/mpirun.sh --build PROGRAM...      only build the programs for the MPI that would run them (creating
+#                                             the sandbox first if that is the one): the tests' fixture, so that no
+#                                             test pays for it within its own time limit
 #
 # PROGRAM is the name of a program this project builds (reprise-ulfm-probe, reprise-stencil, ...), built
 # first if missing or stale in the build tree that matches the MPI used, or an absolute path.
@@ -13,17 +16,23 @@
 # allocates).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-n=""; timeout_s=600
+n=""; timeout_s=600; build_only=""
 while [ $# -gt 0 ]; do
   case "$1" in
+    --build) build_only=1; shift; break ;;
     -n|-np) n=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "usage: scripts/mpirun.sh -n N [--timeout S] -- PROGRAM [ARG...]" >&2; exit 2 ;;
   esac
 done
-[ -n "$n" ] && [ $# -gt 0 ] || { echo "usage: scripts/mpirun.sh -n N [--timeout S] -- PROGRAM [ARG...]" >&2; exit 2; }
-program=$1; shift
+if [ -n "$build_only" ]; then
+  [ $# -gt 0 ] || { echo "usage: scripts/mpirun.sh --build PROGRAM..." >&2; exit 2; }
+  program=$1
+else
+  [ -n "$n" ] && [ $# -gt 0 ] || { echo "usage: scripts/mpirun.sh -n N [--timeout S] -- PROGRAM [ARG...]" >&2; exit 2; }
+  program=$1; shift
+fi
 
 FLAGS=(--with-ft ulfm --oversubscribe --mca async_mpi_finalize true --mca btl self,sm,tcp --mca btl_tcp_if_include lo)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -108,6 +117,15 @@ case "$mpi" in
       exit 2
     fi
     build="$here/build-host-mpi"
+    if [ -n "$build_only" ]; then
+      for p in "$@"; do
+        log "building $p (host MPI)"
+        configure_and_build "$build" "$p" "$build/build-$p.log" \
+          || { tail -n 30 "$build/configure.log" "$build/build-$p.log" 2> /dev/null || true; log "building $p failed"; exit 1; }
+      done
+      log "built: $*"
+      exit 0
+    fi
     if [[ "$program" != /* ]]; then
       configure_and_build "$build" "$program" "$build/build-$program.log" \
         || { tail -n 30 "$build/configure.log" "$build/build-$program.log" 2> /dev/null || true; log "building $program failed"; exit 1; }
@@ -117,6 +135,21 @@ case "$mpi" in
     exec timeout --signal=KILL "$timeout_s" mpirun "${FLAGS[@]}" "${passthrough[@]}" -n "$n" "$program" "$@"
     ;;
   sandbox)
+    if [ -n "$build_only" ]; then
+      log "building $* in the ULFM sandbox (created first when missing)"
+      exec bash "$here/scripts/ulfm-sandbox.sh" run bash -c '
+        set -e
+        b=/src/build-ulfm
+        (
+          flock 9
+          cmake -S /src -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_ENABLE_MPI=ON -DREPRISE_BUILD_BENCH=ON \
+            -DREPRISE_ENABLE_CUDA=OFF -DREPRISE_IN_SANDBOX=ON > "$b.configure.log" 2>&1 || { cat "$b.configure.log"; exit 1; }
+          cmake --build "$b" -j "$(nproc)" --target "$@" > "$b.build-all.log" 2>&1 \
+            || { tail -30 "$b.build-all.log"; echo "[mpirun.sh] building $* in the sandbox failed" >&2; exit 1; }
+        ) 9> "$b.lock"
+        echo "[mpirun.sh] built: $*" >&2
+      ' bash "$@"
+    fi
     if [[ "$program" == /* ]]; then
       case "$program" in
         "$here"/*) program="/src/${program#"$here"/}" ;;

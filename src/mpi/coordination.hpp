@@ -181,7 +181,6 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
                      Clock::time_point t0, double repaired, int attempt);
   void begin_comm_recovery(const std::set<int>& rolled_back, int coordinator);
   std::vector<std::uint64_t> my_records(const std::vector<int>& failed_ranks);
-  static std::vector<protocol::RankHoldings> holdings_from(const std::vector<std::uint64_t>& all, int n);
 #if REPRISE_HAVE_ULFM
   // MPIX_Comm_agree over `comm`: the AND of every live member's `mine`, the same at every member; nullopt when a
   // process failed meanwhile. agreed(): true only when it is true.

@@ -55,18 +55,6 @@ namespace {
   return info;
 }
 
-// Records flattened for MPI: (owner, version, base, full, where) per entry; where 0 = own store, 1 = at buddy.
-void append_records(std::vector<std::uint64_t>& out, int owner, const std::vector<protocol::VersionRecord>& rs,
-                    int where) {
-  for (const auto& r : rs) {
-    out.push_back(static_cast<std::uint64_t>(owner));
-    out.push_back(r.version);
-    out.push_back(r.base);
-    out.push_back(r.full ? 1 : 0);
-    out.push_back(static_cast<std::uint64_t>(where));
-  }
-}
-
 std::vector<std::uint64_t> allgather_u64(MPI_Comm comm, const std::vector<std::uint64_t>& mine) {
   int n = 0;
   REPRISE_MPI_CHECK(MPI_Comm_size(comm, &n));
@@ -90,27 +78,22 @@ std::vector<std::uint64_t> allgather_u64(MPI_Comm comm, const std::vector<std::u
 std::vector<std::uint64_t> MpiCoordination::my_records(const std::vector<int>& failed_ranks) {
   std::vector<std::uint64_t> out;
   core::VersionStore& own = store_ ? store_->local() : *local_;
-  append_records(out, rank_, protocol::records_of(own), 0);
+  protocol::append_records(out, rank_, protocol::records_of(own), protocol::RecordSource::Own);
   {
     std::lock_guard<std::mutex> lock(wards_mutex_);
-    for (auto& [ward, s] : wards_) append_records(out, ward, protocol::records_of(*s), 1);
+    for (auto& [ward, s] : wards_)
+      protocol::append_records(out, ward, protocol::records_of(*s), protocol::RecordSource::AtBuddy);
   }
-  // The files of failed ranks (a persistent level on a shared file system), read by the lowest survivor.
+  // The files of failed ranks, read by the lowest survivor where it reaches them (a shared file system, or the
+  // failed rank's node): a folder that is not there (node-local storage elsewhere) proves nothing.
   if (!cfg_.dir.empty() && lowest_survivor_)
-    for (int f : failed_ranks) append_records(out, f, protocol::records_of(*core::make_directory_store(cfg_.dir, f)), 0);
+    for (int f : failed_ranks) {
+      std::error_code absent;
+      if (!std::filesystem::is_directory(core::rank_folder(cfg_.dir, f), absent)) continue;
+      protocol::append_records(out, f, protocol::records_of(*core::make_directory_store(cfg_.dir, f)),
+                               protocol::RecordSource::FilesRead);
+    }
   return out;
-}
-
-std::vector<protocol::RankHoldings> MpiCoordination::holdings_from(const std::vector<std::uint64_t>& all, int n) {
-  std::vector<protocol::RankHoldings> h(static_cast<std::size_t>(n));
-  for (std::size_t i = 0; i + 5 <= all.size(); i += 5) {
-    const int owner = static_cast<int>(all[i]);
-    if (owner < 0 || owner >= n) continue;
-    protocol::VersionRecord r{all[i + 1], all[i + 2], all[i + 3] != 0};
-    auto& list = all[i + 4] ? h[static_cast<std::size_t>(owner)].at_buddy : h[static_cast<std::size_t>(owner)].own;
-    if (std::find(list.begin(), list.end(), r) == list.end()) list.push_back(r);
-  }
-  return h;
 }
 
 // A launch on a REPRISE_DIR that holds files: every rank restarts from the newest version all of them hold in
@@ -143,7 +126,7 @@ void MpiCoordination::agree_on_restart() {
     // This job's ranks beyond the recorded count made empty folders: remove them (only if empty).
     std::error_code ignored;
     if (rank_ >= recorded) std::filesystem::remove(core::rank_folder(dir, rank_), ignored);
-    MPI_Barrier(world_);  // every rank refuses: none aborts the job before the others cleaned up
+    REPRISE_MPI_CHECK(MPI_Barrier(world_));  // every rank refuses: none aborts the job before the others cleaned up
     throw RestoreError("relaunch from " + dir + ": its files were written by a job of " + std::to_string(recorded) +
                        " ranks, and this job has " + std::to_string(size_) +
                        " (each rank's data belong to the "
@@ -152,11 +135,11 @@ void MpiCoordination::agree_on_restart() {
   }
   const std::vector<std::uint64_t> mine = [&] {
     std::vector<std::uint64_t> out;
-    append_records(out, rank_, protocol::records_of(*local_), 0);
+    protocol::append_records(out, rank_, protocol::records_of(*local_), protocol::RecordSource::Own);
     return out;
   }();
   const auto all = allgather_u64(world_, mine);
-  auto holdings = holdings_from(all, size_);
+  auto holdings = protocol::holdings_from(all, size_);
   std::vector<int> missing;
   for (int r = 0; r < size_; ++r)
     if (protocol::complete_versions(holdings[static_cast<std::size_t>(r)].own).empty()) missing.push_back(r);
@@ -289,7 +272,7 @@ void MpiCoordination::recover(const std::string& why) {
       stage("gathering the survivors' checkpoints (shrunk communicator)");
       REPRISE_MPI_CHECK(polled::allreduce(MPI_IN_PLACE, &max_step, 1, MPI_UINT64_T, MPI_MAX, shrunk));
       const auto all = allgather_u64(shrunk, my_records(failed));
-      auto holdings = holdings_from(all, size_);
+      auto holdings = protocol::holdings_from(all, size_);
       // Groups with a member still re-executing after an earlier group rollback, or still inside the recovery
       // that rolled it back (this failure interrupted it), roll back again: the orphan and duplicate limits it
       // re-executes under are only valid in the recovery that computed them (cleared, it would send again what
@@ -504,13 +487,15 @@ void MpiCoordination::recover_group(const protocol::RecoveryPlan& plan, const st
   if (rank_ == coordinator)
     std::fprintf(stderr,
                  "reprise: recovered from the failure of %s in %.3f s (repair %.3f s, data %.3f s%s); only "
-                 "group%s %s (ranks %s) roll%s back, the other ranks go on; restart coordinator: rank %d%s%s%s\n",
+                 "group%s %s (ranks %s) roll%s back, the other ranks go on; restart coordinator: rank %d%s%s%s%s\n",
                  ranks_phrase(failed).c_str(), rec.total_seconds, rec.repair_seconds, rec.transfer_seconds,
                  attempt > 1 ? (", " + std::to_string(attempt) + " attempts").c_str() : "",
                  groups.size() > 1 ? "s" : "", protocol::list_ranks(groups).c_str(),
                  protocol::list_ranks(plan.rolled_back).c_str(), groups.size() > 1 ? "" : "s", coordinator,
-                 fresh.empty() ? "" : "; group ", fresh.empty() ? "" : protocol::list_ranks(fresh).c_str(),
-                 fresh.empty() ? "" : " committed nothing before it and starts over from the beginning");
+                 fresh.empty() ? "" : fresh.size() > 1 ? "; groups " : "; group ",
+                 fresh.empty() ? "" : protocol::list_ranks(fresh).c_str(),
+                 fresh.empty() ? "" : " committed nothing before it and start",
+                 fresh.empty() ? "" : fresh.size() > 1 ? " over from the beginning" : "s over from the beginning");
   if (!rolls_back) return;
   if (plan.starts_over[me]) {
     start_over();

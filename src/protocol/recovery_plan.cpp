@@ -39,8 +39,9 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,
     if (!restorable[i].empty()) continue;
     const int b = layout.buddy_of[i];
     // Every committed version of r is in its own store while it lives (unless it is a replacement that had not
-    // got its chain back), and in its buddy's copy while that one lives (unless the buddy is such a replacement).
-    const bool own_proves = !failed.count(r) && !h.replacing;
+    // got its chain back), in its files when they were read (a persistent level: written before shipped), and in
+    // its buddy's copy while that one lives (unless the buddy is such a replacement).
+    const bool own_proves = (!failed.count(r) || h.files_read) && !h.replacing;
     const bool buddy_proves = !failed.count(b) && !holdings[static_cast<std::size_t>(b)].replacing;
     if (own_proves || buddy_proves) {
       never_committed.push_back(r);
@@ -111,6 +112,33 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,
 }
 
 }  // namespace
+
+void append_records(std::vector<std::uint64_t>& out, int owner, const std::vector<VersionRecord>& records,
+                    RecordSource source) {
+  const auto put = [&](std::uint64_t version, std::uint64_t base, bool full, RecordSource from) {
+    out.insert(out.end(), {static_cast<std::uint64_t>(owner), version, base, full ? 1u : 0u,
+                           static_cast<std::uint64_t>(from)});
+  };
+  if (source == RecordSource::FilesRead) put(~std::uint64_t{0}, 0, false, RecordSource::FilesRead);
+  for (const auto& r : records) put(r.version, r.base, r.full, source == RecordSource::AtBuddy ? source : RecordSource::Own);
+}
+
+std::vector<RankHoldings> holdings_from(const std::vector<std::uint64_t>& all, int ranks) {
+  std::vector<RankHoldings> h(static_cast<std::size_t>(ranks));
+  for (std::size_t i = 0; i + 5 <= all.size(); i += 5) {
+    if (all[i] >= static_cast<std::uint64_t>(ranks)) continue;
+    RankHoldings& of = h[static_cast<std::size_t>(all[i])];
+    const auto source = static_cast<RecordSource>(all[i + 4]);
+    if (source == RecordSource::FilesRead) {
+      of.files_read = true;
+      continue;
+    }
+    const VersionRecord r{all[i + 1], all[i + 2], all[i + 3] != 0};
+    auto& list = source == RecordSource::AtBuddy ? of.at_buddy : of.own;
+    if (std::find(list.begin(), list.end(), r) == list.end()) list.push_back(r);
+  }
+  return h;
+}
 
 RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
                            const std::vector<RankHoldings>& holdings, bool persistent_level) {

@@ -21,7 +21,23 @@ struct RankHoldings {
   /// The rank is a replacement whose recovery was interrupted before it had received its checkpoints and those
   /// of its wards: neither what it holds of its own nor what it holds for its wards proves anything is missing.
   bool replacing = false;
+  /// A failed rank's own files were read (a persistent level, its folder reachable from the survivor that read
+  /// it): `own` is then what its files hold, and every version it committed is there, since its own store wrote
+  /// and fsync'ed a version before shipping the version's last bytes, and its buddy acknowledges only those.
+  bool files_read = false;
 };
+
+/// Where a rank's version records were found, as survivors report them to each other.
+enum class RecordSource : std::uint64_t { Own = 0, AtBuddy = 1, FilesRead = 2 };
+
+/// Appends `records` of `owner`, found at `source`, to `out` as five words each (owner, version, base, full,
+/// source). FilesRead appends one more record-less entry (version ~0) saying that the owner's files were read,
+/// even when they hold nothing, and the records themselves as Own.
+void append_records(std::vector<std::uint64_t>& out, int owner, const std::vector<VersionRecord>& records,
+                    RecordSource source);
+/// Every survivor's append_records, gathered: the holdings of each of `ranks` ranks. Entries of owners outside
+/// 0..ranks-1 are ignored; a record reported twice counts once.
+std::vector<RankHoldings> holdings_from(const std::vector<std::uint64_t>& all, int ranks);
 
 enum class DataSource { Own, Buddy };
 
@@ -44,8 +60,8 @@ struct RecoveryPlan {
 
 /// `holdings[r]` for every rank r of `layout`. A rank's chain is restorable from its own store or from its buddy's
 /// copy. When a rank has nothing restorable and a store that would hold its committed versions proves it has
-/// none (its surviving buddy's copy, or its own store when it is alive and not an interrupted replacement), its
-/// group never committed and the plan is `from_start`. Throws UnrecoverableFailure naming the ranks whose data
+/// none (its surviving buddy's copy, its own store when it is alive and not an interrupted replacement, or its
+/// own files when it failed and they were read), its group never committed and the plan is `from_start`. Throws UnrecoverableFailure naming the ranks whose data
 /// are lost (a rank and its buddy lost together without a persistent level, a replacement whose buddy failed
 /// before it got its checkpoints back) or saying that no version is restorable on every rank.
 RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,

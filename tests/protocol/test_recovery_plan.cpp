@@ -250,5 +250,53 @@ TEST(GroupRecoveryPlan, OwnerAndBuddyLostTogetherIsStillUnrecoverable) {
   }
 }
 
+// Rank 0 and its buddy rank 2 killed before rank 0's group committed anything (a loaded machine: its first
+// version not yet acknowledged): rank 0's files, read by a survivor, hold nothing. Every version a rank commits is
+// in its files (written before shipped), so they prove its group never committed: it starts over, the others'
+// plans as usual. Unread files (a folder the survivor cannot reach) prove nothing: unrecoverable, as before.
+TEST(GroupRecoveryPlan, OwnerAndBuddyLostBeforeAnyCommitStartOverWhenTheFilesProveIt) {
+  auto h = holdings_all({{10, 10, true}});
+  h[0].own = {};
+  h[0].at_buddy = {};
+  // (rank 1 holds its version 10, acknowledged by its buddy; rank 0's was not: the group never committed it)
+  h[0].files_read = true;
+  h[2].own = {};  // rank 2's buddy, rank 4, holds its version 10
+  const RecoveryPlan p = plan_group_recovery(eight(), {0, 2}, h, true);
+  EXPECT_EQ(p.rolled_back, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_TRUE(p.starts_over[0]);
+  EXPECT_TRUE(p.starts_over[1]);
+  EXPECT_FALSE(p.starts_over[2]);
+  EXPECT_EQ(p.version_of[2], 10u);
+  h[0].files_read = false;
+  try {
+    (void)plan_group_recovery(eight(), {0, 2}, h, true);
+    FAIL() << "files that were not read proved something";
+  } catch (const UnrecoverableFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 and its buddy rank 2 were lost together and rank 0 has no intact "
+                                         "file either"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Holdings, FlattenedRecordsComeBackPerRankAndSource) {
+  std::vector<std::uint64_t> all;
+  append_records(all, 3, {{10, 10, true}, {20, 10, false}}, RecordSource::Own);
+  append_records(all, 3, {{10, 10, true}}, RecordSource::AtBuddy);
+  append_records(all, 5, {}, RecordSource::FilesRead);  // read, empty
+  append_records(all, 6, {{30, 30, true}}, RecordSource::FilesRead);
+  append_records(all, 3, {{20, 10, false}}, RecordSource::Own);  // reported twice: counts once
+  append_records(all, 9, {{10, 10, true}}, RecordSource::Own);   // not a rank of this job: ignored
+  const auto h = holdings_from(all, 8);
+  ASSERT_EQ(h.size(), 8u);
+  EXPECT_EQ(h[3].own, (std::vector<VersionRecord>{{10, 10, true}, {20, 10, false}}));
+  EXPECT_EQ(h[3].at_buddy, (std::vector<VersionRecord>{{10, 10, true}}));
+  EXPECT_FALSE(h[3].files_read);
+  EXPECT_TRUE(h[5].files_read);
+  EXPECT_TRUE(h[5].own.empty());
+  EXPECT_TRUE(h[6].files_read);
+  EXPECT_EQ(h[6].own, (std::vector<VersionRecord>{{30, 30, true}}));
+}
+
 }  // namespace
 }  // namespace reprise::protocol
