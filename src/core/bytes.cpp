@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "gpu/align.hpp"
+
 namespace reprise::core {
 
 namespace {
@@ -30,8 +32,8 @@ HostBytes::HostBytes(std::size_t bytes) : size_(bytes), capacity_(bytes), touche
     mapped_ = true;
     return;
   }
-  const std::size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded ? rounded : 64);
+  const std::size_t rounded = gpu::align_up(bytes, gpu::kCacheLine);
+  void* p = std::aligned_alloc(gpu::kCacheLine, rounded ? rounded : gpu::kCacheLine);
   if (!p) throw std::bad_alloc();
   data_ = std::unique_ptr<std::byte, std::function<void(std::byte*)>>(static_cast<std::byte*>(p),
                                                                       [](std::byte* q) { std::free(q); });

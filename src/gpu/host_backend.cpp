@@ -14,6 +14,7 @@
 #include <new>
 #include <unordered_set>
 
+#include "gpu/align.hpp"
 #include "gpu/backend.hpp"
 #include "kernels/chunk_kernels.hpp"
 #include "reprise/errors.hpp"
@@ -165,7 +166,7 @@ class HostTwinBackend final : public Backend {
     if (bytes) queue_of(stream).push([=] { std::memcpy(dst, src, bytes); });  // (null pointers when empty)
   }
   Buffer alloc(std::size_t bytes) {
-    void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+    void* p = std::aligned_alloc(kDeviceAlign, align_up(bytes, kDeviceAlign) + kDeviceAlign);
     if (!p) throw std::bad_alloc();
     return Buffer(p, bytes, [device = device_](void* q) {
       device->synchronize();

@@ -1,5 +1,7 @@
 #include "logging/message_log.hpp"
 
+#include "gpu/align.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -79,7 +81,7 @@ std::byte* MessageLog::append(int dest, std::uint64_t seq, std::uint64_t phase, 
   if (!list.empty() && seq <= list.back().seq)
     throw UsageError("message log: entry to " + std::to_string(dest) + " with seq " + std::to_string(seq) +
                      " after seq " + std::to_string(list.back().seq) + " (seqs per destination must increase)");
-  const std::size_t aligned = (bytes + 15) & ~std::size_t{15};  // keep payloads 16-byte aligned
+  const std::size_t aligned = gpu::align_up(bytes, gpu::kPayloadAlign);
   std::shared_ptr<Segment> seg = room_for(aligned);
   Entry e{dest, seq, phase, tag, bytes, seg, seg->used};
   seg->used += aligned;
@@ -157,7 +159,7 @@ std::size_t MessageLog::live_payload_bytes() const {
 
 Entry MessageLog::copy_in(int dest, std::uint64_t seq, std::uint64_t phase, std::int32_t tag, const void* payload,
                           std::size_t bytes) {
-  const std::size_t aligned = (bytes + 15) & ~std::size_t{15};
+  const std::size_t aligned = gpu::align_up(bytes, gpu::kPayloadAlign);
   std::shared_ptr<Segment> seg = room_for(aligned);
   Entry e{dest, seq, phase, tag, bytes, seg, seg->used};
   seg->used += aligned;

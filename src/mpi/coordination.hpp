@@ -177,8 +177,29 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   // ---- relaunch and recovery (mpi_recovery.cpp) ------------------------------------------------------------
   void agree_on_restart();
   void recover(const std::string& why);
-  void recover_group(const protocol::RecoveryPlan& plan, const std::vector<int>& failed, bool rolls_back,
-                     Clock::time_point t0, double repaired, int attempt);
+  // One recovery attempt: the shrunk communicator, the failed ranks, the plan, the repaired world.
+  struct Attempt {
+    int number = 1;
+    MPI_Comm shrunk = MPI_COMM_NULL, inter = MPI_COMM_NULL, merged = MPI_COMM_NULL, world = MPI_COMM_NULL;
+    std::vector<int> failed;
+    protocol::RecoveryPlan plan;
+    std::uint64_t max_step = 0;
+  };
+  // Attempts in a row whose replacements could not start, for the same failed ranks.
+  struct StartFailures {
+    int count = 0;
+    std::vector<int> failed;
+  };
+  // The stages of recover() (recovery.cpp).
+  void shrink_and_agree(MPI_Comm base, const std::string& why, Attempt& a);
+  bool plan_recovery(Attempt& a);
+  bool replace(Attempt& a, StartFailures& starts);
+  bool merge(Attempt& a, StartFailures& starts);
+  void start_failed(StartFailures& starts, const std::vector<int>& failed, const std::string& what);
+  void finish_repair(Attempt& a, Clock::time_point t0);
+  RecoveryRecord record_of(const protocol::RecoveryPlan& plan, Clock::time_point t0) const;
+  void recover_group(const protocol::RecoveryPlan& plan, const std::vector<int>& failed, RecoveryRecord& rec,
+                     Clock::time_point t0);
   void begin_comm_recovery(const std::set<int>& rolled_back, int coordinator);
   std::vector<std::uint64_t> my_records(const std::vector<int>& failed_ranks);
 #if REPRISE_HAVE_ULFM
@@ -191,7 +212,6 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   void start_over();
   void finish_recovery(std::uint64_t version);
   std::vector<std::uint64_t> make_packet(const protocol::RecoveryPlan& plan, std::uint64_t max_step);
-  std::vector<std::uint64_t> kill_floors(const std::vector<int>& failed, std::uint64_t max_step) const;
   static void broadcast_packet(MPI_Comm merged, std::vector<std::uint64_t>& p);
   void join_as_replacement(MPI_Comm parent, Config& cfg);
 #if REPRISE_HAVE_ULFM

@@ -189,6 +189,11 @@ void MpiCoordination::agree_on_restart() {
 
 // Throws Rollback at every rank that rolls back; returns at a survivor of a group rollback (REPRISE_ROLLBACK=
 // group), once the job is repaired and the restart exchange done.
+//   recover() = stop the background threads, then per attempt: shrink_and_agree && plan_recovery && replace &&
+//               merge; then finish_repair (the data phase, the restart exchange, Rollback or return).
+// Each attempt shrinks the communicator of the previous one; a failure during an attempt (a survivor or a
+// replacement dies) makes every survivor agree to start a new attempt with the union of the failures.
+// Replacements of an abandoned attempt see their merge fail and exit.
 void MpiCoordination::recover(const std::string& why) {
 #if !REPRISE_HAVE_ULFM
   link_down("recover");
@@ -211,244 +216,264 @@ void MpiCoordination::recover(const std::string& why) {
   link_down("recover");
   stop_progress();
   if (quiesce_) quiesce_();
-  // Each attempt shrinks the communicator of the previous one; a failure during an attempt (a survivor or a
-  // replacement dies) makes every survivor agree to start a new attempt with the union of the failures.
-  // Replacements of an abandoned attempt see their merge fail and exit.
+  StartFailures starts;
   MPI_Comm base = world_;
-  // Attempts that ended before the replacements joined, in a row for the same failed ranks with no survivor
-  // failing: the MPI cannot start a replacement (no free slot, the program's binary gone), or a replacement dies
-  // as it starts. Without this, recovery attempts went on until the recovery timeout (a failing spawn: about
-  // 11,500 attempts per survivor in 20 s, each with the MPI library's error message). Tried again after 1 s and
-  // 2 s (the MPI may release a dead process's slot a little later), then the job stops.
-  constexpr int kStartTries = 3;
-  int start_failures = 0;
-  std::vector<int> start_failed_for;
-  auto start_failed = [&](const std::vector<int>& failed, const std::string& what) {
-    start_failures = failed == start_failed_for ? start_failures + 1 : 1;
-    start_failed_for = failed;
-    if (start_failures >= kStartTries)
-      throw UnrecoverableFailure("rank " + std::to_string(rank_) +
-                                 ": the MPI could not start a working replacement for " + ranks_phrase(failed) + ": " +
-                                 std::to_string(start_failures) +
-                                 " attempts in a row failed with no other process failing (the last: " + what +
-                                 "; the MPI library's own message, if any, is above). Without a replacement the "
-                                 "job cannot be repaired, so it stops here; files already written were left "
-                                 "intact: relaunch the job (from REPRISE_DIR if one was set). Usual causes: no free "
-                                 "slot for a new process (a larger allocation, spare slots, or Open MPI's "
-                                 "--oversubscribe), the program cannot be started again (" +
-                                 executable() +
-                                 ": moved, deleted or rebuilt since the job started), or it cannot run where the "
-                                 "MPI started it.");
-    std::this_thread::sleep_for(std::chrono::seconds(start_failures));
-  };
-  for (int attempt = 1;; ++attempt) {
-    MPI_Comm shrunk = MPI_COMM_NULL;
-    stage("in MPIX_Comm_shrink");
-    if (const int rc = MPIX_Comm_shrink(base, &shrunk); rc != MPI_SUCCESS)
-      throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": MPIX_Comm_shrink failed during recovery: " +
-                                 describe(rc, REPRISE_MPI_SITE(MPIX_Comm_shrink(base, &shrunk))));
-    REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN));
-    retired_.push_back(shrunk);
-    const std::vector<int> failed = failed_ranks(shrunk);
-    // Shrink is uniform: every survivor sees the same set. Empty: a communicator was revoked, or an agreement
-    // failed, with every process alive (seen with Open MPI 5.0.7 under load). Spawning nobody fails, so retrying
-    // would spin forever: stop the job with a clear error instead (its committed files stay as they are).
-    if (failed.empty())
-      throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": " + why +
-                                 ", yet no process of the job "
-                                 "failed (the MPI library reported a revoked communicator or a failed agreement "
-                                 "with every process alive). Reprise cannot tell what was lost, so the job stops "
-                                 "here; files already written were left intact: rerun the job (from REPRISE_DIR "
-                                 "if one was set).");
-    std::fprintf(stderr, "reprise: rank %d: %s; failed %s; recovering (attempt %d)\n", rank_, why.c_str(),
-                 ranks_phrase(failed).c_str(), attempt);
-    if (should_die(current_step_, protocol::KillPoint::Recovery)) die("recovery", current_step_);
-    protocol::RecoveryPlan plan;
-    std::exception_ptr plan_error;
-    std::uint64_t max_step = current_step_;
-    MPI_Comm inter = MPI_COMM_NULL, merged = MPI_COMM_NULL, world = MPI_COMM_NULL;
-    int flag = 1;
+  for (Attempt a;; base = a.shrunk, ++a.number) {
+    shrink_and_agree(base, why, a);
+    if (plan_recovery(a) && replace(a, starts) && merge(a, starts)) return finish_repair(a, t0);
+  }
+#endif
+}
+
+#if REPRISE_HAVE_ULFM
+// Shrink is uniform: every survivor gets the same communicator and sees the same failed ranks.
+void MpiCoordination::shrink_and_agree(MPI_Comm base, const std::string& why, Attempt& a) {
+  const int number = a.number;
+  a = Attempt();
+  a.number = number;
+  stage("in MPIX_Comm_shrink");
+  if (const int rc = MPIX_Comm_shrink(base, &a.shrunk); rc != MPI_SUCCESS)
+    throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": MPIX_Comm_shrink failed during recovery: " +
+                               describe(rc, REPRISE_MPI_SITE(MPIX_Comm_shrink(base, &a.shrunk))));
+  REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(a.shrunk, MPI_ERRORS_RETURN));
+  retired_.push_back(a.shrunk);
+  a.failed = failed_ranks(a.shrunk);
+  // Empty: a communicator was revoked, or an agreement failed, with every process alive (seen with Open MPI 5.0.7
+  // under load). Spawning nobody fails, so retrying would spin forever: stop the job with a clear error instead
+  // (its committed files stay as they are).
+  if (a.failed.empty())
+    throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": " + why +
+                               ", yet no process of the job "
+                               "failed (the MPI library reported a revoked communicator or a failed agreement "
+                               "with every process alive). Reprise cannot tell what was lost, so the job stops "
+                               "here; files already written were left intact: rerun the job (from REPRISE_DIR "
+                               "if one was set).");
+  std::fprintf(stderr, "reprise: rank %d: %s; failed %s; recovering (attempt %d)\n", rank_, why.c_str(),
+               ranks_phrase(a.failed).c_str(), a.number);
+  if (should_die(current_step_, protocol::KillPoint::Recovery)) die("recovery", current_step_);
+}
+
+// What the survivors hold, gathered; the plan every survivor computes from the same data; their agreement that
+// no other process failed meanwhile (false: a new attempt). An unrecoverable plan ends the job at every survivor.
+bool MpiCoordination::plan_recovery(Attempt& a) {
+  std::exception_ptr plan_error;
+  a.max_step = current_step_;
+  int flag = 1;
+  try {
+    stage("gathering the survivors' checkpoints (shrunk communicator)");
+    REPRISE_MPI_CHECK(polled::allreduce(MPI_IN_PLACE, &a.max_step, 1, MPI_UINT64_T, MPI_MAX, a.shrunk));
+    auto holdings = protocol::holdings_from(allgather_u64(a.shrunk, my_records(a.failed)), size_);
+    // Groups with a member still re-executing after an earlier group rollback, or still inside the recovery
+    // that rolled it back (this failure interrupted it), roll back again: the orphan and duplicate limits it
+    // re-executes under are only valid in the recovery that computed them (cleared, it would send again what
+    // its receivers already delivered, and nobody would receive it). A replacement whose data phase was
+    // interrupted holds only part of its checkpoints and of its wards' (RankHoldings::replacing).
+    std::set<int> also;
+    const bool behind = data_pending_ || (comm_state_ ? comm_state_->reexecuting() : joined_group_recovery_);
+    const auto flags =
+        allgather_u64(a.shrunk, {static_cast<std::uint64_t>(rank_), behind ? 1u : 0u, data_pending_ ? 1u : 0u});
+    for (std::size_t i = 0; i + 2 < flags.size(); i += 3) {
+      if (flags[i] >= static_cast<std::uint64_t>(size_)) continue;
+      const std::size_t r = static_cast<std::size_t>(flags[i]);
+      if (flags[i + 1] && group_rollback_) also.insert(layout_.group_of[r]);
+      if (flags[i + 2]) holdings[r].replacing = true;
+    }
     try {
-      stage("gathering the survivors' checkpoints (shrunk communicator)");
-      REPRISE_MPI_CHECK(polled::allreduce(MPI_IN_PLACE, &max_step, 1, MPI_UINT64_T, MPI_MAX, shrunk));
-      const auto all = allgather_u64(shrunk, my_records(failed));
-      auto holdings = protocol::holdings_from(all, size_);
-      // Groups with a member still re-executing after an earlier group rollback, or still inside the recovery
-      // that rolled it back (this failure interrupted it), roll back again: the orphan and duplicate limits it
-      // re-executes under are only valid in the recovery that computed them (cleared, it would send again what
-      // its receivers already delivered, and nobody would receive it). A replacement whose data phase was
-      // interrupted holds only part of its checkpoints and of its wards' (RankHoldings::replacing).
-      std::set<int> also;
-      const bool behind = data_pending_ || (comm_state_ ? comm_state_->reexecuting() : joined_group_recovery_);
-      const auto flags =
-          allgather_u64(shrunk, {static_cast<std::uint64_t>(rank_), behind ? 1u : 0u, data_pending_ ? 1u : 0u});
-      for (std::size_t i = 0; i + 2 < flags.size(); i += 3) {
-        if (flags[i] >= static_cast<std::uint64_t>(size_)) continue;
-        const std::size_t r = static_cast<std::size_t>(flags[i]);
-        if (flags[i + 1] && group_rollback_) also.insert(layout_.group_of[r]);
-        if (flags[i + 2]) holdings[r].replacing = true;
-      }
-      try {
-        plan = group_rollback_ ? protocol::plan_group_recovery(layout_, failed, holdings, !cfg_.dir.empty(), also)
-                               : protocol::plan_recovery(layout_, failed, holdings, !cfg_.dir.empty());
-      } catch (const UnrecoverableFailure&) {
-        plan_error = std::current_exception();
-      }
-    } catch (const PeerFailure&) {
-      flag = 0;
+      a.plan = group_rollback_ ? protocol::plan_group_recovery(layout_, a.failed, holdings, !cfg_.dir.empty(), also)
+                               : protocol::plan_recovery(layout_, a.failed, holdings, !cfg_.dir.empty());
+    } catch (const UnrecoverableFailure&) {
+      plan_error = std::current_exception();
     }
-    stage("agreeing on the recovery plan");
-    if (!agreed(shrunk, flag)) {
-      base = shrunk;
-      continue;
-    }
-    if (plan_error) std::rethrow_exception(plan_error);  // every survivor decided on the same data
-    // Spawn the replacements with this program's command line; they run join_as_replacement().
-    const std::vector<std::string> args = own_command_line();
-    std::vector<char*> argv;
-    for (std::size_t i = 1; i < args.size(); ++i) argv.push_back(const_cast<char*>(args[i].c_str()));
-    argv.push_back(nullptr);
-    std::vector<int> errcodes(failed.size());
-    stage("in MPI_Comm_spawn (replacements)");
-    // (replacement i replaces failed[i]: join_as_replacement; its GPU is the one of that rank's local index)
-    MPI_Info info = replacement_info(protocol::replacing_env(plan.failed, layout_.local_index));
-    // (its result is agreed on below: a failed spawn is retried or ends the job with a clear error)
-    int rc = MPI_Comm_spawn(executable().c_str(), argv.data(), static_cast<int>(failed.size()), info, 0, shrunk,
-                            &inter, errcodes.data());
-    REPRISE_MPI_CHECK(MPI_Info_free(&info));
-    const std::optional<bool> spawned = agreement(shrunk, rc == MPI_SUCCESS);
-    if (!spawned || !*spawned) {
-      if (rc == MPI_SUCCESS) revoke(inter);
-      // No process failed and a spawn failed: the same at every survivor.
-      if (spawned)
-        start_failed(failed, "MPI_Comm_spawn failed: " + (rc != MPI_SUCCESS ? mpi_error(rc) : "at another rank"));
-      base = shrunk;
-      continue;
-    }
-    REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN));
-    flag = 1;
-    try {
-      stage("merging with the replacements");
-      // (Handles are taken only from calls that succeeded: a failed call leaves its output undefined, and
-      // revoking such a handle below aborts the process.)
-      MPI_Comm made = MPI_COMM_NULL;
-      REPRISE_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &made));
-      merged = std::exchange(made, MPI_COMM_NULL);
-      REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN));
-      std::vector<std::uint64_t> packet = make_packet(plan, max_step);
-      broadcast_packet(merged, packet);
-      kill_floors_ = kill_floors(plan.failed, max_step);
-      REPRISE_MPI_CHECK(MPI_Comm_split(merged, 0, rank_, &made));
-      world = made;
-    } catch (const PeerFailure&) {
-      flag = 0;
-    }
-    // First among the survivors, then with the replacements (join_as_replacement), who learn either way: a
-    // revoked `merged` makes their agreement fail and they leave.
-    stage("agreeing with the replacements");
-    const std::optional<bool> survivors_merged = agreement(shrunk, flag);
-    const bool merged_ok = survivors_merged && *survivors_merged && agreed(merged, true);
-    if (!merged_ok) {
-      for (MPI_Comm c : {inter, merged, world}) revoke(c);
-      // No survivor failed: a replacement died before it joined (the same at every survivor).
-      if (survivors_merged) start_failed(failed, "a replacement process died before it joined the survivors");
-      base = shrunk;
-      continue;
-    }
-    REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
+  } catch (const PeerFailure&) {
+    flag = 0;
+  }
+  stage("agreeing on the recovery plan");
+  if (!agreed(a.shrunk, flag)) return false;
+  if (plan_error) std::rethrow_exception(plan_error);  // every survivor decided on the same data
+  return true;
+}
+
+// Spawns the replacements with this program's command line (they run join_as_replacement()); false when the
+// spawn failed somewhere (a new attempt; the same at every survivor).
+bool MpiCoordination::replace(Attempt& a, StartFailures& starts) {
+  const std::vector<std::string> args = own_command_line();
+  std::vector<char*> argv;
+  for (std::size_t i = 1; i < args.size(); ++i) argv.push_back(const_cast<char*>(args[i].c_str()));
+  argv.push_back(nullptr);
+  std::vector<int> errcodes(a.failed.size());
+  stage("in MPI_Comm_spawn (replacements)");
+  // (replacement i replaces failed[i]: join_as_replacement; its GPU is the one of that rank's local index)
+  MPI_Info info = replacement_info(protocol::replacing_env(a.plan.failed, layout_.local_index));
+  // (its result is agreed on below: a failed spawn is retried or ends the job with a clear error)
+  const int rc = MPI_Comm_spawn(executable().c_str(), argv.data(), static_cast<int>(a.failed.size()), info, 0,
+                                a.shrunk, &a.inter, errcodes.data());
+  REPRISE_MPI_CHECK(MPI_Info_free(&info));
+  const std::optional<bool> spawned = agreement(a.shrunk, rc == MPI_SUCCESS);
+  if (!spawned || !*spawned) {
+    if (rc == MPI_SUCCESS) revoke(a.inter);
+    // No process failed and a spawn failed: the same at every survivor.
+    if (spawned)
+      start_failed(starts, a.failed,
+                   "MPI_Comm_spawn failed: " + (rc != MPI_SUCCESS ? mpi_error(rc) : "at another rank"));
+    return false;
+  }
+  REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(a.inter, MPI_ERRORS_RETURN));
+  return true;
+}
+
+// Merges with the replacements, sends them the recovery packet, restores the rank numbering; agreed first among
+// the survivors, then with the replacements (join_as_replacement), who learn either way: a revoked `merged`
+// makes their agreement fail and they leave.
+bool MpiCoordination::merge(Attempt& a, StartFailures& starts) {
+  int flag = 1;
+  try {
+    stage("merging with the replacements");
+    // (Handles are taken only from calls that succeeded: a failed call leaves its output undefined, and
+    // revoking such a handle below aborts the process.)
+    MPI_Comm made = MPI_COMM_NULL;
+    REPRISE_MPI_CHECK(MPI_Intercomm_merge(a.inter, 0, &made));
+    a.merged = std::exchange(made, MPI_COMM_NULL);
+    REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(a.merged, MPI_ERRORS_RETURN));
+    std::vector<std::uint64_t> packet = make_packet(a.plan, a.max_step);
+    broadcast_packet(a.merged, packet);
+    kill_floors_ = protocol::kill_floors(kills_, kill_floors_, size_, a.plan.failed, a.max_step);
+    REPRISE_MPI_CHECK(MPI_Comm_split(a.merged, 0, rank_, &made));
+    a.world = made;
+  } catch (const PeerFailure&) {
+    flag = 0;
+  }
+  stage("agreeing with the replacements");
+  const std::optional<bool> survivors_merged = agreement(a.shrunk, flag);
+  if (survivors_merged && *survivors_merged && agreed(a.merged, true)) {
+    REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(a.world, MPI_ERRORS_RETURN));
     // (the new world is agreed on: a failure from here on is the next recovery's, not an error of these)
-    REPRISE_MPI_DISCARD(MPI_Comm_free(&merged));
-    REPRISE_MPI_DISCARD(MPI_Comm_free(&inter));
-    const double repaired = since(t0);
-    const bool rolls_back =
-        !plan.partial || std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), rank_);
-    if (rolls_back) cancel_group_wait();
-    adopt(world, !rolls_back);  // the old communicators were revoked; they are freed at the end
-    down_ = false;
-    if (plan.partial) {
-      recover_group(plan, failed, rolls_back, t0, repaired, attempt);
-      return;
-    }
-    // Coordinated fallback: every rank rolls back, to one version. Messages between groups that were in flight
-    // at that version's cut (sent before it, delivered after it) are not sent again by the re-execution: the
-    // restart exchange makes their senders replay them from the logs restored with that version.
-    std::set<int> everyone;
-    for (int r = 0; r < size_; ++r) everyone.insert(r);
-    ++epoch_;
-    begin_comm_recovery(everyone, -1);
-    RecoveryRecord rec;
-    rec.failed = failed;
-    rec.version = plan.version;
-    rec.at = std::chrono::duration<double>(t0.time_since_epoch()).count();
-    rec.repair_seconds = repaired;
-    rec.attempts = attempt;
-    rec.rolled_back = plan.rolled_back;
-    if (plan.from_start) {
-      rec.from_start = true;
-      try {
-        check_placement(rec);  // (nothing to move, but the ranks start over where they now run)
-      } catch (const PeerFailure&) {
-        recover("a process failed while the ranks compared where they run");  // a new recovery
-      }
-      start_over();
-      rec.total_seconds = since(t0);
-      recoveries_.push_back(rec);
-      if (lowest_survivor_)
-        std::fprintf(stderr,
-                     "reprise: recovered from the failure of %s in %.3f s (%d attempt%s); nothing was "
-                     "committed before it, so every rank starts over from the beginning\n",
-                     ranks_phrase(failed).c_str(), rec.total_seconds, attempt, attempt > 1 ? "s" : "");
-      throw Rollback(0,
-                     "rank " + std::to_string(rank_) + " starts over after the failure of " + ranks_phrase(failed) +
-                         " (no version was committed before it)",
-                     true);
-    }
-    const auto t1 = Clock::now();
+    REPRISE_MPI_DISCARD(MPI_Comm_free(&a.merged));
+    REPRISE_MPI_DISCARD(MPI_Comm_free(&a.inter));
+    return true;
+  }
+  for (MPI_Comm c : {a.inter, a.merged, a.world}) revoke(c);
+  // No survivor failed: a replacement died before it joined (the same at every survivor).
+  if (survivors_merged) start_failed(starts, a.failed, "a replacement process died before it joined the survivors");
+  return false;
+}
+
+// Attempts that ended before the replacements joined, in a row for the same failed ranks with no survivor
+// failing: the MPI cannot start a replacement (no free slot, the program's binary gone), or a replacement dies as
+// it starts. Without this, recovery attempts went on until the recovery timeout. Tried again after 1 s and 2 s
+// (the MPI may release a dead process's slot a little later), then the job stops.
+void MpiCoordination::start_failed(StartFailures& starts, const std::vector<int>& failed, const std::string& what) {
+  constexpr int kStartTries = 3;
+  starts.count = failed == starts.failed ? starts.count + 1 : 1;
+  starts.failed = failed;
+  if (starts.count >= kStartTries)
+    throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": the MPI could not start a working replacement for " +
+                               ranks_phrase(failed) + ": " + std::to_string(starts.count) +
+                               " attempts in a row failed with no other process failing (the last: " + what +
+                               "; the MPI library's own message, if any, is above). Without a replacement the "
+                               "job cannot be repaired, so it stops here; files already written were left "
+                               "intact: relaunch the job (from REPRISE_DIR if one was set). Usual causes: no free "
+                               "slot for a new process (a larger allocation, spare slots, or Open MPI's "
+                               "--oversubscribe), the program cannot be started again (" +
+                               executable() +
+                               ": moved, deleted or rebuilt since the job started), or it cannot run where the "
+                               "MPI started it.");
+  std::this_thread::sleep_for(std::chrono::seconds(starts.count));
+}
+
+// The repaired job: the new communicators, then the rest of a group rollback (recover_group), or of the
+// coordinated fallback where every rank rolls back to one version. Messages between groups that were in flight
+// at that version's cut (sent before it, delivered after it) are not sent again by the re-execution: the
+// restart exchange makes their senders replay them from the logs restored with that version.
+void MpiCoordination::finish_repair(Attempt& a, Clock::time_point t0) {
+  const protocol::RecoveryPlan& plan = a.plan;
+  const double repaired = since(t0);
+  const bool rolls_back = !plan.partial || std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), rank_);
+  if (rolls_back) cancel_group_wait();
+  adopt(a.world, !rolls_back);  // the old communicators were revoked; they are freed at the end
+  down_ = false;
+  RecoveryRecord rec = record_of(plan, t0);
+  rec.repair_seconds = repaired;
+  rec.attempts = a.number;
+  if (plan.partial) return recover_group(plan, a.failed, rec, t0);
+  std::set<int> everyone;
+  for (int r = 0; r < size_; ++r) everyone.insert(r);
+  ++epoch_;
+  begin_comm_recovery(everyone, -1);
+  if (plan.from_start) {
     try {
-      stage("moving checkpoints to the replacements and buddies");
-      move_data(plan, rec);
+      check_placement(rec);  // (nothing to move, but the ranks start over where they now run)
     } catch (const PeerFailure&) {
-      recover("a process failed while checkpoints were moved to the replacements");  // a new recovery
+      recover("a process failed while the ranks compared where they run");  // a new recovery
     }
-    rec.transfer_seconds = since(t1);
-    finish_recovery(plan.version);
+    start_over();
     rec.total_seconds = since(t0);
     recoveries_.push_back(rec);
     if (lowest_survivor_)
       std::fprintf(stderr,
-                   "reprise: recovered from the failure of %s in %.3f s (repair %.3f s, data %.3f s, "
-                   "%d attempt%s); every rank rolls back to version %llu\n",
-                   ranks_phrase(failed).c_str(), rec.total_seconds, rec.repair_seconds, rec.transfer_seconds, attempt,
-                   attempt > 1 ? "s" : "", static_cast<unsigned long long>(plan.version));
-    throw Rollback(plan.version, "rank " + std::to_string(rank_) + " rolls back to version " +
-                                     std::to_string(plan.version) + " after the failure of " + ranks_phrase(failed));
+                   "reprise: recovered from the failure of %s in %.3f s (%d attempt%s); nothing was "
+                   "committed before it, so every rank starts over from the beginning\n",
+                   ranks_phrase(a.failed).c_str(), rec.total_seconds, a.number, a.number > 1 ? "s" : "");
+    throw Rollback(0,
+                   "rank " + std::to_string(rank_) + " starts over after the failure of " + ranks_phrase(a.failed) +
+                       " (no version was committed before it)",
+                   true);
   }
+  const auto t1 = Clock::now();
+  try {
+    stage("moving checkpoints to the replacements and buddies");
+    move_data(plan, rec);
+  } catch (const PeerFailure&) {
+    recover("a process failed while checkpoints were moved to the replacements");  // a new recovery
+  }
+  rec.transfer_seconds = since(t1);
+  finish_recovery(plan.version);
+  rec.total_seconds = since(t0);
+  recoveries_.push_back(rec);
+  if (lowest_survivor_)
+    std::fprintf(stderr,
+                 "reprise: recovered from the failure of %s in %.3f s (repair %.3f s, data %.3f s, "
+                 "%d attempt%s); every rank rolls back to version %llu\n",
+                 ranks_phrase(a.failed).c_str(), rec.total_seconds, rec.repair_seconds, rec.transfer_seconds,
+                 a.number, a.number > 1 ? "s" : "", static_cast<unsigned long long>(plan.version));
+  throw Rollback(plan.version, "rank " + std::to_string(rank_) + " rolls back to version " +
+                                   std::to_string(plan.version) + " after the failure of " + ranks_phrase(a.failed));
+}
 #endif
+
+// What this rank records of a recovery, from the plan (survivors and replacements alike): the failed ranks, the
+// ranks that roll back, its own group's version (at a survivor of a group rollback: the first rolled-back
+// group's) and whether that group starts over.
+RecoveryRecord MpiCoordination::record_of(const protocol::RecoveryPlan& plan, Clock::time_point t0) const {
+  RecoveryRecord rec;
+  rec.failed = plan.failed;
+  rec.rolled_back = plan.rolled_back;
+  rec.group = plan.partial;
+  rec.this_rank =
+      !plan.partial || std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), rank_);
+  rec.at = std::chrono::duration<double>(t0.time_since_epoch()).count();
+  if (plan.partial) {
+    const std::size_t r = static_cast<std::size_t>(rec.this_rank ? rank_ : plan.rolled_back.front());
+    rec.version = plan.version_of.at(r);
+    rec.from_start = plan.starts_over.at(r) != 0;
+  } else {
+    rec.version = plan.version;
+    rec.from_start = plan.from_start;
+  }
+  return rec;
 }
 
 // The rest of a group rollback, after the repair: data to the replacements and the buddies, then either this
 // rank rolls back (throws Rollback; its restart exchange runs at its next runtime call, once restored) or it
 // survives: it takes part in the restart exchange at once and returns to the application.
-void MpiCoordination::recover_group(const protocol::RecoveryPlan& plan, const std::vector<int>& failed, bool rolls_back,
-                                    Clock::time_point t0, double repaired, int attempt) {
+void MpiCoordination::recover_group(const protocol::RecoveryPlan& plan, const std::vector<int>& failed,
+                                    RecoveryRecord& rec, Clock::time_point t0) {
+  const bool rolls_back = rec.this_rank;
+  const int attempt = rec.attempts;
   ++epoch_;
   const std::set<int> R(plan.rolled_back.begin(), plan.rolled_back.end());
-  int coordinator = -1;
-  for (int r = 0; r < size_ && coordinator < 0; ++r)
-    if (!R.count(r)) coordinator = r;
+  const int coordinator = protocol::restart_coordinator(size_, R);
   begin_comm_recovery(R, coordinator);
-  RecoveryRecord rec;
-  rec.failed = failed;
-  rec.repair_seconds = repaired;
-  rec.attempts = attempt;
-  rec.rolled_back = plan.rolled_back;
-  rec.group = true;
-  rec.at = std::chrono::duration<double>(t0.time_since_epoch()).count();
-  rec.this_rank = rolls_back;
   const std::size_t me = static_cast<std::size_t>(rank_);
-  // At a survivor: the version the (first) rolled-back group went back to.
-  rec.version = plan.version_of[static_cast<std::size_t>(rolls_back ? rank_ : plan.rolled_back.front())];
-  rec.from_start = plan.starts_over[static_cast<std::size_t>(rolls_back ? rank_ : plan.rolled_back.front())] != 0;
   const auto t1 = Clock::now();
   try {
     stage("moving checkpoints to the replacements and buddies");
@@ -594,24 +619,8 @@ std::vector<std::uint64_t> MpiCoordination::make_packet(const protocol::Recovery
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "REPRISE_", 8) == 0) k.env.emplace_back(*e);
   k.epoch = epoch_ + 1;  // the epoch the recovery starts (recover_group(), or every rank's restart exchange)
-  k.kill_floors = kill_floors(plan.failed, max_step);
+  k.kill_floors = protocol::kill_floors(kills_, kill_floors_, size_, plan.failed, max_step);
   return protocol::encode_packet(k);
-}
-
-// Failure injection across replacements: per rank, the step up to which REPRISE_KILL orders already fired. A
-// failed rank's order fired at the first of its kill steps above its previous floor, which may be ahead of every
-// survivor (max_step): its replacement must not fire it again when it re-executes that step.
-std::vector<std::uint64_t> MpiCoordination::kill_floors(const std::vector<int>& failed, std::uint64_t max_step) const {
-  std::vector<std::uint64_t> floors = kill_floors_;
-  floors.resize(static_cast<std::size_t>(size_), 0);
-  for (int f : failed) {
-    std::uint64_t& floor = floors[static_cast<std::size_t>(f)];
-    std::uint64_t fired = 0;
-    for (const auto& k : kills_)
-      if (k.rank == f && k.step > floor && (fired == 0 || k.step < fired)) fired = k.step;
-    floor = std::max({floor, max_step, fired});
-  }
-  return floors;
 }
 
 void MpiCoordination::broadcast_packet(MPI_Comm merged, std::vector<std::uint64_t>& p) {
@@ -702,36 +711,24 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
   cfg.rank = rank_;
   cfg_ = cfg;
   local_ = cfg.dir.empty() ? core::make_memory_store() : core::make_directory_store(cfg.dir, rank_);
-  RecoveryRecord rec;
-  rec.failed = k.plan.failed;
-  rec.version = k.plan.version;
+  RecoveryRecord rec = record_of(k.plan, t0);
   rec.replacement = true;
-  if (k.plan.partial) {
-    rec.rolled_back = k.plan.rolled_back;
-    rec.group = true;
-    rec.version = k.plan.version_of.at(static_cast<std::size_t>(rank_));
-    k.plan.version = rec.version;
-    k.plan.from_start = k.plan.starts_over.at(static_cast<std::size_t>(rank_)) != 0;
-  } else {
-    for (int r = 0; r < size_; ++r) rec.rolled_back.push_back(r);  // coordinated fallback: every rank
-  }
+  k.plan.version = rec.version;  // (a group rollback: its own group's; the data phase reads these two)
+  k.plan.from_start = rec.from_start;
   // Every rank of R (here: of its group, or of the job) takes part in the restart exchange once restored.
   epoch_ = k.epoch;
   joined_group_recovery_ = true;
   joined_rolled_back_ = std::set<int>(rec.rolled_back.begin(), rec.rolled_back.end());
-  for (int r = 0; r < size_ && joined_coordinator_ < 0; ++r)
-    if (!joined_rolled_back_.count(r)) joined_coordinator_ = r;
+  joined_coordinator_ = protocol::restart_coordinator(size_, joined_rolled_back_);
   rec.repair_seconds = since(t0);
   if (k.plan.partial && k.plan.from_start) {
     // Its group starts over, the others go on: it still takes part in the data exchange with its buddies
     // (it holds nothing for its own group's sake, but its wards re-ship what they have).
-    rec.from_start = true;
     const auto t1 = Clock::now();
     move_data_or_recover(k.plan, rec, t0, t1);
     return;
   }
   if (k.plan.from_start) {  // nothing committed: this process starts from the beginning like the others
-    rec.from_start = true;
     data_pending_ = false;  // every rank starts over: nobody holds anything
     move_data_or_recover(k.plan, rec, t0, Clock::now());
     return;

@@ -39,4 +39,10 @@ bool Coordinator::done() const {
   return items_.empty() && !lowest_orphan_phase();
 }
 
+int restart_coordinator(int ranks, const std::set<int>& rolled_back) {
+  for (int r = 0; r < ranks; ++r)
+    if (!rolled_back.count(r)) return r;
+  return -1;
+}
+
 }  // namespace reprise::protocol

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "protocol/process.hpp"
@@ -40,5 +41,9 @@ class Coordinator {
   std::vector<Item> items_;
   std::map<std::uint64_t, std::int64_t> orphans_;  // phase -> outstanding count
 };
+
+/// The restart coordinator of a recovery that rolls back `rolled_back`: the lowest rank of the `ranks` outside it
+/// (-1 when every rank rolls back: then no coordinator orders the replays).
+int restart_coordinator(int ranks, const std::set<int>& rolled_back);
 
 }  // namespace reprise::protocol

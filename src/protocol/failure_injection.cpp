@@ -1,5 +1,7 @@
 #include "protocol/failure_injection.hpp"
 
+#include <algorithm>
+
 #include <sstream>
 
 #include "reprise/errors.hpp"
@@ -94,6 +96,19 @@ bool kill_due(const std::vector<KillOrder>& orders, int rank, std::uint64_t step
     if (k.rank == rank && k.point == point && (k.step == step || (in_recovery(point) && k.step <= step)))
       return true;
   return false;
+}
+
+std::vector<std::uint64_t> kill_floors(const std::vector<KillOrder>& orders, std::vector<std::uint64_t> floors,
+                                       int ranks, const std::vector<int>& failed, std::uint64_t max_step) {
+  floors.resize(static_cast<std::size_t>(ranks), 0);
+  for (int f : failed) {
+    std::uint64_t& floor = floors.at(static_cast<std::size_t>(f));
+    std::uint64_t fired = 0;
+    for (const auto& k : orders)
+      if (k.rank == f && k.step > floor && (fired == 0 || k.step < fired)) fired = k.step;
+    floor = std::max({floor, max_step, fired});
+  }
+  return floors;
 }
 
 }  // namespace reprise::protocol

@@ -32,6 +32,7 @@
 #include "core/restore.hpp"
 #include "core/version_store.hpp"
 #include "core/work_pool.hpp"
+#include "gpu/align.hpp"
 #include "gpu/backend.hpp"
 #include "kernels/chunk_kernels.hpp"
 #include "reprise/reprise.hpp"
@@ -69,10 +70,14 @@ struct Job {
   HostPart host_part;
   gpu::Buffer staging;
   std::vector<DrainSegment> segments;
+  std::uint64_t device_bytes = 0;  // staging the device chunks need (0: no device region)
   std::vector<std::uint64_t> obsolete;  // versions of an abandoned timeline, released before storing
   CheckpointMetrics metrics;
   Clock::time_point started;
 };
+
+// Per protected region, the chunks of a version (those that changed, or all of them).
+using Dirty = std::vector<std::vector<std::uint32_t>>;
 
 }  // namespace
 
@@ -166,6 +171,16 @@ struct Runtime::Impl {
   bool next_forced = false;  // the checkpoint being taken is forced_checkpoint()'s
   /// A resizable region moved or changed size: a fresh tracker, and the next version is a full one.
   void relocate(Entry& e, std::pair<void*, std::size_t> where);
+
+  // The stages of checkpoint() (defined beside it).
+  void begin_checkpoint(std::uint64_t version);
+  Job new_version(std::uint64_t version, Clock::time_point t0);
+  Dirty digest_and_compare(Job& job);
+  void promote(Job& job, Dirty& dirty);
+  void pack(Job& job, const Dirty& dirty);
+  void pack_device(Job& job, const Dirty& dirty);
+  void seal(Job& job);
+  void record(Job& job, Clock::time_point t0);
 
   // Waits until at most `limit` jobs are queued or running (a reservation to make or being made counts as one).
   void wait_queue(std::size_t limit) {
@@ -478,62 +493,85 @@ void Runtime::add_fence(const std::string& key, std::function<void()> fence) {
   impl_->fences[key] = std::move(fence);
 }
 
+// checkpoint() = begin, digest_and_compare, promote, pack, seal, record: the part of a checkpoint the
+// application waits for. The drain, the store and the buddy transfer run on the background thread (process()).
 void Runtime::checkpoint(std::uint64_t version) {
   Impl& d = *impl_;
   const auto t0 = Clock::now();
-  if (d.coord && d.coord->take_start_over()) {
-    d.wait_queue(0);
-    std::lock_guard<std::mutex> lock(d.mutex);
-    d.last_version.reset();
-    d.chain_index = 0;
-    d.known.clear();
-    d.force_full = true;
-    d.chain_broken = false;
-    d.error = nullptr;
-  }
-  if (d.last_version && version <= *d.last_version)
-    throw UsageError("checkpoint(" + std::to_string(version) + ") after version " + std::to_string(*d.last_version) +
-                     ": versions must increase");
-  d.wait_queue(d.cfg.max_inflight > 0 ? d.cfg.max_inflight - 1 : 0);
-  d.run_fences();
-  if (d.coord) d.coord->before_capture(version);
-  for (auto& e : d.entries)
-    if (e.locate) d.relocate(e, e.locate(std::nullopt));
+  d.begin_checkpoint(version);
+  Job job = d.new_version(version, t0);
+  Dirty dirty = d.digest_and_compare(job);
+  d.promote(job, dirty);
+  d.pack(job, dirty);
+  d.seal(job);
+  d.record(job, t0);
+}
 
+// Before capture: a timeline the coordination dropped (start over), the order of versions, room in the queue,
+// the application's fences, the coordination's barrier (where commits are agreed), resizable regions located.
+void Runtime::Impl::begin_checkpoint(std::uint64_t version) {
+  if (coord && coord->take_start_over()) {
+    wait_queue(0);
+    std::lock_guard<std::mutex> lock(mutex);
+    last_version.reset();
+    chain_index = 0;
+    known.clear();
+    force_full = true;
+    chain_broken = false;
+    error = nullptr;
+  }
+  if (last_version && version <= *last_version)
+    throw UsageError("checkpoint(" + std::to_string(version) + ") after version " + std::to_string(*last_version) +
+                     ": versions must increase");
+  wait_queue(cfg.max_inflight > 0 ? cfg.max_inflight - 1 : 0);
+  run_fences();
+  if (coord) coord->before_capture(version);
+  for (auto& e : entries)
+    if (e.locate) relocate(e, e.locate(std::nullopt));
+}
+
+// The version's manifest header: full (forced, regions changed, first of the run, or every full_every-th), or
+// differential on the last one.
+Job Runtime::Impl::new_version(std::uint64_t version, Clock::time_point t0) {
   bool full;
   {
-    std::lock_guard<std::mutex> lock(d.mutex);
-    full = d.force_full || d.regions_changed || !d.last_version || d.chain_index + 1 >= d.cfg.full_every;
+    std::lock_guard<std::mutex> lock(mutex);
+    full = force_full || regions_changed || !last_version || chain_index + 1 >= cfg.full_every;
   }
-
   Job job;
   job.started = t0;
   core::Manifest& m = job.manifest;
-  m.rank = static_cast<std::uint32_t>(d.cfg.rank);
+  m.rank = static_cast<std::uint32_t>(cfg.rank);
   m.version = version;
   m.kind = full ? core::VersionKind::Full : core::VersionKind::Differential;
-  m.base_version = full ? version : *d.last_version;
-  m.chain_index = full ? 0 : d.chain_index + 1;
+  m.base_version = full ? version : *last_version;
+  m.chain_index = full ? 0 : chain_index + 1;
   m.created_unix = static_cast<double>(std::time(nullptr));
+  return job;
+}
 
-  // 1. Digest + compare.
+// Digests every chunk where it lives (GPU kernel for device regions, XXH3 threads for host ones) and compares them
+// with the last version's: per region, the chunks that changed (all of them in a full version).
+Dirty Runtime::Impl::digest_and_compare(Job& job) {
+  core::Manifest& m = job.manifest;
+  const bool full = m.kind == core::VersionKind::Full;
   const auto t_digest = Clock::now();
-  std::vector<std::vector<std::uint32_t>> dirty(d.entries.size());
+  Dirty dirty(entries.size());
   std::uint64_t scanned = 0;
-  for (std::size_t i = 0; i < d.entries.size(); ++i) {
-    Impl::Entry& e = d.entries[i];
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    Entry& e = entries[i];
     core::RegionRecord r;
     r.name = e.region.name;
     r.bytes = e.region.bytes;
     r.space = e.region.space;
-    r.chunk_bytes = static_cast<std::uint32_t>(d.cfg.chunk_bytes);
+    r.chunk_bytes = static_cast<std::uint32_t>(cfg.chunk_bytes);
     if (auto* h = std::get_if<core::HostTracker>(&e.tracker)) {
-      dirty[i] = h->scan(d.pool, full);
+      dirty[i] = h->scan(pool, full);
       r.digest_kind = gpu::DigestKind::Xxh3;
       r.digests = h->digests();
     } else {
       auto& dt = std::get<core::DeviceTracker>(e.tracker);
-      dirty[i] = dt.scan(*d.scan_stream, full);
+      dirty[i] = dt.scan(*scan_stream, full);
       r.digest_kind = gpu::DigestKind::Lanes64;
       r.digests = dt.digests();
     }
@@ -541,155 +579,172 @@ void Runtime::checkpoint(std::uint64_t version) {
     scanned += e.region.bytes;
     m.regions.push_back(std::move(r));
   }
-  // Nearly every byte changed (a stencil's field does at every step; what stays is small, e.g. a step counter):
-  // the version becomes a full one, its unchanged chunks packed too (Config::full_at_dirty_percent). Its chain
-  // starts here, so the versions before it are released once it is kept.
-  if (!full && d.cfg.full_at_dirty_percent > 0) {
-    std::uint64_t changed = 0;
-    for (const auto& r : m.regions) changed += r.stored_bytes();
-    if (changed * 100 >= m.protected_bytes() * d.cfg.full_at_dirty_percent) {
-      full = job.metrics.promoted = true;
-      m.kind = core::VersionKind::Full;
-      m.base_version = version;
-      m.chain_index = 0;
-      for (std::size_t i = 0; i < d.entries.size(); ++i) {
-        core::RegionRecord& r = m.regions[i];
-        if (r.chunks.size() == r.chunk_count()) continue;
-        if (std::holds_alternative<core::HostTracker>(d.entries[i].tracker)) {
-          dirty[i].resize(r.chunk_count());
-          std::iota(dirty[i].begin(), dirty[i].end(), 0u);
-        } else {
-          dirty[i] = std::get<core::DeviceTracker>(d.entries[i].tracker).select_all(*d.scan_stream);
-        }
-        r.chunks = dirty[i];
-      }
-    }
-  }
-  const std::uint64_t payload_bytes = m.layout_payload();
   job.metrics.digest = {seconds_since(t_digest), scanned};
+  return dirty;
+}
 
-  // 2. Pack: host chunks into the payload now; device chunks into staging (in rounds if staging is short).
+// Nearly every byte changed (a stencil's field does at every step; what stays is small, e.g. a step counter): the
+// version becomes a full one, its unchanged chunks packed too (Config::full_at_dirty_percent). Its chain starts
+// here, so the versions before it are released once it is kept.
+void Runtime::Impl::promote(Job& job, Dirty& dirty) {
+  core::Manifest& m = job.manifest;
+  if (m.kind == core::VersionKind::Full || cfg.full_at_dirty_percent == 0) return;
+  std::uint64_t changed = 0;
+  for (const auto& r : m.regions) changed += r.stored_bytes();
+  if (changed * 100 < m.protected_bytes() * cfg.full_at_dirty_percent) return;
+  job.metrics.promoted = true;
+  m.kind = core::VersionKind::Full;
+  m.base_version = m.version;
+  m.chain_index = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    core::RegionRecord& r = m.regions[i];
+    if (r.chunks.size() == r.chunk_count()) continue;
+    if (std::holds_alternative<core::HostTracker>(entries[i].tracker)) {
+      dirty[i].resize(r.chunk_count());
+      std::iota(dirty[i].begin(), dirty[i].end(), 0u);
+    } else {
+      dirty[i] = std::get<core::DeviceTracker>(entries[i].tracker).select_all(*scan_stream);
+    }
+    r.chunks = dirty[i];
+  }
+}
+
+// Host chunks into the payload now (or into a host part, when the version also has device data: its payload is
+// allocated off the application's path); device chunks into staging on the device, in rounds drained
+// synchronously when staging is short. After this the application may change its data.
+void Runtime::Impl::pack(Job& job, const Dirty& dirty) {
+  core::Manifest& m = job.manifest;
+  job.payload_bytes = m.layout_payload();
   const auto t_pack = Clock::now();
   bool has_device = false;
-  std::uint64_t host_dirty = 0, device_dirty = 0;
-  for (std::size_t i = 0; i < d.entries.size(); ++i) {
-    if (d.entries[i].region.space == MemorySpace::Device) {
+  std::uint64_t host_dirty = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].region.space == MemorySpace::Device) {
       has_device = true;
-      device_dirty += m.regions[i].stored_bytes() + 256;
+      job.device_bytes += m.regions[i].stored_bytes() + gpu::kDeviceAlign;  // (with its segment's padding)
     } else {
       host_dirty += m.regions[i].stored_bytes();
     }
   }
-  job.payload_bytes = payload_bytes;
   job.host_only = !has_device;
   if (!has_device)
-    job.payload = d.take_payload(payload_bytes, false, &job.metrics.payload_warm);
+    job.payload = take_payload(job.payload_bytes, false, &job.metrics.payload_warm);
   else if (host_dirty)
-    job.host_part.bytes = d.take_payload(host_dirty, false, &job.metrics.payload_warm);
+    job.host_part.bytes = take_payload(host_dirty, false, &job.metrics.payload_warm);
   if (!host_dirty) job.metrics.payload_warm = false;  // (no host chunk packed)
   std::size_t host_used = 0;
-  for (std::size_t i = 0; i < d.entries.size(); ++i) {
-    auto* h = std::get_if<core::HostTracker>(&d.entries[i].tracker);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    auto* h = std::get_if<core::HostTracker>(&entries[i].tracker);
     if (!h) continue;
     const core::RegionRecord& r = m.regions[i];
     if (job.payload) {
-      h->pack(d.pool, dirty[i], job.payload->data() + r.payload_offset);
+      h->pack(pool, dirty[i], job.payload->data() + r.payload_offset);
     } else if (!dirty[i].empty()) {
-      h->pack(d.pool, dirty[i], job.host_part.bytes->data() + host_used);
+      h->pack(pool, dirty[i], job.host_part.bytes->data() + host_used);
       job.host_part.segments.push_back({host_used, r.payload_offset, r.stored_bytes()});
       host_used += r.stored_bytes();
     }
   }
-  unsigned rounds = 0;
-  if (device_dirty > 0) {
-    // Sized for everything protected (capped by the budget), so the pooled buffers fit every later checkpoint:
-    // growing them would mean cudaFree, which synchronises the device.
-    std::size_t device_regions = 0;
-    for (const auto& e : d.entries) device_regions += e.region.space == MemorySpace::Device;
-    const std::size_t cap = std::max<std::size_t>(
-        std::min<std::size_t>(d.device_bytes + 256 * device_regions, d.cfg.staging_bytes), d.cfg.chunk_bytes + 256);
-    job.staging = d.take_staging(cap);
-    if (!job.staging) job.staging = d.backend->alloc_device(cap);
-    std::size_t used = 0;
-    auto flush_round = [&] {
-      // Staging is full and more is coming: this round must reach the payload before staging is reused.
-      d.backend->synchronize(*d.scan_stream);
-      d.wait_queue(0);  // the background thread owns the pinned buffers while it drains
-      d.ensure_payload(job);
-      const auto t_round = Clock::now();
-      d.drain(job.staging, job.segments, *job.payload);
-      job.metrics.drain.seconds += seconds_since(t_round);
-      job.segments.clear();
-      used = 0;
-      ++rounds;
-    };
-    for (std::size_t i = 0; i < d.entries.size(); ++i) {
-      auto* dt = std::get_if<core::DeviceTracker>(&d.entries[i].tracker);
-      if (!dt) continue;
-      const core::RegionRecord& r = m.regions[i];
-      const std::size_t chunk = r.chunk_bytes;
-      std::size_t j = 0;
-      while (j < dirty[i].size()) {
-        const std::size_t fit = (cap - used) / chunk;
-        if (fit == 0) {
-          flush_round();
-          continue;
-        }
-        const std::size_t n = std::min(fit, dirty[i].size() - j);
-        std::size_t bytes = (n - 1) * chunk + r.chunk_length(dirty[i][j + n - 1]);
-        dt->pack(static_cast<std::uint32_t>(j), static_cast<std::uint32_t>(n), job.staging.as<std::byte>() + used,
-                 *d.scan_stream);
-        job.segments.push_back({used, r.payload_offset + j * chunk, bytes});
-        used = (used + bytes + 255) / 256 * 256;
-        j += n;
-      }
-    }
-    d.backend->synchronize(*d.scan_stream);
-    ++rounds;
-  }
-  job.metrics.pack = {seconds_since(t_pack), payload_bytes};
-  job.metrics.pack_rounds = rounds;
+  if (job.device_bytes > 0) pack_device(job, dirty);
+  job.metrics.pack = {seconds_since(t_pack), job.payload_bytes};
   if (job.segments.empty()) job.staging = gpu::Buffer();
+}
 
-  // 3. The snapshot is taken: this version is the reference for the next one. Versions newer than this run's
-  // last one belong to a timeline abandoned by a restore (or, before the first checkpoint of a restarted run
-  // that did not restore, to the previous run): the background thread releases them before storing this one.
+void Runtime::Impl::pack_device(Job& job, const Dirty& dirty) {
+  const core::Manifest& m = job.manifest;
+  // Sized for everything protected (capped by the budget), so the pooled buffers fit every later checkpoint:
+  // growing them would mean cudaFree, which synchronises the device.
+  std::size_t device_regions = 0;
+  for (const auto& e : entries) device_regions += e.region.space == MemorySpace::Device;
+  const std::size_t cap =
+      std::max<std::size_t>(std::min<std::size_t>(device_bytes + gpu::kDeviceAlign * device_regions, cfg.staging_bytes),
+                            cfg.chunk_bytes + gpu::kDeviceAlign);
+  job.staging = take_staging(cap);
+  if (!job.staging) job.staging = backend->alloc_device(cap);
+  std::size_t used = 0;
+  unsigned rounds = 0;
+  auto flush_round = [&] {
+    // Staging is full and more is coming: this round must reach the payload before staging is reused.
+    backend->synchronize(*scan_stream);
+    wait_queue(0);  // the background thread owns the pinned buffers while it drains
+    ensure_payload(job);
+    const auto t_round = Clock::now();
+    drain(job.staging, job.segments, *job.payload);
+    job.metrics.drain.seconds += seconds_since(t_round);
+    job.segments.clear();
+    used = 0;
+    ++rounds;
+  };
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    auto* dt = std::get_if<core::DeviceTracker>(&entries[i].tracker);
+    if (!dt) continue;
+    const core::RegionRecord& r = m.regions[i];
+    const std::size_t chunk = r.chunk_bytes;
+    std::size_t j = 0;
+    while (j < dirty[i].size()) {
+      const std::size_t fit = (cap - used) / chunk;
+      if (fit == 0) {
+        flush_round();
+        continue;
+      }
+      const std::size_t n = std::min(fit, dirty[i].size() - j);
+      std::size_t bytes = (n - 1) * chunk + r.chunk_length(dirty[i][j + n - 1]);
+      dt->pack(static_cast<std::uint32_t>(j), static_cast<std::uint32_t>(n), job.staging.as<std::byte>() + used,
+               *scan_stream);
+      job.segments.push_back({used, r.payload_offset + j * chunk, bytes});
+      used = gpu::align_up(used + bytes, gpu::kDeviceAlign);
+      j += n;
+    }
+  }
+  backend->synchronize(*scan_stream);
+  job.metrics.pack_rounds = rounds + 1;
+}
+
+// The snapshot is taken: this version is the reference for the next one. Versions newer than this run's last one
+// belong to a timeline abandoned by a restore (or, before the first checkpoint of a restarted run that did not
+// restore, to the previous run): the background thread releases them before storing this one.
+void Runtime::Impl::seal(Job& job) {
+  const std::uint64_t version = job.manifest.version;
   {
-    std::lock_guard<std::mutex> lock(d.mutex);
-    d.force_full = false;
-    for (auto it = d.known.begin(); it != d.known.end();) {
-      if (d.last_version ? it->first > *d.last_version : it->first >= version) {
+    std::lock_guard<std::mutex> lock(mutex);
+    force_full = false;
+    for (auto it = known.begin(); it != known.end();) {
+      if (last_version ? it->first > *last_version : it->first >= version) {
         job.obsolete.push_back(it->first);
-        it = d.known.erase(it);
+        it = known.erase(it);
       } else {
         ++it;
       }
     }
   }
-  for (auto& e : d.entries) std::visit([](auto& t) { t.accept(); }, e.tracker);
-  d.last_version = version;
-  d.chain_index = m.chain_index;
-  d.regions_changed = false;
+  for (auto& e : entries) std::visit([](auto& t) { t.accept(); }, e.tracker);
+  last_version = version;
+  chain_index = job.manifest.chain_index;
+  regions_changed = false;
+}
 
+// The version's metrics as far as the application's part goes, and the version to the background thread.
+void Runtime::Impl::record(Job& job, Clock::time_point t0) {
+  const core::Manifest& m = job.manifest;
   CheckpointMetrics& mt = job.metrics;
-  mt.version = version;
-  mt.full = full;
-  mt.forced = std::exchange(d.next_forced, false);
+  mt.version = m.version;
+  mt.full = m.kind == core::VersionKind::Full;
+  mt.forced = std::exchange(next_forced, false);
   mt.bytes_protected = m.protected_bytes();
-  mt.bytes_dirty = payload_bytes;
+  mt.bytes_dirty = job.payload_bytes;
   for (const auto& r : m.regions) {
     mt.chunks_total += r.chunk_count();
     mt.chunks_dirty += r.chunks.size();
   }
-  mt.drain.bytes = device_dirty ? payload_bytes : 0;
-  mt.device_backend = d.backend ? d.backend->name() : "";
+  mt.drain.bytes = job.device_bytes ? job.payload_bytes : 0;
+  mt.device_backend = backend ? backend->name() : "";
   mt.payload_pinned = job.payload ? job.payload->pinned() : false;
   mt.app_visible_seconds = seconds_since(t0);
   {
-    std::lock_guard<std::mutex> lock(d.mutex);
-    d.queue.push_back(std::move(job));
+    std::lock_guard<std::mutex> lock(mutex);
+    queue.push_back(std::move(job));
   }
-  d.cv.notify_all();
+  cv.notify_all();
 }
 
 void Runtime::wait() {
