@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <deque>
 
+#include "mpi/buddy_link.hpp"
+
 #include "mpi/coordination.hpp"
 #include "mpi/polled.hpp"
 #include "mpi/version_wire.hpp"
@@ -16,7 +18,7 @@ namespace reprise::mpi {
 // A version streamed to the buddy while the drain fills it: the head at once, each piece (in order) as soon
 // as it and every piece before it are in host memory, non-blocking so the drain goes on; the trailer with the
 // checksum and the wait for the acknowledgement at finish().
-class MpiCoordination::Stream : public protocol::ShipStream {
+class BuddyLink::Stream : public protocol::ShipStream {
  public:
   Stream(MpiCoordination& c, const core::Manifest& m, std::shared_ptr<const core::HostBytes> payload)
       : c_(c),
@@ -126,7 +128,7 @@ class MpiCoordination::Stream : public protocol::ShipStream {
 };
 
 // The owner side of the buddy link (background thread).
-class MpiCoordination::Link : public protocol::Shipper {
+class BuddyLink::Link : public protocol::Shipper {
  public:
   explicit Link(MpiCoordination& c) : c_(c) {}
   // A whole version: streamed with every byte ready (the payload outlives the call; not owned here).
@@ -159,19 +161,12 @@ class MpiCoordination::Link : public protocol::Shipper {
 };
 
 // The store of this rank's versions: its own (memory or files) and, through the link, its buddy's copy.
-std::unique_ptr<core::VersionStore> MpiCoordination::make_store(const Config&) {
-  shipper_ = std::make_shared<Link>(*this);
-  auto store = std::make_unique<protocol::BuddyStore>(std::move(local_), shipper_);
-  store_ = store.get();
-  // A version common to every rank must survive the groups' own releases where something restores one: the
-  // files of a relaunch (REPRISE_DIR), and with a coordinated rollback also the buddies' copies.
-  store_->hold_for_job(holds_job_floor(), !group_rollback_);
-  if (target_) store_->reset_after_recovery(*target_);
-  start_progress();
-  return store;
+std::unique_ptr<protocol::BuddyStore> BuddyLink::make_store(std::unique_ptr<core::VersionStore> local) {
+  shipper_ = std::make_shared<Link>(job_);
+  return std::make_unique<protocol::BuddyStore>(std::move(local), shipper_);
 }
 
-void MpiCoordination::start_progress() {
+void BuddyLink::start() {
   stop_ = false;
   progress_ = std::thread([this] {
     core::name_this_thread("reprise-buddy");
@@ -179,20 +174,20 @@ void MpiCoordination::start_progress() {
   });
 }
 
-void MpiCoordination::stop_progress() {
+void BuddyLink::stop() {
   stop_ = true;
-  hurry_progress();
+  hurry();
   if (progress_.joinable()) progress_.join();
 }
 
-core::VersionStore& MpiCoordination::ward_store(int ward) {
+core::VersionStore& BuddyLink::ward_store(int ward) {
   std::lock_guard<std::mutex> lock(wards_mutex_);
   auto& s = wards_[ward];
   if (!s) s = core::make_memory_store();
   return *s;
 }
 
-void MpiCoordination::hurry_progress() {
+void BuddyLink::hurry() {
   {
     std::lock_guard<std::mutex> lock(poll_mutex_);
     poll_soon_ = true;
@@ -200,13 +195,13 @@ void MpiCoordination::hurry_progress() {
   poll_cv_.notify_one();
 }
 
-void MpiCoordination::progress_loop() {
+void BuddyLink::progress_loop() {
   auto poll = kPollMin;
   for (;;) try {
       while (!stop_) {
         int flag = 0;
         MPI_Status st;
-        REPRISE_MPI_CHECK(probe_any_source(data_, MPI_ANY_TAG, &flag, &st));
+        REPRISE_MPI_CHECK(probe_any_source(job_.data_, MPI_ANY_TAG, &flag, &st));
         if (!flag) {
           std::unique_lock<std::mutex> lock(poll_mutex_);
           if (poll_cv_.wait_for(lock, poll, [this] { return poll_soon_; })) {
@@ -221,43 +216,64 @@ void MpiCoordination::progress_loop() {
         const int src = st.MPI_SOURCE;
         if (st.MPI_TAG == kRelease) {
           std::uint64_t v = 0;
-          REPRISE_MPI_CHECK(polled::recv(&v, 1, MPI_UINT64_T, src, kRelease, data_, MPI_STATUS_IGNORE));
+          REPRISE_MPI_CHECK(polled::recv(&v, 1, MPI_UINT64_T, src, kRelease, job_.data_, MPI_STATUS_IGNORE));
           ward_store(src).release(v);
         } else if (st.MPI_TAG == kFloorReport) {
-          on_floor_report(src);
+          job_.commit_.on_floor_report(src);
         } else if (st.MPI_TAG == kFloor) {
           std::uint64_t floor = 0;
-          REPRISE_MPI_CHECK(polled::recv(&floor, 1, MPI_UINT64_T, src, kFloor, data_, MPI_STATUS_IGNORE));
-          floor_received_ = static_cast<std::int64_t>(floor);  // applied by the main thread (report_commit)
+          REPRISE_MPI_CHECK(polled::recv(&floor, 1, MPI_UINT64_T, src, kFloor, job_.data_, MPI_STATUS_IGNORE));
+          job_.commit_.on_floor(floor);  // applied by the main thread (GroupCommit::report_commit)
         } else if (st.MPI_TAG == kPutHead) {
           bool reused = false, passed_over = false;
-          Received r = recv_version(data_, src, kPutHead, kPutPiece, "version shipped by rank " + std::to_string(src),
+          Received r = recv_version(job_.data_, src, kPutHead, kPutPiece, "version shipped by rank " + std::to_string(src),
                                     ward_pool_, &reused, &passed_over);
-          ++(reused ? ward_buffers_reused_ : ward_buffers_fresh_);
-          if (passed_over) ++ward_buffers_passed_over_;
+          ++(reused ? reused_ : fresh_);
+          if (passed_over) ++passed_over_;
           const std::uint64_t v = r.manifest.version;
           ward_store(src).put(r.manifest, std::move(r.payload), r.checksum);
-          REPRISE_MPI_CHECK(polled::send(&v, 1, MPI_UINT64_T, src, kAck, ack_));
+          REPRISE_MPI_CHECK(polled::send(&v, 1, MPI_UINT64_T, src, kAck, job_.ack_));
         } else {
           // A piece without its head cannot happen on a FIFO channel; drop it loudly.
-          std::fprintf(stderr, "reprise: rank %d: unexpected message tag %d from rank %d\n", rank_, st.MPI_TAG, src);
+          std::fprintf(stderr, "reprise: rank %d: unexpected message tag %d from rank %d\n", job_.rank_, st.MPI_TAG, src);
           char sink;
-          polled::recv(&sink, 0, MPI_BYTE, src, st.MPI_TAG, data_, MPI_STATUS_IGNORE);
+          REPRISE_MPI_CHECK(polled::recv(&sink, 0, MPI_BYTE, src, st.MPI_TAG, job_.data_, MPI_STATUS_IGNORE));
         }
       }
       return;
     } catch (const PeerFailure& f) {
-      if (spurious(f.rc) && !stop_) continue;  // a spurious wake-up of a blocking call: go on polling
-      if (trace_)
-        std::fprintf(stderr, "reprise: rank %d: progress thread: %s (epoch %u)\n", rank_, mpi_error(f.rc).c_str(),
-                     epoch_);
-      link_down("progress thread");
+      if (job_.spurious(f.rc) && !stop_) continue;  // a spurious wake-up of a blocking call: go on polling
+      if (job_.trace_)
+        std::fprintf(stderr, "reprise: rank %d: progress thread: %s (epoch %u)\n", job_.rank_, mpi_error(f.rc).c_str(),
+                     job_.epoch_);
+      job_.link_down("progress thread");
       return;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "reprise: rank %d: buddy progress thread stopped: %s\n", rank_, e.what());
-      link_down("progress thread error");
+      std::fprintf(stderr, "reprise: rank %d: buddy progress thread stopped: %s\n", job_.rank_, e.what());
+      job_.link_down("progress thread error");
       return;
     }
+}
+
+void BuddyLink::for_each_ward(const std::function<void(int, core::VersionStore&)>& f) {
+  std::lock_guard<std::mutex> lock(wards_mutex_);
+  for (auto& [ward, store] : wards_) f(ward, *store);
+}
+
+void BuddyLink::drop_wards() {
+  std::lock_guard<std::mutex> lock(wards_mutex_);
+  wards_.clear();
+}
+
+nlohmann::json BuddyLink::json() {
+  nlohmann::json wards = nlohmann::json::object();
+  for_each_ward([&](int ward, core::VersionStore& s) { wards[std::to_string(ward)] = s.list(); });
+  return {{"wards", wards},
+          {"receive_buffers",
+           {{"fresh", fresh_.load()},
+            {"reused", reused_.load()},
+            {"fresh_while_pool_kept", passed_over_.load()},
+            {"pooled_bytes", ward_pool_->held_bytes()}}}};
 }
 
 }  // namespace reprise::mpi

@@ -67,7 +67,7 @@ MpiCoordination::MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
   logging::LogOptions log_options;
   log_options.bound_bytes = cfg.log_bound_bytes;
   comm_state_ = std::make_unique<CommState>(*this, rank_, layout_.group_of, log_options, log_memory());
-  comm_state_->gate_views_on_job_floor(holds_job_floor());
+  comm_state_->gate_views_on_job_floor(commit_.holds_job_floor());
   comm_state_->add_epoch(msg_, payload_);
   if (joined_group_recovery_) comm_state_->begin_recovery(epoch_, joined_rolled_back_, joined_coordinator_);
   // A relaunch from files: every rank restores the version the job agreed on and then runs the restart exchange
@@ -91,7 +91,7 @@ MpiCoordination::~MpiCoordination() {
                  "the last agreement\n",
                  rank_);
   }
-  stop_progress();
+  buddy_.stop();
   // Free every communicator, including those revoked by earlier recoveries: Open MPI's MPI_Finalize
   // disconnects each communicator that still spans several jobs (the spawned replacements), and doing so with
   // processes it never reached crashes inside its TCP transport.
@@ -124,14 +124,14 @@ void MpiCoordination::before_capture(std::uint64_t version) {
   if (down_) recover("a failure was detected by the runtime's background threads");
   if (should_die(version, protocol::KillPoint::Checkpoint)) die("checkpoint", version);
   if (should_die(version, protocol::KillPoint::Commit)) die("commit", version);
-  hurry_progress();  // the buddies of a group checkpoint together: this rank's ward ships its version now too
+  buddy_.hurry();  // the buddies of a group checkpoint together: this rank's ward ships its version now too
   comm_state_->enter();
-  commit_agreement(version);
+  commit_.agree(version);
 }
 
 void MpiCoordination::after_wait() {
   if (down_) recover("a failure was detected by the runtime's background threads");
-  commit_agreement();
+  commit_.agree();
 }
 
 gpu::Backend& MpiCoordination::device() {
@@ -341,20 +341,7 @@ std::string MpiCoordination::placement_json() const {
       .dump();
 }
 
-std::string MpiCoordination::buddy_json() {
-  nlohmann::json wards = nlohmann::json::object();
-  {
-    std::lock_guard<std::mutex> lock(wards_mutex_);
-    for (auto& [ward, store] : wards_) wards[std::to_string(ward)] = store->list();
-  }
-  return nlohmann::json{{"wards", wards},
-                        {"receive_buffers",
-                         {{"fresh", ward_buffers_fresh_.load()},
-                          {"reused", ward_buffers_reused_.load()},
-                          {"fresh_while_pool_kept", ward_buffers_passed_over_.load()},
-                          {"pooled_bytes", ward_pool_->held_bytes()}}}}
-      .dump();
-}
+std::string MpiCoordination::buddy_json() { return buddy_.json().dump(); }
 
 std::string MpiCoordination::recovery_json() const {
   nlohmann::json j = nlohmann::json::array();
@@ -423,8 +410,7 @@ void MpiCoordination::adopt(MPI_Comm world, bool keep_group) {
     throw Error("rank " + std::to_string(rank_) + ": the repaired communicator has " + std::to_string(size_) +
                 " ranks, the job's layout " + std::to_string(layout_.size()));
   }
-  floor_table_.reset(layout_.groups());  // every group reports again on the new communicators
-  floor_reported_.reset();
+  commit_.new_communicators(layout_.groups());  // every group reports again on the new communicators
   app_ = dup_comm(world_);
   data_ = dup_comm(world_);
   ack_ = dup_comm(world_);
@@ -440,7 +426,19 @@ void MpiCoordination::adopt(MPI_Comm world, bool keep_group) {
   REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(group_, MPI_ERRORS_RETURN));
   if (keep_group) std::swap(group_, old_group);
   if (old_group != MPI_COMM_NULL) retired_.push_back(old_group);
-  if (!keep_group) reset_group_barrier();  // a new group communicator: the barrier is chosen (and built) again
+  if (!keep_group) commit_.reset_barrier();  // a new group communicator: the barrier is chosen (and built) again
+}
+
+// The store of this rank's versions: its own (memory or files) and, through the buddy link, its buddy's copy.
+std::unique_ptr<core::VersionStore> MpiCoordination::make_store(const Config&) {
+  auto store = buddy_.make_store(std::move(local_));
+  store_ = store.get();
+  // A version common to every rank must survive the groups' own releases where something restores one: the
+  // files of a relaunch (REPRISE_DIR), and with a coordinated rollback also the buddies' copies.
+  store_->hold_for_job(commit_.holds_job_floor(), !group_rollback_);
+  if (target_) store_->reset_after_recovery(*target_);
+  buddy_.start();
+  return store;
 }
 
 }  // namespace reprise::mpi

@@ -1,7 +1,9 @@
 // MpiCoordination: what makes the Runtime distributed (reprise::MpiRuntime): a buddy level, group commits and ULFM
-// recovery. Its parts: mpi_coordination.cpp (set-up, the Runtime's and Comm's hooks, the end of the job),
-// buddy_link.cpp (shipping versions to the buddy, the progress thread), group_commit.cpp (commit agreement, job
-// floor, group barrier), mpi_recovery.cpp (relaunch from files, repair, replacements, moving checkpoints).
+// recovery. It holds what its parts share (the job's layout, this rank's communicators, the failure flag) and
+// the repair; the parts with state of their own are BuddyLink (buddy_link.hpp: shipping versions to the buddy,
+// the progress thread, the wards' copies) and GroupCommit (group_commit.hpp: commit agreement, job floor, group
+// barrier). Files: coordination.cpp (set-up, the Runtime's and Comm's hooks, the end of the job), recovery.cpp
+// (relaunch from files, repair, replacements, moving checkpoints).
 //
 // Communicators (all duplicated from the job's, errors returned):
 //   world  control: layout, recovery collectives, final barrier (main thread only)
@@ -10,9 +12,8 @@
 //   data   owner -> buddy: version heads, payload pieces, releases (sent by the background thread, received by
 //          the progress thread)
 //   ack    buddy -> owner acknowledgements (sent by the progress thread, received by the background thread)
-// Progress: a progress thread at every rank polls `data` (MPI_Iprobe; idle, it sleeps 0.5 ms, doubling up to
-// 10 ms: see progress_loop) and stores what its wards ship, so a version reaches the buddy while the application
-// computes without calling the runtime.
+// Progress: a progress thread at every rank polls `data` (BuddyLink) and stores what its wards ship, so a version
+// reaches the buddy while the application computes without calling the runtime.
 //
 // Failure handling: whoever sees a process failure first (the application through check(), the background
 // thread while shipping, the progress thread while receiving) marks the link down and revokes every
@@ -47,7 +48,9 @@
 #include "protocol/failure_injection.hpp"
 #include "protocol/barrier_choice.hpp"
 #include "protocol/job_floor.hpp"
+#include "mpi/buddy_link.hpp"
 #include "mpi/check.hpp"
+#include "mpi/group_commit.hpp"
 #include "protocol/placement.hpp"
 #include "protocol/recovery_plan.hpp"
 #include "mpi/recovery_watch.hpp"
@@ -96,7 +99,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   ~MpiCoordination() override;
 
   // ---- Coordination hooks (the Runtime's) ------------------------------------------------------------------
-  std::unique_ptr<core::VersionStore> make_store(const Config&) override;  // buddy_link.cpp
+  std::unique_ptr<core::VersionStore> make_store(const Config&) override;
   void attach(std::function<void()> quiesce) override { quiesce_ = std::move(quiesce); }
   void before_capture(std::uint64_t version) override;
   void after_wait() override;
@@ -129,7 +132,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   void finish();
   void check(int rc);
   void step(std::uint64_t s);
-  bool log_checkpoint_due(std::uint64_t s);
+  bool log_checkpoint_due(std::uint64_t s) { return commit_.log_checkpoint_due(s); }
   std::string placement_json() const;
   std::string buddy_json();
   std::string recovery_json() const;
@@ -144,35 +147,6 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   [[noreturn]] void die(const char* point, std::uint64_t step);
   void link_down(const char* who);
   void adopt(MPI_Comm world, bool keep_group = false);
-
-  // ---- the buddy link (buddy_link.cpp) ---------------------------------------------------------------------
-  class Link;    // the owner side: ships this rank's versions to its buddy (drain thread)
-  class Stream;  // one version on its way, piece by piece as the drain fills it
-  void start_progress();
-  void stop_progress();
-  void hurry_progress();
-  void progress_loop();
-  core::VersionStore& ward_store(int ward);
-  // Idle, the progress thread polls less and less often: kPollMin after a message, doubling up to kPollMax while
-  // nothing comes. Each wake-up takes a core from the application for a moment (on a VM a timer is a VM exit):
-  // with a fixed 0.5 ms poll an idle runtime made a 2-rank host stencil on 2 cores 20% slower
-  // (reprise-bench-overhead-mpi, no checkpoint in the loop), with a 20 ms poll 7-10%. A checkpoint of this rank
-  // starts fast polling again (hurry_progress): its ward normally checkpoints at the same step and ships its
-  // version now, and a version noticed up to kPollMax late commits late, and frees logs late.
-  static constexpr std::chrono::microseconds kPollMin{500}, kPollMax{10000};
-
-  // ---- group commit, job floor, group barrier (group_commit.cpp) -------------------------------------------
-  void commit_agreement(std::optional<std::uint64_t> capture = std::nullopt);
-  bool holds_job_floor() const { return !group_rollback_ || !cfg_.dir.empty(); }
-  void report_commit();
-  void on_floor_report(int src);
-  bool nccl_group();
-  void wait_nccl(const std::function<bool()>& finished);
-  void reset_group_barrier();
-  /// REPRISE_GROUP_COLLECTIVE(call, req, what) calls it: see group_commit.cpp.
-  void group_collective(int started, MPI_Request& req, const char* what, const CallSite& at);
-  int wait_group(MPI_Request& req);
-  void cancel_group_wait();
 
   // ---- relaunch and recovery (mpi_recovery.cpp) ------------------------------------------------------------
   void agree_on_restart();
@@ -246,42 +220,26 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   std::set<int> joined_rolled_back_;
   int joined_coordinator_ = -1;
   mutable std::optional<protocol::Placement> placement_;  // placement_json(): hwloc, on first use
-  MPI_Request* pending_group_ = nullptr;               // the group collective this rank waits for (wait_group)
-  std::optional<protocol::BarrierChoice> barrier_;        // the group barrier's kind, chosen with the group (nccl_group)
-  std::unique_ptr<gpu::NcclBarrier> nccl_;           // an NCCL group's communicator
   std::uint64_t kill_floor_ = 0;
   long node_key_ = 0;  // the node this process runs on (mpi::own_node_key; for a replacement, where it started)
   std::vector<std::uint64_t> kill_floors_;  // per rank (see kill_floors())
   std::uint64_t current_step_ = 0;
   std::atomic<bool> down_{false};
-  std::atomic<bool> stop_{false};
-  std::mutex poll_mutex_;  // the progress thread's idle wait, cut short by hurry_progress()
-  std::condition_variable poll_cv_;
-  bool poll_soon_ = false;
-  std::thread progress_;
   std::unique_ptr<core::VersionStore> local_;  // until make_store() wraps it
   protocol::BuddyStore* store_ = nullptr;         // owned by the Runtime
-  std::shared_ptr<Link> shipper_;
-  protocol::JobFloor floor_table_;                   // rank 0 (progress thread): each group's newest commit
-  std::optional<std::uint64_t> floor_reported_;   // a group's first rank: the last commit reported
-  std::atomic<std::int64_t> floor_received_{-1};  // the newest job floor from rank 0 (-1: none yet)
-  std::mutex wards_mutex_;
-  std::map<int, std::unique_ptr<core::VersionStore>> wards_;
-  // Payload buffers of the versions held for wards, recycled: a version released goes back to the pool and the
-  // next one is received into it, instead of into fresh memory first touched by the receive (a page fault per
-  // 4 KiB on the progress thread: 74 ms for 32 MiB on this project's VMs).
-  std::shared_ptr<core::BufferPool> ward_pool_ = std::make_shared<core::BufferPool>(8);
-  std::atomic<std::uint64_t> ward_buffers_fresh_{0}, ward_buffers_reused_{0};
-  std::atomic<std::uint64_t> ward_buffers_passed_over_{0};  // fresh although the pool kept buffers (too large)
   std::function<void()> quiesce_;
   std::optional<std::uint64_t> target_;
   bool restarted_ = false;
   bool start_over_ = false;
   std::vector<RecoveryRecord> recoveries_;
   std::vector<MPI_Comm> retired_;  // communicators of earlier epochs
+  // The parts with state of their own (they use the members above; declared last: built after them, destroyed
+  // first, the progress thread with the buddy link).
+  friend class GroupCommit;
+  friend class BuddyLink;
+  GroupCommit commit_{*this};
+  BuddyLink buddy_{*this};
 };
 
 }  // namespace reprise::mpi
 
-/// Inside MpiCoordination: a collective of the group, started by `call` on request `req` (group_collective).
-#define REPRISE_GROUP_COLLECTIVE(call, req, what) group_collective((call), (req), (what), REPRISE_MPI_SITE(call))

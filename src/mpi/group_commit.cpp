@@ -1,5 +1,7 @@
 // The group's side of a checkpoint: the commit agreement (MPI or NCCL), the job floor, waiting for the group
 // while serving the protocol.
+#include "mpi/group_commit.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -14,26 +16,26 @@ namespace reprise::mpi {
 // Log bound (Config::log_bound_bytes): at every log_check_every-th step the members of the group learn, in a
 // group reduction, whether one of them wants a checkpoint (its log is over the bound, or another group asked).
 // Every member calls step() with the same numbers, so they all decide alike.
-bool MpiCoordination::log_checkpoint_due(std::uint64_t s) {
-  if (cfg_.log_bound_bytes == 0 || s % cfg_.log_check_every != 0) return false;
-  int want = comm_state_->checkpoint_wanted() ? 1 : 0;
+bool GroupCommit::log_checkpoint_due(std::uint64_t s) {
+  if (job_.cfg_.log_bound_bytes == 0 || s % job_.cfg_.log_check_every != 0) return false;
+  int want = job_.comm_state_->checkpoint_wanted() ? 1 : 0;
   MPI_Request req = MPI_REQUEST_NULL;
-  REPRISE_GROUP_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MAX, group_, &req), req,
+  REPRISE_GROUP_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MAX, job_.group_, &req), req,
                    "the group's log check");
   return want != 0;
 }
 
 // The group barrier: members agree on the newest version every member's buddy acknowledged (committed), and
 // at a checkpoint (`capture`) they also exchange the channel counters of reprise::Comm in the same collective.
-void MpiCoordination::commit_agreement(std::optional<std::uint64_t> capture) {
+void GroupCommit::agree(std::optional<std::uint64_t> capture) {
   std::int64_t v = -1;
-  if (const auto a = store_->newest_acked_chain()) v = static_cast<std::int64_t>(*a);
+  if (const auto a = job_.store_->newest_acked_chain()) v = static_cast<std::int64_t>(*a);
   std::vector<std::uint64_t> all;
   std::size_t stride = 0;
   const char* what = "the group's commit agreement";
   const bool nccl = nccl_group();
   if (nccl || capture) {  // an allgather (NCCL's collective, or MPI's at a checkpoint); the minimum is taken here
-    std::vector<std::uint64_t> mine = capture ? comm_state_->barrier_contribution() : std::vector<std::uint64_t>{};
+    std::vector<std::uint64_t> mine = capture ? job_.comm_state_->barrier_contribution() : std::vector<std::uint64_t>{};
     mine.insert(mine.begin(), static_cast<std::uint64_t>(v));
     stride = mine.size();
     if (nccl) {
@@ -42,25 +44,25 @@ void MpiCoordination::commit_agreement(std::optional<std::uint64_t> capture) {
       all = nccl_->result();
     } else {
       int gsize = 0;
-      REPRISE_MPI_CHECK(MPI_Comm_size(group_, &gsize));
+      REPRISE_MPI_CHECK(MPI_Comm_size(job_.group_, &gsize));
       all.resize(stride * static_cast<std::size_t>(gsize));
       MPI_Request req = MPI_REQUEST_NULL;
       REPRISE_GROUP_COLLECTIVE(MPI_Iallgather(mine.data(), static_cast<int>(stride), MPI_UINT64_T, all.data(),
-                                      static_cast<int>(stride), MPI_UINT64_T, group_, &req),
+                                      static_cast<int>(stride), MPI_UINT64_T, job_.group_, &req),
                        req, what);
     }
     for (std::size_t i = 0; i * stride < all.size(); ++i) v = std::min(v, static_cast<std::int64_t>(all[i * stride]));
   } else {
     MPI_Request req = MPI_REQUEST_NULL;
-    REPRISE_GROUP_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, group_, &req), req, what);
+    REPRISE_GROUP_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, job_.group_, &req), req, what);
   }
-  if (v >= 0) store_->set_committed(static_cast<std::uint64_t>(v));
+  if (v >= 0) job_.store_->set_committed(static_cast<std::uint64_t>(v));
   report_commit();
-  if (v >= 0) comm_state_->committed(static_cast<std::uint64_t>(v));
+  if (v >= 0) job_.comm_state_->committed(static_cast<std::uint64_t>(v));
   if (capture) {
     std::vector<const std::uint64_t*> member;
     for (std::size_t i = 0; i * stride < all.size(); ++i) member.push_back(&all[i * stride + 1]);
-    comm_state_->barrier_result(member, *capture);
+    job_.comm_state_->barrier_result(member, *capture);
   }
 }
 
@@ -68,29 +70,29 @@ void MpiCoordination::commit_agreement(std::optional<std::uint64_t> capture) {
 // Runtime, which destroys it while the progress thread may still run). At a group's first rank: its group's
 // commit goes to rank 0 when it is newer than the last report (after a repair every group reports again: rank
 // 0's table starts over).
-void MpiCoordination::report_commit() {
+void GroupCommit::report_commit() {
   if (!holds_job_floor()) return;
   if (const std::int64_t f = floor_received_; f >= 0) {
-    store_->set_job_floor(static_cast<std::uint64_t>(f));
-    comm_state_->job_floor(static_cast<std::uint64_t>(f));  // the views it allows go in committed(), below
+    job_.store_->set_job_floor(static_cast<std::uint64_t>(f));
+    job_.comm_state_->job_floor(static_cast<std::uint64_t>(f));  // the views it allows go in committed(), below
   }
-  if (layout_.members_of_group(layout_.group_of[static_cast<std::size_t>(rank_)]).front() != rank_) return;
-  const auto c = store_->committed();
+  if (job_.layout_.members_of_group(job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)]).front() != job_.rank_) return;
+  const auto c = job_.store_->committed();
   if (!c || (floor_reported_ && *c <= *floor_reported_)) return;
   floor_reported_ = *c;
-  const std::uint64_t report[2] = {static_cast<std::uint64_t>(layout_.group_of[static_cast<std::size_t>(rank_)]), *c};
-  const MPI_Comm data = data_;
+  const std::uint64_t report[2] = {static_cast<std::uint64_t>(job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)]), *c};
+  const MPI_Comm data = job_.data_;
   try {
     REPRISE_MPI_CHECK(polled::send(report, 2, MPI_UINT64_T, 0, kFloorReport, data));
   } catch (const PeerFailure&) {
-    if (data == data_) link_down("job floor report");  // the next runtime call recovers
+    if (data == job_.data_) job_.link_down("job floor report");  // the next runtime call recovers
   }
 }
 
 // Rank 0's progress thread: a group's commit; a floor that rose goes to every rank.
-void MpiCoordination::on_floor_report(int src) {
+void GroupCommit::on_floor_report(int src) {
   std::uint64_t report[2] = {0, 0};
-  REPRISE_MPI_CHECK(polled::recv(report, 2, MPI_UINT64_T, src, kFloorReport, data_, MPI_STATUS_IGNORE));
+  REPRISE_MPI_CHECK(polled::recv(report, 2, MPI_UINT64_T, src, kFloorReport, job_.data_, MPI_STATUS_IGNORE));
   const auto floor = floor_table_.report(static_cast<int>(report[0]), report[1]);
   if (const auto lag = floor_table_.lag()) {
     const std::string what = lag->committed ? "its newest commit is version " + std::to_string(*lag->committed)
@@ -99,28 +101,28 @@ void MpiCoordination::on_floor_report(int src) {
                  "reprise: rank %d: group %d (%s) holds the job floor back: %s, while the other groups "
                  "committed %u times since the floor last rose. Every rank keeps its versions from there on (%s) "
                  "until that group commits again.\n",
-                 rank_, lag->group, ranks_phrase(layout_.members_of_group(lag->group)).c_str(), what.c_str(),
+                 job_.rank_, lag->group, ranks_phrase(job_.layout_.members_of_group(lag->group)).c_str(), what.c_str(),
                  lag->others,
-                 group_rollback_    ? "its files"
-                 : cfg_.dir.empty() ? "memory"
+                 job_.group_rollback_    ? "its files"
+                 : job_.cfg_.dir.empty() ? "memory"
                                     : "memory and files");
   }
   if (!floor) return;
-  if (trace_)
-    std::fprintf(stderr, "reprise: rank %d: job floor %llu\n", rank_, static_cast<unsigned long long>(*floor));
-  for (int r = 0; r < size_; ++r) REPRISE_MPI_CHECK(polled::send(&*floor, 1, MPI_UINT64_T, r, kFloor, data_));
+  if (job_.trace_)
+    std::fprintf(stderr, "reprise: rank %d: job floor %llu\n", job_.rank_, static_cast<unsigned long long>(*floor));
+  for (int r = 0; r < job_.size_; ++r) REPRISE_MPI_CHECK(polled::send(&*floor, 1, MPI_UINT64_T, r, kFloor, job_.data_));
 }
 
 // Whether this group's barrier runs on NCCL (Config::group_barrier). Chosen with the group at its first barrier
 // after the group communicator was (re)built: the members' devices are gathered over MPI, every member applies
 // protocol::choose_group_barrier to the same data, and an NCCL group creates its communicator (unique id from its
 // first member over MPI).
-bool MpiCoordination::nccl_group() {
-  if (cfg_.group_barrier == GroupBarrierKind::Mpi) return false;
+bool GroupCommit::nccl_group() {
+  if (job_.cfg_.group_barrier == GroupBarrierKind::Mpi) return false;
   if (!barrier_) {
     int gsize = 0, grank = 0;
-    REPRISE_MPI_CHECK(MPI_Comm_size(group_, &gsize));
-    REPRISE_MPI_CHECK(MPI_Comm_rank(group_, &grank));
+    REPRISE_MPI_CHECK(MPI_Comm_size(job_.group_, &gsize));
+    REPRISE_MPI_CHECK(MPI_Comm_rank(job_.group_, &grank));
     struct Record {
       std::uint64_t host;
       char gpu[40];
@@ -130,58 +132,58 @@ bool MpiCoordination::nccl_group() {
     std::vector<Record> records(static_cast<std::size_t>(gsize));
     MPI_Request req = MPI_REQUEST_NULL;
     REPRISE_GROUP_COLLECTIVE(
-        MPI_Iallgather(&mine, sizeof(Record), MPI_BYTE, records.data(), sizeof(Record), MPI_BYTE, group_, &req), req,
+        MPI_Iallgather(&mine, sizeof(Record), MPI_BYTE, records.data(), sizeof(Record), MPI_BYTE, job_.group_, &req), req,
         "the group's barrier choice");
     std::vector<protocol::MemberDevice> devices;
     for (const Record& r : records) devices.push_back({r.host, std::string(r.gpu, strnlen(r.gpu, sizeof r.gpu))});
-    const std::vector<int> members = layout_.members_of_group(layout_.group_of[static_cast<std::size_t>(rank_)]);
-    barrier_ = protocol::choose_group_barrier(cfg_.group_barrier, gpu::nccl_problem(), members, devices);
+    const std::vector<int> members = job_.layout_.members_of_group(job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)]);
+    barrier_ = protocol::choose_group_barrier(job_.cfg_.group_barrier, gpu::nccl_problem(), members, devices);
     if (barrier_->kind == GroupBarrierKind::Nccl) {
       gpu::NcclId id{};
       if (grank == 0) id = gpu::nccl_unique_id();
-      REPRISE_GROUP_COLLECTIVE(MPI_Ibcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, group_, &req), req,
+      REPRISE_GROUP_COLLECTIVE(MPI_Ibcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, job_.group_, &req), req,
                        "the group's NCCL set-up");
       nccl_ = std::make_unique<gpu::NcclBarrier>(id, gsize, grank);
       wait_nccl([this] { return nccl_->ready(); });
     }
-    if (grank == 0 && (trace_ || barrier_->kind != GroupBarrierKind::Nccl))
-      std::fprintf(stderr, "reprise: group %d barrier: %s (%s)\n", layout_.group_of[static_cast<std::size_t>(rank_)],
+    if (grank == 0 && (job_.trace_ || barrier_->kind != GroupBarrierKind::Nccl))
+      std::fprintf(stderr, "reprise: group %d barrier: %s (%s)\n", job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)],
                    barrier_->kind == GroupBarrierKind::Nccl ? "NCCL" : "MPI", barrier_->reason.c_str());
   }
   return barrier_->kind == GroupBarrierKind::Nccl;
 }
 
 // Polls a step of the NCCL barrier while serving the protocol, as wait_group does. NCCL never ends a collective
-// whose member died: when the recovery of a failure takes this rank's group down (recover() throws), the NCCL
+// whose member died: when the recovery of a failure takes this rank's group down (job_.recover() throws), the NCCL
 // communicator is aborted first. NCCL may see a dead peer (ncclRemoteError) before ULFM does: the failure
 // detector gets a few seconds to confirm it before the error is reported as such.
-void MpiCoordination::wait_nccl(const std::function<bool()>& finished) {
+void GroupCommit::wait_nccl(const std::function<bool()>& finished) {
   for (unsigned spin = 0;; ++spin) {
     try {
       if (!nccl_) throw Error("the group's NCCL barrier was dropped by a repair during the barrier");
       if (finished()) return;
     } catch (const DeviceError&) {
-      for (int i = 0; i < 1000 && !down_; ++i) {
-        comm_state_->poll_control();
+      for (int i = 0; i < 1000 && !job_.down_; ++i) {
+        job_.comm_state_->poll_control();
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
-      if (!down_) throw;
-      reset_group_barrier();
+      if (!job_.down_) throw;
+      reset_barrier();
     }
-    if (down_) {
+    if (job_.down_) {
       try {
-        recover("a failure was detected by the runtime's background threads");
+        job_.recover("a failure was detected by the runtime's background threads");
       } catch (...) {
-        reset_group_barrier();
+        reset_barrier();
         throw;
       }
     }
-    comm_state_->poll_control();
+    job_.comm_state_->poll_control();
     if (spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
-void MpiCoordination::reset_group_barrier() {
+void GroupCommit::reset_barrier() {
   nccl_.reset();  // aborts the NCCL communicator (never waits for the other members)
   barrier_.reset();
 }
@@ -189,42 +191,49 @@ void MpiCoordination::reset_group_barrier() {
 // Completes a collective of the group whose start returned `started`: waits (wait_group), reads libnbc's
 // MPI_ERR_OTHER for a lost member as the failure it is (polled::collective_result), and recovers from a failure
 // (`what` names the collective in the message, `at` the call). Called by REPRISE_GROUP_COLLECTIVE(call, req, what).
-void MpiCoordination::group_collective(int started, MPI_Request& req, const char* what, const CallSite& at) {
-  const int rc = polled::collective_result(started == MPI_SUCCESS ? wait_group(req) : started, group_);
-  if (is_failure(rc) || down_) recover(std::string(what) + " failed: " + mpi_error(rc));
+void GroupCommit::group_collective(int started, MPI_Request& req, const char* what, const CallSite& at) {
+  const int rc = polled::collective_result(started == MPI_SUCCESS ? wait_group(req) : started, job_.group_);
+  if (is_failure(rc) || job_.down_) job_.recover(std::string(what) + " failed: " + mpi_error(rc));
   if (rc != MPI_SUCCESS) throw Error(std::string("MPI error in ") + what + ": " + describe(rc, at));
 }
 
 // Waits for a collective of the group while serving the protocol (a survivor may be the restart coordinator, or
 // owe replays) and noticing failures: a survivor of a group rollback goes on waiting after the repair (its
 // group is intact); elsewhere the recovery cancels the collective (revokes the group's communicator).
-int MpiCoordination::wait_group(MPI_Request& req) {
-  pending_group_ = &req;
+int GroupCommit::wait_group(MPI_Request& req) {
+  pending_ = &req;
   struct Clear {
     MPI_Request** p;
     ~Clear() { *p = nullptr; }
-  } clear{&pending_group_};
+  } clear{&pending_};
   auto since = std::chrono::steady_clock::now();
   for (unsigned spin = 0;; ++spin) {
-    if (trace_ && std::chrono::steady_clock::now() - since > std::chrono::seconds(3)) {
+    if (job_.trace_ && std::chrono::steady_clock::now() - since > std::chrono::seconds(3)) {
       since = std::chrono::steady_clock::now();
-      std::fprintf(stderr, "reprise: rank %d: waiting for the group: %s\n", rank_, comm_state_->debug_state().c_str());
+      std::fprintf(stderr, "reprise: rank %d: waiting for the group: %s\n", job_.rank_, job_.comm_state_->debug_state().c_str());
     }
     int flag = 0;
     const int rc = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS || flag) return rc;
-    if (down_) recover("a failure was detected by the runtime's background threads");
-    comm_state_->poll_control();
+    if (job_.down_) job_.recover("a failure was detected by the runtime's background threads");
+    job_.comm_state_->poll_control();
     if (spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
 // A recovery abandons the group collective this rank waits for (its group is rebuilt).
-void MpiCoordination::cancel_group_wait() {
-  if (!pending_group_) return;
-  revoke(group_);
-  REPRISE_MPI_DISCARD(MPI_Wait(pending_group_, MPI_STATUS_IGNORE));  // (revoked: it ends, with an error)
-  pending_group_ = nullptr;
+void GroupCommit::cancel_wait() {
+  if (!pending_) return;
+  revoke(job_.group_);
+  REPRISE_MPI_DISCARD(MPI_Wait(pending_, MPI_STATUS_IGNORE));  // (revoked: it ends, with an error)
+  pending_ = nullptr;
+}
+
+bool GroupCommit::holds_job_floor() const { return !job_.group_rollback_ || !job_.cfg_.dir.empty(); }
+
+void GroupCommit::new_communicators(int groups) {
+  floor_table_.reset(groups);
+  floor_reported_.reset();
 }
 
 }  // namespace reprise::mpi

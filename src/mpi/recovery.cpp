@@ -80,9 +80,9 @@ std::vector<std::uint64_t> MpiCoordination::my_records(const std::vector<int>& f
   core::VersionStore& own = store_ ? store_->local() : *local_;
   protocol::append_records(out, rank_, protocol::records_of(own), protocol::RecordSource::Own);
   {
-    std::lock_guard<std::mutex> lock(wards_mutex_);
-    for (auto& [ward, s] : wards_)
-      protocol::append_records(out, ward, protocol::records_of(*s), protocol::RecordSource::AtBuddy);
+    buddy_.for_each_ward([&](int ward, core::VersionStore& s) {
+      protocol::append_records(out, ward, protocol::records_of(s), protocol::RecordSource::AtBuddy);
+    });
   }
   // The files of failed ranks, read by the lowest survivor where it reaches them (a shared file system, or the
   // failed rank's node): a folder that is not there (node-local storage elsewhere) proves nothing.
@@ -214,7 +214,7 @@ void MpiCoordination::recover(const std::string& why) {
   }
   stage("stopping the background threads");
   link_down("recover");
-  stop_progress();
+  buddy_.stop();
   if (quiesce_) quiesce_();
   StartFailures starts;
   MPI_Comm base = world_;
@@ -388,7 +388,7 @@ void MpiCoordination::finish_repair(Attempt& a, Clock::time_point t0) {
   const protocol::RecoveryPlan& plan = a.plan;
   const double repaired = since(t0);
   const bool rolls_back = !plan.partial || std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), rank_);
-  if (rolls_back) cancel_group_wait();
+  if (rolls_back) commit_.cancel_wait();
   adopt(a.world, !rolls_back);  // the old communicators were revoked; they are freed at the end
   down_ = false;
   RecoveryRecord rec = record_of(plan, t0);
@@ -483,7 +483,7 @@ void MpiCoordination::recover_group(const protocol::RecoveryPlan& plan, const st
     if (!rolls_back) {
       if (store_) {
         store_->resync_after_recovery();
-        start_progress();
+        buddy_.start();
       }
       if (comm_state_) comm_state_->restart_exchange(true);
     }
@@ -586,18 +586,17 @@ std::vector<int> MpiCoordination::failed_ranks(MPI_Comm shrunk) {
 // committed), and the Runtime forgets its timeline at its next checkpoint (take_start_over).
 void MpiCoordination::start_over() {
   if (comm_state_) comm_state_->start_over();
-  floor_received_ = -1;   // the store forgets its floor too (drop_everything)
+  commit_.forget_floor();  // the store forgets its floor too (drop_everything)
   data_pending_ = false;  // nothing to hold
   target_.reset();
   restarted_ = false;
   start_over_ = true;
   if (!group_rollback_) {  // every rank starts over; with a group rollback, wards of other groups go on
-    std::lock_guard<std::mutex> lock(wards_mutex_);
-    wards_.clear();
+    buddy_.drop_wards();
   }
   if (store_) {
     store_->drop_everything();
-    start_progress();
+    buddy_.start();
   } else if (local_) {
     for (std::uint64_t v : local_->list()) local_->release(v);
   }
@@ -607,7 +606,7 @@ void MpiCoordination::finish_recovery(std::uint64_t version) {
   target_ = version;
   if (store_) {
     store_->reset_after_recovery(version);
-    start_progress();
+    buddy_.start();
   }
 }
 
@@ -814,7 +813,7 @@ void MpiCoordination::move_data(const protocol::RecoveryPlan& plan, RecoveryReco
     if (plan.source[static_cast<std::size_t>(f)] != protocol::DataSource::Buddy || !target(f)) continue;
     const int b = layout_.buddy_of[static_cast<std::size_t>(f)];
     if (rank_ == b) {
-      core::VersionStore& held = ward_store(f);
+      core::VersionStore& held = buddy_.ward_store(f);
       send_versions(f, held, protocol::chain_of(protocol::records_of(held), *target(f)));
     }
     if (rank_ == f) recv_versions(b, own);
@@ -822,11 +821,11 @@ void MpiCoordination::move_data(const protocol::RecoveryPlan& plan, RecoveryReco
   for (int w = 0; w < size_; ++w) {
     const int b = layout_.buddy_of[static_cast<std::size_t>(w)];
     if (rank_ == b) {
-      const std::vector<std::uint64_t> held = ward_store(w).list();
+      const std::vector<std::uint64_t> held = buddy_.ward_store(w).list();
       const std::uint64_t n = held.size();
       REPRISE_MPI_CHECK(polled::send(&n, 1, MPI_UINT64_T, w, kMoveList, world_));
       REPRISE_MPI_CHECK(polled::send(held.data(), static_cast<int>(n), MPI_UINT64_T, w, kMoveList, world_));
-      recv_versions(w, ward_store(w));
+      recv_versions(w, buddy_.ward_store(w));
     }
     if (rank_ == w) {
       std::uint64_t n = 0;
@@ -873,19 +872,18 @@ void MpiCoordination::check_placement(RecoveryRecord& rec) {
 
 // Per ward: the version whose chain it keeps (UINT64_MAX: all; none: nothing).
 void MpiCoordination::trim_wards(const std::function<std::optional<std::uint64_t>(int)>& keep_of) {
-  std::lock_guard<std::mutex> lock(wards_mutex_);
-  for (auto& [ward, s] : wards_) {
-    const auto records = protocol::records_of(*s);
+  buddy_.for_each_ward([&](int ward, core::VersionStore& s) {
+    const auto records = protocol::records_of(s);
     const auto version = keep_of(ward);
-    if (version && *version == UINT64_MAX) continue;
+    if (version && *version == UINT64_MAX) return;
     std::vector<std::uint64_t> keep;
     try {
       if (version) keep = protocol::chain_of(records, *version);
     } catch (const RestoreError&) {
     }
     for (const auto& r : records)
-      if (std::find(keep.begin(), keep.end(), r.version) == keep.end()) s->release(r.version);
-  }
+      if (std::find(keep.begin(), keep.end(), r.version) == keep.end()) s.release(r.version);
+  });
 }
 
 }  // namespace reprise::mpi

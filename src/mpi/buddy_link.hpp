@@ -1,0 +1,77 @@
+// The buddy level over MPI (a part of MpiCoordination with its own state): the owner ships each version to its
+// buddy while the drain fills it; the progress thread receives and stores its wards' versions and acknowledges
+// them, so a version reaches the buddy while the application computes without calling the runtime. It also
+// receives the job floor's messages for GroupCommit.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "core/bytes.hpp"
+#include "core/version_store.hpp"
+#include "protocol/buddy_store.hpp"
+
+namespace reprise::mpi {
+
+class MpiCoordination;
+
+class BuddyLink {
+ public:
+  explicit BuddyLink(MpiCoordination& job) : job_(job) {}
+  BuddyLink(const BuddyLink&) = delete;
+  BuddyLink& operator=(const BuddyLink&) = delete;
+  ~BuddyLink() { stop(); }
+
+  /// This rank's store: `local` (memory or files) and, shipped through this link, its buddy's copy. Starts the
+  /// progress thread.
+  std::unique_ptr<protocol::BuddyStore> make_store(std::unique_ptr<core::VersionStore> local);
+  /// The progress thread (stopped for a repair, started again on the repaired communicators).
+  void start();
+  void stop();
+  /// Poll fast again: a checkpoint of this rank, whose ward normally checkpoints at the same step.
+  void hurry();
+
+  /// What this rank holds for `ward` (created empty on first use).
+  core::VersionStore& ward_store(int ward);
+  /// f(ward, store) for every ward this rank holds versions of, under the wards' lock.
+  void for_each_ward(const std::function<void(int, core::VersionStore&)>& f);
+  void drop_wards();
+  /// "wards" and "receive_buffers" of MpiRuntime::buddy_json().
+  nlohmann::json json();
+
+ private:
+  class Link;    // the owner side: ships this rank's versions to its buddy (drain thread)
+  class Stream;  // one version on its way, piece by piece as the drain fills it
+  void progress_loop();
+
+  // Idle, the progress thread polls less and less often: kPollMin after a message, doubling up to kPollMax while
+  // nothing comes (each wake-up takes a core from the application for a moment; bench/results has the cost).
+  // hurry() starts fast polling again: a version noticed up to kPollMax late commits late, and frees logs late.
+  static constexpr std::chrono::microseconds kPollMin{500}, kPollMax{10000};
+
+  MpiCoordination& job_;
+  std::shared_ptr<Link> shipper_;
+  std::atomic<bool> stop_{false};
+  std::mutex poll_mutex_;  // the progress thread's idle wait, cut short by hurry()
+  std::condition_variable poll_cv_;
+  bool poll_soon_ = false;
+  std::thread progress_;
+  std::mutex wards_mutex_;
+  std::map<int, std::unique_ptr<core::VersionStore>> wards_;
+  // Payload buffers of the versions held for wards, recycled: a version released goes back to the pool and the
+  // next one is received into it, not into fresh memory first touched by the receive on the progress thread.
+  std::shared_ptr<core::BufferPool> ward_pool_ = std::make_shared<core::BufferPool>(8);
+  std::atomic<std::uint64_t> fresh_{0}, reused_{0};
+  std::atomic<std::uint64_t> passed_over_{0};  // fresh although the pool kept buffers (all too large)
+};
+
+}  // namespace reprise::mpi

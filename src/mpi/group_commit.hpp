@@ -1,0 +1,67 @@
+// The group's side of a checkpoint (a part of MpiCoordination with its own state): the commit agreement of the
+// group (MPI, or NCCL on the members' GPUs), the job floor (rank 0's table of each group's newest commit, and the
+// floor every rank applies), and waiting for the group while serving the protocol.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "gpu/nccl_barrier.hpp"
+#include "mpi/check.hpp"
+#include "protocol/barrier_choice.hpp"
+#include "protocol/job_floor.hpp"
+
+namespace reprise::mpi {
+
+class MpiCoordination;
+
+class GroupCommit {
+ public:
+  explicit GroupCommit(MpiCoordination& job) : job_(job) {}
+  GroupCommit(const GroupCommit&) = delete;
+  GroupCommit& operator=(const GroupCommit&) = delete;
+
+  /// The group barrier: members agree on the newest version every member's buddy acknowledged (committed), and
+  /// at a checkpoint (`capture`) also exchange reprise::Comm's channel counters in the same collective.
+  void agree(std::optional<std::uint64_t> capture = std::nullopt);
+  /// The log bound's group decision at every log_check_every-th step (MpiRuntime::step).
+  bool log_checkpoint_due(std::uint64_t s);
+  /// Whether ranks keep a version common to all (the job floor): coordinated rollback, or files to relaunch from.
+  bool holds_job_floor() const;
+
+  // The progress thread's part (rank 0: groups' commits; every rank: the floor).
+  void on_floor_report(int src);
+  void on_floor(std::uint64_t floor) { floor_received_ = static_cast<std::int64_t>(floor); }
+
+  // Repairs.
+  void new_communicators(int groups);  ///< every group reports again; rank 0's table starts over
+  void forget_floor() { floor_received_ = -1; }
+  void reset_barrier();  ///< a new group communicator: the barrier is chosen (and built) again
+  void cancel_wait();    ///< a recovery abandons the group collective this rank waits for
+
+ private:
+  void report_commit();
+  bool nccl_group();
+  void wait_nccl(const std::function<bool()>& finished);
+  /// REPRISE_GROUP_COLLECTIVE(call, req, what) calls it.
+  void group_collective(int started, MPI_Request& req, const char* what, const CallSite& at);
+  int wait_group(MPI_Request& req);
+
+  MpiCoordination& job_;
+  MPI_Request* pending_ = nullptr;                   // the group collective this rank waits for (wait_group)
+  std::optional<protocol::BarrierChoice> barrier_;   // the group barrier's kind, chosen with the group
+  std::unique_ptr<gpu::NcclBarrier> nccl_;           // an NCCL group's communicator
+  protocol::JobFloor floor_table_;                   // rank 0 (progress thread): each group's newest commit
+  std::optional<std::uint64_t> floor_reported_;      // a group's first rank: the last commit reported
+  std::atomic<std::int64_t> floor_received_{-1};     // the newest job floor from rank 0 (-1: none yet)
+};
+
+}  // namespace reprise::mpi
+
+/// Inside GroupCommit: a collective of the group, started by `call` on request `req` (group_collective).
+#define REPRISE_GROUP_COLLECTIVE(call, req, what) group_collective((call), (req), (what), REPRISE_MPI_SITE(call))
