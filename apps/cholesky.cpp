@@ -13,6 +13,7 @@
 // same with and without failures.
 //
 //   REPRISE_RANKS_PER_NODE=2 REPRISE_KILL=3:5 scripts/mpirun.sh -n 8 -- reprise-cholesky --n 512 --tile 64
+#include <cblas.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -28,14 +29,12 @@
 #include <string>
 #include <vector>
 
-#include <cblas.h>
-
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "mpi_app_main.hpp"
 #include "reprise/kokkos.hpp"
 #include "reprise/mpi.hpp"
-#include "mpi_app_main.hpp"
 #include "tile_kernels.hpp"
 
 namespace {
@@ -340,11 +339,13 @@ int run(const Options& o) {
       for (int r = col; r < n; ++r) c[static_cast<std::size_t>(col) * n + r] = entry(r, col, n);
     double a2 = 0;
     for (int col = 0; col < n; ++col)
-      for (int r = col; r < n; ++r) a2 += (r == col ? 1 : 2) * c[static_cast<std::size_t>(col) * n + r] * c[static_cast<std::size_t>(col) * n + r];
+      for (int r = col; r < n; ++r)
+        a2 += (r == col ? 1 : 2) * c[static_cast<std::size_t>(col) * n + r] * c[static_cast<std::size_t>(col) * n + r];
     cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, n, n, -1.0, l.data(), n, 1.0, c.data(), n);
     double r2 = 0;
     for (int col = 0; col < n; ++col)
-      for (int r = col; r < n; ++r) r2 += (r == col ? 1 : 2) * c[static_cast<std::size_t>(col) * n + r] * c[static_cast<std::size_t>(col) * n + r];
+      for (int r = col; r < n; ++r)
+        r2 += (r == col ? 1 : 2) * c[static_cast<std::size_t>(col) * n + r] * c[static_cast<std::size_t>(col) * n + r];
     const double residual = std::sqrt(r2 / a2);
     const std::uint64_t checksum = XXH3_64bits(l.data(), l.size() * sizeof(double));
     std::printf("ranks %d n %d tile %d panels %d checkpoints %zu rollbacks %zu seconds %.3f tiles %s\n", rt.size(), n,
@@ -360,10 +361,10 @@ int run(const Options& o) {
     if (!o.json.empty()) {
       char hex[32];
       std::snprintf(hex, sizeof hex, "0x%016" PRIx64, checksum);
-      std::ofstream(o.json) << "{\"ranks\":" << rt.size() << ",\"n\":" << n << ",\"tile\":" << o.tile
-                            << ",\"tiles\":\"" << o.tiles << "\",\"checkpoint_every\":" << o.checkpoint_every << ",\"checkpoints\":" << checkpoints
-                            << ",\"rollbacks\":" << rollbacks << ",\"seconds\":" << seconds
-                            << ",\"residual\":" << residual << ",\"checksum\":\"" << hex
+      std::ofstream(o.json) << "{\"ranks\":" << rt.size() << ",\"n\":" << n << ",\"tile\":" << o.tile << ",\"tiles\":\""
+                            << o.tiles << "\",\"checkpoint_every\":" << o.checkpoint_every
+                            << ",\"checkpoints\":" << checkpoints << ",\"rollbacks\":" << rollbacks
+                            << ",\"seconds\":" << seconds << ",\"residual\":" << residual << ",\"checksum\":\"" << hex
                             << "\",\"placements\":" << placements << ",\"recoveries\":" << rt.recovery_json()
                             << ",\"checkpoint_metrics\":" << rt.metrics_json() << "}\n";
     }

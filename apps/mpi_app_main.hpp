@@ -12,9 +12,9 @@
 
 #include <Kokkos_Core.hpp>
 #include <cstdio>
-#include <exception>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>

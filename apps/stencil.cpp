@@ -1,17 +1,16 @@
 // reprise-stencil: a Kokkos 2D heat equation (5-point Jacobi, double) on a 2D process grid, halo exchange through
 // reprise::Comm (--messages reprise, the default: halos to another group are logged by their sender) or raw MPI on
-// the runtime's communicator (--messages mpi), the field and the step protected by Reprise. Ranks killed with REPRISE_KILL are
-// replaced, the job rolls back to the last version every rank holds and goes on; the final checksum is the same
-// as without failures, and does not depend on the rank count.
+// the runtime's communicator (--messages mpi), the field and the step protected by Reprise. Ranks killed with
+// REPRISE_KILL are replaced, the job rolls back to the last version every rank holds and goes on; the final checksum is
+// the same as without failures, and does not depend on the rank count.
 //
 //   scripts/mpirun.sh -n 8 -- reprise-stencil --nx 512 --ny 512 --steps 200 --checkpoint-every 20
 //   REPRISE_RANKS_PER_NODE=2 REPRISE_KILL=3:90 scripts/mpirun.sh -n 8 -- reprise-stencil ...
 #include <mpi.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -23,9 +22,9 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "mpi_app_main.hpp"
 #include "reprise/kokkos.hpp"
 #include "reprise/mpi.hpp"
-#include "mpi_app_main.hpp"
 
 namespace {
 
@@ -91,17 +90,21 @@ void source(const Field& u, const Block& b, const Options& o) {
 void copy_column(const Field& u, const Line& line, int j, bool to_line) {
   const int n = static_cast<int>(line.extent(0));
   if (to_line)
-    Kokkos::parallel_for("pack", n, KOKKOS_LAMBDA(int i) { line(i) = u(i + 1, j); });
+    Kokkos::parallel_for(
+        "pack", n, KOKKOS_LAMBDA(int i) { line(i) = u(i + 1, j); });
   else
-    Kokkos::parallel_for("unpack", n, KOKKOS_LAMBDA(int i) { u(i + 1, j) = line(i); });
+    Kokkos::parallel_for(
+        "unpack", n, KOKKOS_LAMBDA(int i) { u(i + 1, j) = line(i); });
 }
 
 void copy_row(const Field& u, const Line& line, int i, bool to_line) {
   const int n = static_cast<int>(line.extent(0));
   if (to_line)
-    Kokkos::parallel_for("pack", n, KOKKOS_LAMBDA(int j) { line(j) = u(i, j + 1); });
+    Kokkos::parallel_for(
+        "pack", n, KOKKOS_LAMBDA(int j) { line(j) = u(i, j + 1); });
   else
-    Kokkos::parallel_for("unpack", n, KOKKOS_LAMBDA(int j) { u(i, j + 1) = line(j); });
+    Kokkos::parallel_for(
+        "unpack", n, KOKKOS_LAMBDA(int j) { u(i, j + 1) = line(j); });
 }
 
 // Halo exchange: pack into lines where the field lives, then reprise::Comm moves them as they are (a device line
@@ -197,7 +200,8 @@ std::uint64_t global_checksum(reprise::MpiRuntime& rt, const Field& u, const Blo
       const double* src = all.data() + displs[static_cast<std::size_t>(r)];
       for (int i = 0; i < rb.lnx; ++i)
         for (int j = 0; j < rb.lny; ++j)
-          global[static_cast<std::size_t>(rb.x0 + i) * o.ny + (rb.y0 + j)] = src[static_cast<std::size_t>(i) * rb.lny + j];
+          global[static_cast<std::size_t>(rb.x0 + i) * o.ny + (rb.y0 + j)] =
+              src[static_cast<std::size_t>(i) * rb.lny + j];
     }
     sum = XXH3_64bits(global.data(), global.size() * sizeof(double));
   }
@@ -284,8 +288,6 @@ int run(const Options& o) {
   // Where every rank ran (hwloc: NUMA node, closest GPU): a raw collective, after finish() (every rank is there).
   const std::string placements = rt.placements_json();
   if (rank == 0) {
-    double total = 0;
-    for (double s : step_seconds) total += s;
     std::printf("ranks %d grid %dx%d steps %" PRIu64 " checkpoints %zu rollbacks %zu\n", size, o.nx, o.ny, o.steps,
                 checkpoint_seconds.size(), rollback_to.size());
     std::printf("checksum 0x%016" PRIx64 "\n", checksum);

@@ -38,10 +38,13 @@ std::unique_ptr<TileKernels> make_host_tile_kernels(int b) {
 }
 
 #if !REPRISE_TILES_HAVE_CUDA
-bool cuda_tile_kernels_built() { return false; }
+bool cuda_tile_kernels_built() {
+  return false;
+}
 std::unique_ptr<TileKernels> make_cuda_tile_kernels(int) {
-  throw DeviceError("tile kernels: this build has no cuSOLVER/cuBLAS kernels (CUDA was not found at configure "
-                    "time); rebuild with -DREPRISE_ENABLE_CUDA=ON on a machine with the CUDA toolkit");
+  throw DeviceError(
+      "tile kernels: this build has no cuSOLVER/cuBLAS kernels (CUDA was not found at configure "
+      "time); rebuild with -DREPRISE_ENABLE_CUDA=ON on a machine with the CUDA toolkit");
 }
 #endif
 

@@ -49,8 +49,12 @@ class CudaTileKernels final : public TileKernels {
   CudaTileKernels(const CudaTileKernels&) = delete;
   CudaTileKernels& operator=(const CudaTileKernels&) = delete;
 
-  const char* name() const override { return "device (cuSOLVER/cuBLAS)"; }
-  bool on_device() const override { return true; }
+  const char* name() const override {
+    return "device (cuSOLVER/cuBLAS)";
+  }
+  bool on_device() const override {
+    return true;
+  }
   void syrk(const double* l, double* a) override {
     const double alpha = -1.0, beta = 1.0;
     check_cublas(cublasDsyrk(blas_, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, b_, b_, &alpha, l, b_, &beta, a, b_),
@@ -80,7 +84,9 @@ class CudaTileKernels final : public TileKernels {
                              b_, &alpha, l, b_, a, b_),
                  "cublasDtrsm");
   }
-  void synchronize() override { REPRISE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void synchronize() override {
+    REPRISE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
 
  private:
   int b_;
@@ -94,7 +100,9 @@ class CudaTileKernels final : public TileKernels {
 
 }  // namespace
 
-bool cuda_tile_kernels_built() { return true; }
+bool cuda_tile_kernels_built() {
+  return true;
+}
 
 std::unique_ptr<TileKernels> make_cuda_tile_kernels(int b) {
   if (b <= 0) throw UsageError("tile kernels: the tile order must be positive");

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -102,7 +103,7 @@ int run(int argc, char** argv) {
     rt.checkpoint(++version);
     rt.wait();
     unsigned since_full = 0;  // differentials since the last full version (the runtime's chain index)
-    const std::size_t dirty = ratio >= 100 ? n_chunks : static_cast<std::size_t>(n_chunks * ratio / 100.0 + 0.5);
+    const std::size_t dirty = ratio >= 100 ? n_chunks : static_cast<std::size_t>(std::lround(n_chunks * ratio / 100.0));
 
     std::vector<double> visible, durable, digest, pack, store;
     std::uint64_t stored = 0;
@@ -187,4 +188,6 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return reprise::bench::guarded_main("reprise-bench-checkpoint", run, argc, argv); }
+int main(int argc, char** argv) {
+  return reprise::bench::guarded_main("reprise-bench-checkpoint", run, argc, argv);
+}

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -17,8 +18,8 @@
 #include <sstream>
 #include <vector>
 
-#include "gpu/backend.hpp"
 #include "bench_common.hpp"
+#include "gpu/backend.hpp"
 #include "reprise/reprise.hpp"
 
 namespace {
@@ -167,7 +168,7 @@ int run(int argc, char** argv) {
           rt.wait();
         }
         // Change `ratio` % of the chunks, spread evenly: 4 bytes in each.
-        const std::size_t dirty = static_cast<std::size_t>(n_chunks * ratio / 100.0 + 0.5);
+        const std::size_t dirty = static_cast<std::size_t>(std::lround(n_chunks * ratio / 100.0));
         ++stamp;
         for (std::size_t k = 0; k < dirty; ++k) {
           const std::size_t c = dirty == n_chunks ? k : k * n_chunks / dirty;
@@ -236,4 +237,6 @@ int run(int argc, char** argv) {
 }
 
 // (a missing GPU with --backend cuda, a size the device cannot hold: a message and exit 1)
-int main(int argc, char** argv) { return reprise::bench::guarded_main("reprise-bench-d2h", run, argc, argv); }
+int main(int argc, char** argv) {
+  return reprise::bench::guarded_main("reprise-bench-d2h", run, argc, argv);
+}

@@ -115,4 +115,6 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return reprise::bench::guarded_main("reprise-bench-dirty", run, argc, argv); }
+int main(int argc, char** argv) {
+  return reprise::bench::guarded_main("reprise-bench-dirty", run, argc, argv);
+}

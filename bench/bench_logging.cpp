@@ -30,8 +30,8 @@ namespace reprise::bench {
 namespace {
 
 enum Variant { kRawIntra, kCommIntra, kRawInter, kCommInter, kDevIntra, kDevInter, kVariants };
-const char* kNames[kVariants] = {"raw_intra", "comm_intra", "raw_inter", "comm_inter", "comm_intra_device",
-                                 "comm_inter_device"};
+const char* kNames[kVariants] = {"raw_intra",  "comm_intra",        "raw_inter",
+                                 "comm_inter", "comm_intra_device", "comm_inter_device"};
 
 double now() {
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
@@ -62,8 +62,9 @@ int run(int argc, char** argv) {
     Comm& c = rt.messages();
     const int me = rt.rank();
     if (rt.size() < 3 || c.group_of(0) != c.group_of(1) || c.group_of(0) == c.group_of(2))
-      throw UsageError("reprise-bench-logging needs ranks 0 and 1 in one group and rank 2 in another: run 4 ranks "
-                       "with REPRISE_RANKS_PER_NODE=2");
+      throw UsageError(
+          "reprise-bench-logging needs ranks 0 and 1 in one group and rank 2 in another: run 4 ranks "
+          "with REPRISE_RANKS_PER_NODE=2");
     std::uint64_t version = 0;
     rt.protect("version", &version);
     const std::size_t biggest = *std::max_element(sizes.begin(), sizes.end());
@@ -134,7 +135,8 @@ int run(int argc, char** argv) {
     std::map<std::size_t, std::size_t> allocated_before, allocated_during;  // log segments allocated while timed
     for (std::size_t bytes : sizes) {
       // Logged bytes per batch stay around 32 MiB so freed log segments are reused (no page faults in timing).
-      const int iters = static_cast<int>(std::clamp<std::size_t>((std::size_t{32} << 20) / std::max<std::size_t>(bytes, 1), 4, 2000));
+      const int iters =
+          static_cast<int>(std::clamp<std::size_t>((std::size_t{32} << 20) / std::max<std::size_t>(bytes, 1), 4, 2000));
       // Five untimed warm-up batches: the log reaches its steady state, where segments released by the commits
       // are reused (first use of memory costs a page fault per 4 KiB on this kind of VM).
       for (int r = -5; r < repeat; ++r) {
@@ -165,14 +167,15 @@ int run(int argc, char** argv) {
     rt.wait();
     rt.checkpoint(++version);  // the commit of the previous one is agreed here and announced
     rt.wait();
-    c.barrier();               // views delivered and applied (Comm polls them at every call)
+    c.barrier();  // views delivered and applied (Comm polls them at every call)
     c.barrier();
     const std::string stats = c.stats_json();
     rt.finish();
     if (me == 0) {
       auto med = [&](int v, std::size_t b) { return median(per[v][b]); };
       for (std::size_t b : sizes) {
-        nlohmann::json row = {{"bytes", b}, {"memcpy_seconds", median(copy[b])},
+        nlohmann::json row = {{"bytes", b},
+                              {"memcpy_seconds", median(copy[b])},
                               {"log_segments_allocated_while_timed", allocated_during[b]}};
         for (int v = 0; v < variants; ++v) {
           row[std::string(kNames[v]) + "_seconds"] = med(v, b);
@@ -237,8 +240,8 @@ int run(int argc, char** argv) {
         print_key("device_logged_over_unlogged_1MiB", dev_ratio);
       }
       std::printf("log_held_bytes %zu log_live_entries %zu inter_bytes_sent %zu log_entries_released %zu\n",
-                  st["log_held_bytes"].get<std::size_t>(), st["log_live_entries"].get<std::size_t>(),
-                  inter_bytes_sent, st["log_entries_released"].get<std::size_t>());
+                  st["log_held_bytes"].get<std::size_t>(), st["log_live_entries"].get<std::size_t>(), inter_bytes_sent,
+                  st["log_entries_released"].get<std::size_t>());
       if (!json.empty()) write_json(json, j);
     }
   }

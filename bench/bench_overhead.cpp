@@ -71,7 +71,8 @@ double first_touch_seconds_per_page() {
   for (std::size_t off = 0; off < bytes; off += page) p[off] = 1;
   const double s = reprise::bench::since(t0);
   std::free(const_cast<unsigned char*>(p));
-  return s / double(bytes / page);
+  const std::size_t pages = bytes / page;  // whole pages: the loop touched one byte of each
+  return s / static_cast<double>(pages);
 }
 
 // `every` = 0: no runtime at all. `warm` steps run first, untimed (with the loop's checkpoints, their background
@@ -179,10 +180,12 @@ int main(int argc, char** argv) {
 #endif
   Kokkos::ScopeGuard kokkos(argc, argv);
   const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, reprise::heat::Field::memory_space>::accessible;
-  std::printf("reprise-bench-overhead: %dx%d doubles (%.0f MiB, %s memory) per rank, %d rank(s)%s, %d steps, "
-              "%d rounds%s\n", nx, nx, nx * double(nx) * 8 / (1 << 20), device ? "device" : "host", ranks,
-              ranks > 1 ? " (checkpoints also to the buddy)" : "", steps, repeat,
-              warm ? (", each after " + std::to_string(warm) + " untimed steps").c_str() : "");
+  std::printf(
+      "reprise-bench-overhead: %dx%d doubles (%.0f MiB, %s memory) per rank, %d rank(s)%s, %d steps, "
+      "%d rounds%s\n",
+      nx, nx, nx * double(nx) * 8 / (1 << 20), device ? "device" : "host", ranks,
+      ranks > 1 ? " (checkpoints also to the buddy)" : "", steps, repeat,
+      warm ? (", each after " + std::to_string(warm) + " untimed steps").c_str() : "");
 
   run(nx, steps / 10 + 1, 0);  // warm-up: first allocations, first kernel launches
   double touch = first_touch_seconds_per_page();
@@ -236,8 +239,8 @@ int main(int argc, char** argv) {
         "in all, %.0f MiB stored\n"
         "      per rank, over the loop without: %+.3f s CPU, %+.0f page faults (%.3f s of first touches)\n"
         "      memory (rank 0, last round): %d of %zu versions packed into memory touched before%s\n",
-        intervals[k], t, 100 * overhead, 100 * lo, 100 * hi, last.metrics.size(), 1e3 * visible,
-        stored / 1048576.0, extra_cpu, extra_faults, extra_faults * touch, last.warm_payloads, last.metrics.size(),
+        intervals[k], t, 100 * overhead, 100 * lo, 100 * hi, last.metrics.size(), 1e3 * visible, stored / 1048576.0,
+        extra_cpu, extra_faults, extra_faults * touch, last.warm_payloads, last.metrics.size(),
         REPRISE_BENCH_MPI ? ("; the buddy's received into " + std::to_string(last.ward_reused) + " recycled and " +
                              std::to_string(last.ward_fresh) + " new buffers")
                                 .c_str()

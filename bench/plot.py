@@ -122,7 +122,8 @@ def plot_logging(data, stem, outdir):
     ax.set_ylabel("one-way time (us)")
     ax.legend(fontsize=8)
     ax2.plot(sizes, [r["raw_intra_seconds"] / r["comm_intra_seconds"] for r in rows], "o-", label="same group")
-    ax2.plot(sizes, [r["raw_inter_seconds"] / r["comm_inter_seconds"] for r in rows], "s-", label="other group (logged)")
+    ax2.plot(sizes, [r["raw_inter_seconds"] / r["comm_inter_seconds"] for r in rows], "s-",
+             label="other group (logged)")
     ax2.axhline(0.95, color="red", ls=":", label="goal (same group): 0.95")
     ax2.set_xscale("log", base=2)
     ax2.set_ylim(0, 1.2)

@@ -11,6 +11,7 @@ PACKAGES=(
   libxxhash-dev nlohmann-json3-dev libcli11-dev
   libopenmpi-dev openmpi-bin
   python3-matplotlib
+  clang-format clang-tidy  # scripts/check-sources.sh (ctest: sources_formatted, clang_tidy_clean)
   debootstrap
   gdb  # scripts/mpirun.sh prints a hung job's stacks
 )

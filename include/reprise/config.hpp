@@ -1,4 +1,5 @@
-// Runtime configuration: a plain struct, overridable by REPRISE_* environment variables (docs/CONFIGURATION.md lists them).
+// Runtime configuration: a plain struct, overridable by REPRISE_* environment variables (docs/CONFIGURATION.md lists
+// them).
 #pragma once
 
 #include <cstddef>

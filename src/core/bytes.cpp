@@ -14,7 +14,9 @@ namespace reprise::core {
 
 namespace {
 constexpr std::size_t kPage = 4096;
-std::size_t page_round(std::size_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
+std::size_t page_round(std::size_t bytes) {
+  return (bytes + kPage - 1) / kPage * kPage;
+}
 
 // A mapping of `bytes` (a multiple of the page size), unmapped by its deleter.
 std::unique_ptr<std::byte, std::function<void(std::byte*)>> owned_mapping(void* p, std::size_t bytes) {
@@ -54,14 +56,16 @@ void HostBytes::grow(std::size_t capacity) {
   const std::size_t n = page_round(capacity);
   void* p = ::mremap(data_.get(), capacity_, n, MREMAP_MAYMOVE);
   if (p == MAP_FAILED) throw std::bad_alloc();  // the old mapping is unchanged then
-  (void)data_.release();                         // moved or extended: the old range is no longer ours to unmap
+  (void)data_.release();                        // moved or extended: the old range is no longer ours to unmap
   data_ = owned_mapping(p, n);
   capacity_ = n;
 }
 
 namespace {
 // A quarter of headroom, so that slightly larger versions find a prepared buffer warm too.
-std::size_t with_headroom(std::size_t bytes) { return bytes + bytes / 4; }
+std::size_t with_headroom(std::size_t bytes) {
+  return bytes + bytes / 4;
+}
 
 // Writes one byte per page of [from, to): backs them (the first touch) before anyone times a pack into them.
 void touch(HostBytes& b, std::size_t from, std::size_t to) {

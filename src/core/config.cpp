@@ -92,19 +92,17 @@ Config Config::from_env(Config c) {
                                           "replayed from the senders' logs; or all: every rank rolls back");
   if (auto v = env("REPRISE_LOG_BOUND")) c.log_bound_bytes = parse_bytes(v, "REPRISE_LOG_BOUND");
   if (auto v = env("REPRISE_LOG_CHECK_EVERY")) c.log_check_every = parse_unsigned(v, "REPRISE_LOG_CHECK_EVERY");
-  if (auto v = env("REPRISE_RECOVERY_WATCH_MS"))
-    c.recovery_watch_ms = parse_unsigned(v, "REPRISE_RECOVERY_WATCH_MS");
+  if (auto v = env("REPRISE_RECOVERY_WATCH_MS")) c.recovery_watch_ms = parse_unsigned(v, "REPRISE_RECOVERY_WATCH_MS");
   if (auto v = env("REPRISE_RECOVERY_TIMEOUT_S"))
     c.recovery_timeout_s = parse_unsigned(v, "REPRISE_RECOVERY_TIMEOUT_S");
   if (auto v = env("REPRISE_PINNED_PAYLOAD")) c.pinned_payload = parse_bool(v, "REPRISE_PINNED_PAYLOAD");
   if (auto v = env("REPRISE_PINNED_ARENA_BYTES")) c.pinned_arena_bytes = parse_bytes(v, "REPRISE_PINNED_ARENA_BYTES");
   if (auto v = env("REPRISE_DEVICE_BACKEND"))
-    c.device_backend = parse_choice<DeviceBackendKind>(
-        v, "REPRISE_DEVICE_BACKEND",
-        {{"auto", DeviceBackendKind::Auto},
-         {"cuda", DeviceBackendKind::Cuda},
-         {"host-twin", DeviceBackendKind::HostTwin}},
-        "use auto, cuda or host-twin");
+    c.device_backend = parse_choice<DeviceBackendKind>(v, "REPRISE_DEVICE_BACKEND",
+                                                       {{"auto", DeviceBackendKind::Auto},
+                                                        {"cuda", DeviceBackendKind::Cuda},
+                                                        {"host-twin", DeviceBackendKind::HostTwin}},
+                                                       "use auto, cuda or host-twin");
   if (auto v = env("REPRISE_GROUP_BARRIER"))
     c.group_barrier = parse_choice<GroupBarrierKind>(
         v, "REPRISE_GROUP_BARRIER",

@@ -248,8 +248,9 @@ std::optional<int> read_job_ranks(const std::string& dir) {
   int ranks = 0;
   char tail = 0;
   if (std::sscanf(text, "reprise job\nranks %d\n%c", &ranks, &tail) != 1 || ranks < 1)
-    throw CorruptCheckpointError(path, "not a Reprise job record (expected \"reprise job\" and \"ranks N\"): restore "
-                                       "it, or move the directory aside to start afresh");
+    throw CorruptCheckpointError(path,
+                                 "not a Reprise job record (expected \"reprise job\" and \"ranks N\"): restore "
+                                 "it, or move the directory aside to start afresh");
   return ranks;
 }
 
@@ -266,7 +267,8 @@ int next_set_aside(const std::string& dir, int rank) {
 }
 
 std::string set_aside(const std::string& dir, int rank, int k) {
-  const std::string aside = aside_folder(dir, k), from = rank_folder(dir, rank), to = rank_folder(aside, rank);
+  const std::string aside = aside_folder(dir, k), from = rank_folder(dir, rank);
+  std::string to = rank_folder(aside, rank);
   make_dirs(aside);
   if (::rename(from.c_str(), to.c_str()) != 0)
     throw StoreError("cannot move " + from + " to " + to + ": " + errno_text());

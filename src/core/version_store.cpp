@@ -6,8 +6,7 @@
 
 namespace reprise::core {
 
-PieceFrontier::PieceFrontier(std::size_t payload_bytes, std::size_t piece)
-    : payload_(payload_bytes), piece_(piece) {
+PieceFrontier::PieceFrontier(std::size_t payload_bytes, std::size_t piece) : payload_(payload_bytes), piece_(piece) {
   if (piece_ == 0) throw Error("PieceFrontier: piece size 0");
   missing_.resize((payload_ + piece_ - 1) / piece_);
   for (std::size_t k = 0; k < missing_.size(); ++k) missing_[k] = piece_bytes(k);

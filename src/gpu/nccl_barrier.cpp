@@ -1,6 +1,8 @@
 // The NCCL group barrier: a polled allgather on a non-blocking NCCL communicator (built with CUDA and NCCL).
 // libnccl is loaded when first needed (dlopen), not linked: libreprise.so then runs where NCCL is not installed
 // (the barrier says so and MPI is used), and NCCL's 200 MB are not a dependency of every program.
+#include "gpu/nccl_barrier.hpp"
+
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <nccl.h>
@@ -9,7 +11,6 @@
 #include <type_traits>
 
 #include "gpu/cuda_check.hpp"
-#include "gpu/nccl_barrier.hpp"
 #include "reprise/errors.hpp"
 
 namespace reprise::gpu {
@@ -40,7 +41,8 @@ const NcclApi& nccl() {
     }
     auto get = [&a](auto& fn, const char* name) {
       fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(a.lib, name));
-      if (!fn && a.problem.empty()) a.problem = std::string("libnccl.so.2 has no ") + name + " (NCCL 2.14 or later needed)";
+      if (!fn && a.problem.empty())
+        a.problem = std::string("libnccl.so.2 has no ") + name + " (NCCL 2.14 or later needed)";
     };
     get(a.get_unique_id, "ncclGetUniqueId");
     get(a.init_rank_config, "ncclCommInitRankConfig");
@@ -70,7 +72,9 @@ void nccl_check(ncclResult_t rc, const char* call, ncclComm_t comm = nullptr) {
 
 }  // namespace
 
-std::string nccl_problem() { return nccl().problem; }
+std::string nccl_problem() {
+  return nccl().problem;
+}
 
 NcclId nccl_unique_id() {
   ncclUniqueId id;
@@ -179,7 +183,9 @@ bool NcclBarrier::done() {
   return true;
 }
 
-const std::vector<std::uint64_t>& NcclBarrier::result() const { return impl_->result; }
+const std::vector<std::uint64_t>& NcclBarrier::result() const {
+  return impl_->result;
+}
 
 void NcclBarrier::abort() noexcept {
   Impl& d = *impl_;

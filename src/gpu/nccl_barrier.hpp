@@ -34,7 +34,7 @@ class NcclBarrier {
 
   bool ready();  ///< the communicator is initialised
   void start(const std::vector<std::uint64_t>& mine);
-  bool done();   ///< the allgather started last finished: result() holds it
+  bool done();  ///< the allgather started last finished: result() holds it
   /// members x words, member-major (the layout of MPI_Allgather).
   const std::vector<std::uint64_t>& result() const;
   /// A member failed: abort the communicator and its pending collective. The object is unusable afterwards.

@@ -1,12 +1,11 @@
 #include "logging/message_log.hpp"
 
-#include "gpu/align.hpp"
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "gpu/align.hpp"
 #include "reprise/errors.hpp"
 
 namespace reprise::logging {
@@ -75,8 +74,7 @@ std::shared_ptr<Segment> MessageLog::room_for(std::size_t bytes) {
   return seg;
 }
 
-std::byte* MessageLog::append(int dest, std::uint64_t seq, std::uint64_t phase, std::int32_t tag,
-                              std::size_t bytes) {
+std::byte* MessageLog::append(int dest, std::uint64_t seq, std::uint64_t phase, std::int32_t tag, std::size_t bytes) {
   auto& list = live_[dest];
   if (!list.empty() && seq <= list.back().seq)
     throw UsageError("message log: entry to " + std::to_string(dest) + " with seq " + std::to_string(seq) +

@@ -17,8 +17,8 @@
 // snapshot travels with a version is protocol::LogRegion's (src/protocol/capture_regions.hpp).
 #pragma once
 
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -139,7 +139,7 @@ class MessageLog {
   std::shared_ptr<std::size_t> held_ = std::make_shared<std::size_t>(0);
   std::shared_ptr<SegmentPool> pool_;
   std::size_t allocated_ = 0, reused_ = 0;
-  std::weak_ptr<Segment> current_;  // the open segment, while an entry (live or in a snapshot) references it
+  std::weak_ptr<Segment> current_;          // the open segment, while an entry (live or in a snapshot) references it
   std::map<int, std::vector<Entry>> live_;  // per dest, seq ascending (released from the front)
 };
 

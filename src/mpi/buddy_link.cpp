@@ -1,16 +1,16 @@
 // The buddy level over MPI: the owner ships each version to its buddy while the drain fills it (Stream), the
 // buddy's progress thread receives and stores its wards' versions and acknowledges them.
+#include "mpi/buddy_link.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <deque>
 
-#include "mpi/buddy_link.hpp"
-
+#include "core/format.hpp"
+#include "core/thread_name.hpp"
 #include "mpi/coordination.hpp"
 #include "mpi/polled.hpp"
 #include "mpi/version_wire.hpp"
-#include "core/thread_name.hpp"
-#include "core/format.hpp"
 #include "reprise/errors.hpp"
 
 namespace reprise::mpi {
@@ -87,8 +87,8 @@ class BuddyLink::Stream : public protocol::ShipStream {
     for (; posted_ < upto; ++posted_) {
       const std::size_t n = frontier_.piece_bytes(posted_);
       MPI_Request r = MPI_REQUEST_NULL;
-      REPRISE_MPI_CHECK(MPI_Isend(payload_->data() + frontier_.piece_offset(posted_), static_cast<int>(n), MPI_BYTE, buddy_, kPutPiece,
-                   data_, &r));
+      REPRISE_MPI_CHECK(MPI_Isend(payload_->data() + frontier_.piece_offset(posted_), static_cast<int>(n), MPI_BYTE,
+                                  buddy_, kPutPiece, data_, &r));
       requests_.push_back(r);
       handed_ += n;
       if (die_mid_) {  // drain: die once part of the version reached the buddy
@@ -139,7 +139,7 @@ class BuddyLink::Link : public protocol::Shipper {
     return st.acknowledged();
   }
   std::unique_ptr<protocol::ShipStream> stream(const core::Manifest& m,
-                                            std::shared_ptr<const core::HostBytes> payload) override {
+                                               std::shared_ptr<const core::HostBytes> payload) override {
     return std::make_unique<Stream>(c_, m, std::move(payload));
   }
   void release(std::uint64_t version) override {
@@ -226,8 +226,9 @@ void BuddyLink::progress_loop() {
           job_.commit_.on_floor(floor);  // applied by the main thread (GroupCommit::report_commit)
         } else if (st.MPI_TAG == kPutHead) {
           bool reused = false, passed_over = false;
-          Received r = recv_version(job_.data_, src, kPutHead, kPutPiece, "version shipped by rank " + std::to_string(src),
-                                    ward_pool_, &reused, &passed_over);
+          Received r =
+              recv_version(job_.data_, src, kPutHead, kPutPiece, "version shipped by rank " + std::to_string(src),
+                           ward_pool_, &reused, &passed_over);
           ++(reused ? reused_ : fresh_);
           if (passed_over) ++passed_over_;
           const std::uint64_t v = r.manifest.version;
@@ -235,7 +236,8 @@ void BuddyLink::progress_loop() {
           REPRISE_MPI_CHECK(polled::send(&v, 1, MPI_UINT64_T, src, kAck, job_.ack_));
         } else {
           // A piece without its head cannot happen on a FIFO channel; drop it loudly.
-          std::fprintf(stderr, "reprise: rank %d: unexpected message tag %d from rank %d\n", job_.rank_, st.MPI_TAG, src);
+          std::fprintf(stderr, "reprise: rank %d: unexpected message tag %d from rank %d\n", job_.rank_, st.MPI_TAG,
+                       src);
           char sink;
           REPRISE_MPI_CHECK(polled::recv(&sink, 0, MPI_BYTE, src, st.MPI_TAG, job_.data_, MPI_STATUS_IGNORE));
         }

@@ -1,10 +1,9 @@
 // reprise::Comm (include/reprise/comm.hpp): the public face over CommState, its statistics, and the collectives.
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <type_traits>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "mpi/comm_state.hpp"
 #include "reprise/errors.hpp"
@@ -59,9 +58,15 @@ Comm::Request::Request(Request&&) noexcept = default;
 Comm::Request& Comm::Request::operator=(Request&&) noexcept = default;
 Comm::Request::~Request() = default;
 
-int Comm::rank() const { return s_->rank(); }
-int Comm::size() const { return s_->size(); }
-int Comm::group_of(int r) const { return s_->group_of(r); }
+int Comm::rank() const {
+  return s_->rank();
+}
+int Comm::size() const {
+  return s_->size();
+}
+int Comm::group_of(int r) const {
+  return s_->group_of(r);
+}
 
 void Comm::send(const void* buf, std::size_t bytes, int dest, int tag) {
   s_->check_tag(tag);
@@ -97,12 +102,16 @@ std::size_t Comm::recv(void* buf, std::size_t bytes, int src, int tag, MemorySpa
   Request r = irecv(buf, bytes, src, tag, space);
   return s_->wait(r);
 }
-std::size_t Comm::wait(Request& r) { return s_->wait(r); }
+std::size_t Comm::wait(Request& r) {
+  return s_->wait(r);
+}
 void Comm::waitall(std::vector<Request>& rs) {
   for (auto& r : rs)
     if (r.pending()) s_->wait(r);
 }
-bool Comm::test(Request& r) { return s_->test(r); }
+bool Comm::test(Request& r) {
+  return s_->test(r);
+}
 
 void Comm::sendrecv(const void* send_buf, std::size_t send_bytes, int dest, int send_tag, void* recv_buf,
                     std::size_t recv_bytes, int src, int recv_tag) {
@@ -143,8 +152,10 @@ T combine(T a, T b, Comm::Op op) {
         return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) + static_cast<std::make_unsigned_t<T>>(b));
       else
         return a + b;
-    case Comm::Op::Min: return std::min(a, b);
-    default: return std::max(a, b);
+    case Comm::Op::Min:
+      return std::min(a, b);
+    default:
+      return std::max(a, b);
   }
 }
 
@@ -169,12 +180,24 @@ T tree_allreduce(Comm& c, mpi::CommState& s, T value, Comm::Op op) {
 }
 }  // namespace
 
-double Comm::allreduce(double value, Op op) { return tree_allreduce(*this, *s_, value, op); }
-std::int64_t Comm::allreduce(std::int64_t value, Op op) { return tree_allreduce(*this, *s_, value, op); }
-void Comm::barrier() { allreduce(std::int64_t{0}, Op::Sum); }
+double Comm::allreduce(double value, Op op) {
+  return tree_allreduce(*this, *s_, value, op);
+}
+std::int64_t Comm::allreduce(std::int64_t value, Op op) {
+  return tree_allreduce(*this, *s_, value, op);
+}
+void Comm::barrier() {
+  allreduce(std::int64_t{0}, Op::Sum);
+}
 
-std::string Comm::stats_json() const { return s_->stats_json(); }
-std::size_t Comm::log_held_bytes() const { return s_->process().log().held_bytes(); }
-std::size_t Comm::log_live_entries() const { return s_->process().log().live_entries(); }
+std::string Comm::stats_json() const {
+  return s_->stats_json();
+}
+std::size_t Comm::log_held_bytes() const {
+  return s_->process().log().held_bytes();
+}
+std::size_t Comm::log_live_entries() const {
+  return s_->process().log().live_entries();
+}
 
 }  // namespace reprise

@@ -53,7 +53,9 @@ CommState::CommState(CommHost& host, int rank, std::vector<int> group_of, loggin
       chan_(group_of_.size(), 0),
       comm_(*this) {}
 
-void CommState::add_epoch(MPI_Comm messages, MPI_Comm payloads) { epochs_.emplace_back(messages, payloads); }
+void CommState::add_epoch(MPI_Comm messages, MPI_Comm payloads) {
+  epochs_.emplace_back(messages, payloads);
+}
 
 void CommState::check_tag(int tag) const {
   if (tag < 0 || tag >= kCollectiveTag)
@@ -343,9 +345,9 @@ bool CommState::deliver(PendingMessage& m) {
     return false;
   }
   if (arrival != protocol::Process::Arrival::Deliver)
-    throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + " completed message " +
-                        std::to_string(h.seq) + " from rank " + std::to_string(m.peer) + " after " +
-                        std::to_string(p_->delivered(m.peer)) + " of its messages: messages from one rank must be "
+    throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + " completed message " + std::to_string(h.seq) +
+                        " from rank " + std::to_string(m.peer) + " after " + std::to_string(p_->delivered(m.peer)) +
+                        " of its messages: messages from one rank must be "
                         "received (completed) in the order it sent them, whatever their tags, because the protocol "
                         "replays each channel in order");
   p_->deliver(m.peer, h);

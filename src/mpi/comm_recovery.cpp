@@ -99,7 +99,7 @@ void CommState::begin_recovery(std::uint32_t epoch, const std::set<int>& rolled_
     if (m->receive) {
       m->result = 0;
       m->packed = std::vector<std::byte>();  // never the buffer of the abandoned request
-      post_receive(*m);  // on the new communicators; R sends (or replays) it again
+      post_receive(*m);                      // on the new communicators; R sends (or replays) it again
     } else {
       m->done = true;  // logged (R is another group): the exchange makes this process replay what R lacks
     }
@@ -128,7 +128,8 @@ void CommState::restart_exchange(bool in_recovery) {
   REPRISE_EXCHANGE_CHECK(polled::allgather(mine.data(), static_cast<int>(4 * N), MPI_UINT64_T, all.data(),
                                            static_cast<int>(4 * N), MPI_UINT64_T, ctl));
   const bool gated = coordinator_rank_ >= 0;
-  const protocol::RecoveryWork w = p_->recover(in_r_, protocol::peer_counts(all, group_of_, rank_, rolled_back_), gated);
+  const protocol::RecoveryWork w =
+      p_->recover(in_r_, protocol::peer_counts(all, group_of_, rank_, rolled_back_), gated);
   // Step 6: the reports, gathered everywhere, so every process computes the coordinator's first releases itself;
   // later ones come from the coordinator.
   const std::vector<std::uint64_t> report = protocol::encode_report(w);
@@ -245,8 +246,8 @@ void CommState::flush_outbox() {
       o->payload = std::move(m.payload);
       o->header = WireHeader{m.header.seq, m.header.phase, o->payload.size(), m.header.group, kMagic};
       if (m.replay) ++stats_.replayed_sent;
-      REPRISE_COMM_CHECK(post_send(d, m.tag, o->header, o->payload.data(), o->packed, o->request, o->payload_request,
-                                   o->epoch));
+      REPRISE_COMM_CHECK(
+          post_send(d, m.tag, o->header, o->payload.data(), o->packed, o->request, o->payload_request, o->epoch));
       background_.push_back(std::move(o));
     }
 }
@@ -259,8 +260,8 @@ std::string CommState::debug_state() const {
   for (int d : p_->queued_dests()) o << " " << d;
   o << " | pending";
   for (const PendingMessage* m : live_)
-    o << " " << (m->receive ? "recv<" : "send>") << m->peer << "#" << m->tag << (m->request != MPI_REQUEST_NULL ? "h" : "")
-      << (m->payload != MPI_REQUEST_NULL ? "p" : "");
+    o << " " << (m->receive ? "recv<" : "send>") << m->peer << "#" << m->tag
+      << (m->request != MPI_REQUEST_NULL ? "h" : "") << (m->payload != MPI_REQUEST_NULL ? "p" : "");
   o << " | sent/delivered";
   for (int q = 0; q < size(); ++q) o << " " << q << ":" << p_->sent(q) << "/" << p_->delivered(q);
   return o.str();

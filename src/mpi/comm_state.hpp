@@ -5,8 +5,8 @@
 
 #include <mpi.h>
 
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "mpi/check.hpp"
-#include "protocol/device_mpi.hpp"
 #include "protocol/capture_regions.hpp"
 #include "protocol/coordinator.hpp"
+#include "protocol/device_mpi.hpp"
 #include "protocol/process.hpp"
 #include "reprise/comm.hpp"
 
@@ -34,7 +34,7 @@ int probe_any_source(MPI_Comm comm, int tag, int* flag, MPI_Status* st);
 class CommHost {
  public:
   virtual ~CommHost() = default;
-  virtual MPI_Comm view_comm() const = 0;     ///< committed-view announcements
+  virtual MPI_Comm view_comm() const = 0;  ///< committed-view announcements
   /// The current recovery's control messages (Notify, Release) and the restart exchange; replaced by every repair.
   virtual MPI_Comm control_comm() const = 0;
   /// MPI_SUCCESS: nothing; a process failure: repair, then throw Rollback (or, at a survivor of a group
@@ -87,9 +87,9 @@ static_assert(sizeof(WireHeader) == 32);
 /// three alternating rounds); 4096 B: +1.4 to +2.0 us, now +0.5 to +1.3 us. Above the limit the payload is a
 /// second message: one more small eager message (~0.3 us) where a transport's eager limit is larger.
 constexpr std::size_t kPackedBytes = 4000;
-constexpr std::size_t kPackLimit = kPackedBytes - sizeof(WireHeader);  // the largest payload packed: 3968 B
+constexpr std::size_t kPackLimit = kPackedBytes - sizeof(WireHeader);    // the largest payload packed: 3968 B
 constexpr std::size_t kReceiveBuffer = sizeof(WireHeader) + kPackLimit;  // what every receive posts first
-constexpr std::size_t kSpareReceiveBuffers = 16;                        // kept for reuse by later receives
+constexpr std::size_t kSpareReceiveBuffers = 16;                         // kept for reuse by later receives
 
 class CommState;
 
@@ -100,12 +100,12 @@ struct PendingMessage {
   void* buf = nullptr;
   std::size_t bytes = 0;
   WireHeader header{};
-  std::vector<std::byte> packed;            // header + small payload
-  MPI_Request request = MPI_REQUEST_NULL;   // the header message
-  MPI_Request payload = MPI_REQUEST_NULL;   // the separate payload of a large message
+  std::vector<std::byte> packed;           // header + small payload
+  MPI_Request request = MPI_REQUEST_NULL;  // the header message
+  MPI_Request payload = MPI_REQUEST_NULL;  // the separate payload of a large message
   bool done = false;
   std::size_t result = 0;
-  int epoch = 0;               // the communicators its MPI requests are on (CommState::epochs_)
+  int epoch = 0;  // the communicators its MPI requests are on (CommState::epochs_)
   // A device buffer. Staged (an MPI that is not CUDA-aware, or a payload packed behind its header): the host bytes
   // MPI sends or receives are `staged` (pinned), held by `hold` (a staging buffer, or the log segment a logged send
   // goes from). Direct (CommHost::device_mpi()): MPI sends or receives the device buffer itself, `staged` is null.
@@ -130,8 +130,9 @@ class CommState {
   static constexpr int kCollectiveTag = 32767;         // reserved: application tags are 0..32766
   static constexpr int kViewTag = 1;                   // a committed view (on the view communicator)
   static constexpr int kAskTag = 4;                    // "your group, please checkpoint" (log bound; view comm.)
-  static constexpr int kNotifyTag = 2;   // control: a rolled-back process re-executed an orphan send (to the coordinator)
-  static constexpr int kReleaseTag = 3;  // control: the coordinator released an item of the receiving process
+  static constexpr int kNotifyTag =
+      2;  // control: a rolled-back process re-executed an orphan send (to the coordinator)
+  static constexpr int kReleaseTag = 3;       // control: the coordinator released an item of the receiving process
   static constexpr unsigned kPollEvery = 64;  // views and control messages are polled every this many operations
   /// A large payload's tag on the payload communicator: its message's seq, mod 32768.
   static int payload_tag(std::uint64_t seq) { return static_cast<int>(seq & 0x7fff); }
@@ -255,7 +256,9 @@ class CommState {
   void pop_completed(Queue& sends);
   void control_send(int dest, int tag, std::uint64_t a, std::uint64_t b);
   void release_items(const std::vector<protocol::Coordinator::Item>& items);
-  MPI_Comm messages_of(int peer) const { return epochs_.at(static_cast<std::size_t>(chan_.at(static_cast<std::size_t>(peer)))).first; }
+  MPI_Comm messages_of(int peer) const {
+    return epochs_.at(static_cast<std::size_t>(chan_.at(static_cast<std::size_t>(peer)))).first;
+  }
   void check_tag(int tag) const;
 
   CommHost& host_;
@@ -263,8 +266,8 @@ class CommState {
   std::vector<int> group_of_;
   logging::LogOptions log_options_;
   logging::MessageLog::Allocate log_memory_;
-  bool asked_ = false;       // a process of another group asked this one's group to checkpoint (log bound)
-  bool asks_sent_ = false;   // since the last checkpoint
+  bool asked_ = false;      // a process of another group asked this one's group to checkpoint (log bound)
+  bool asks_sent_ = false;  // since the last checkpoint
   std::unique_ptr<protocol::Process> p_;
   protocol::CounterRegion counters_;
   bool on_device(const void* buf, std::optional<MemorySpace> space);
@@ -303,7 +306,7 @@ class CommState {
   unsigned ops_since_poll_ = 0;
   unsigned ops_since_control_ = 0;  // control probes are throttled like views while no recovery needs them
   std::vector<PendingMessage*> awaiting_header_;
-  std::vector<PendingMessage*> live_;  // every pending message
+  std::vector<PendingMessage*> live_;                  // every pending message
   std::vector<std::pair<MPI_Comm, MPI_Comm>> epochs_;  // message and payload communicators, oldest first
   std::vector<int> chan_;                              // per peer: its channels' epoch
   // Recovery (group rollback)
@@ -321,8 +324,8 @@ class CommState {
     int epoch = 0;
     int dest = -1;
   };
-  std::deque<std::unique_ptr<Outbound>> background_;  // replays and queued sends on their way
-  std::vector<std::unique_ptr<Outbound>> buried_;     // abandoned by a repair: kept, MPI may still read them
+  std::deque<std::unique_ptr<Outbound>> background_;           // replays and queued sends on their way
+  std::vector<std::unique_ptr<Outbound>> buried_;              // abandoned by a repair: kept, MPI may still read them
   std::vector<std::vector<std::byte>> spare_receive_buffers_;  // of delivered receives (post_receive)
   std::vector<std::pair<MPI_Request, std::vector<std::byte>>> graveyard_;  // receives a cancel did not stop
   std::deque<std::pair<MPI_Request, std::array<std::uint64_t, 3>>> control_sends_;
@@ -335,11 +338,11 @@ class CommState {
     std::uint64_t device_direct = 0;  // device payloads sent or received by MPI itself (no staging copy)
     std::uint64_t log_over_bound = 0, asks_sent = 0, asks_received = 0, forced_checkpoints = 0;
     std::uint64_t over_bound_streak = 0, over_bound_streak_max = 0;  // log checks over the bound in a row
-    std::uint64_t replayed = 0, replayed_sent = 0, replayed_bytes = 0, orphans_notified = 0, duplicates_dropped = 0, duplicates_skipped = 0, recoveries = 0;
+    std::uint64_t replayed = 0, replayed_sent = 0, replayed_bytes = 0, orphans_notified = 0, duplicates_dropped = 0,
+                  duplicates_skipped = 0, recoveries = 0;
   } stats_;
   Comm comm_;
 };
-
 
 // Small sends complete in order: the completed ones at the front are dropped. An error leaves the queue as it
 // is (spurious: tested again later; a repair replaced the queue).

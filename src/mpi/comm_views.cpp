@@ -25,8 +25,10 @@ void CommState::poll_views() {
     REPRISE_COMM_CHECK(probe_any_source(host_.view_comm(), MPI_ANY_TAG, &flag, &st));
     if (!flag) break;
     if (st.MPI_SOURCE < 0 || st.MPI_SOURCE >= size() || (st.MPI_TAG != kViewTag && st.MPI_TAG != kAskTag)) {
-      std::fprintf(stderr, "reprise: rank %d: a message from rank %d on the view communicator (tag %d, error %d) "
-                   "ignored\n", rank_, st.MPI_SOURCE, st.MPI_TAG, st.MPI_ERROR);
+      std::fprintf(stderr,
+                   "reprise: rank %d: a message from rank %d on the view communicator (tag %d, error %d) "
+                   "ignored\n",
+                   rank_, st.MPI_SOURCE, st.MPI_TAG, st.MPI_ERROR);
       break;
     }
     std::uint64_t v[2];
@@ -54,7 +56,8 @@ std::vector<std::uint64_t> CommState::barrier_contribution() {
 }
 
 void CommState::barrier_result(const std::vector<const std::uint64_t*>& member, std::uint64_t version) {
-  const std::uint64_t phase = protocol::check_group_channels(protocol::group_members(group_of_, rank_), member, version);
+  const std::uint64_t phase =
+      protocol::check_group_channels(protocol::group_members(group_of_, rank_), member, version);
   ++stats_.channel_checks;
   asks_sent_ = false;
   p_->raise_phase(phase);
@@ -105,21 +108,20 @@ bool CommState::checkpoint_wanted() {
   stats_.over_bound_streak = over ? stats_.over_bound_streak + 1 : 0;
   stats_.over_bound_streak_max = std::max(stats_.over_bound_streak_max, stats_.over_bound_streak);
   if (stats_.over_bound_streak == kBoundTooLowChecks) {
-    const std::string segments =
-        log_options_.bound_bytes <= log_options_.segment_bytes
-            ? " (the log takes memory in segments of " + std::to_string(log_options_.segment_bytes) +
-                  " bytes: a bound of one segment is passed whenever an entry is live)"
-            : std::string();
-    std::fprintf(stderr,
-                 "reprise: warning: rank %d: its message log held %zu bytes, over the log bound (REPRISE_LOG_BOUND, "
-                 "%zu bytes), at %llu log checks in a row although each asked for a checkpoint: entries wait until "
-                 "their receivers' groups commit%s, and what this rank sends to other groups meanwhile needs more "
-                 "than the bound, so its group now checkpoints at every check%s. Raise the bound above %zu bytes (the "
-                 "most its log has held).\n",
-                 rank_, p_->log().held_bytes(), log_options_.bound_bytes,
-                 static_cast<unsigned long long>(kBoundTooLowChecks),
-                 floor_gated_ ? " and every group committed again (the job floor)" : "",
-                 segments.c_str(), stats_.log_max_held);
+    const std::string segments = log_options_.bound_bytes <= log_options_.segment_bytes
+                                     ? " (the log takes memory in segments of " +
+                                           std::to_string(log_options_.segment_bytes) +
+                                           " bytes: a bound of one segment is passed whenever an entry is live)"
+                                     : std::string();
+    std::fprintf(
+        stderr,
+        "reprise: warning: rank %d: its message log held %zu bytes, over the log bound (REPRISE_LOG_BOUND, "
+        "%zu bytes), at %llu log checks in a row although each asked for a checkpoint: entries wait until "
+        "their receivers' groups commit%s, and what this rank sends to other groups meanwhile needs more "
+        "than the bound, so its group now checkpoints at every check%s. Raise the bound above %zu bytes (the "
+        "most its log has held).\n",
+        rank_, p_->log().held_bytes(), log_options_.bound_bytes, static_cast<unsigned long long>(kBoundTooLowChecks),
+        floor_gated_ ? " and every group committed again (the job floor)" : "", segments.c_str(), stats_.log_max_held);
   }
   if (over) {
     ++stats_.log_over_bound;

@@ -24,7 +24,8 @@ protocol::MpiCudaSupport mpi_cuda_support() {
   return MPIX_Query_cuda_support() ? protocol::MpiCudaSupport::Yes : protocol::MpiCudaSupport::No;
 #elif defined(MPICH_NUMVERSION) && MPICH_NUMVERSION >= 40000000
   int supported = 0;
-  if (MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) != MPI_SUCCESS) return protocol::MpiCudaSupport::Unknown;
+  if (MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) != MPI_SUCCESS)
+    return protocol::MpiCudaSupport::Unknown;
   return supported ? protocol::MpiCudaSupport::Yes : protocol::MpiCudaSupport::No;
 #else
   return protocol::MpiCudaSupport::Unknown;
@@ -341,7 +342,9 @@ std::string MpiCoordination::placement_json() const {
       .dump();
 }
 
-std::string MpiCoordination::buddy_json() { return buddy_.json().dump(); }
+std::string MpiCoordination::buddy_json() {
+  return buddy_.json().dump();
+}
 
 std::string MpiCoordination::recovery_json() const {
   nlohmann::json j = nlohmann::json::array();

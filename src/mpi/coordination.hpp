@@ -41,26 +41,26 @@
 #include <thread>
 #include <vector>
 
-#include "protocol/buddy_store.hpp"
-#include "mpi/comm_state.hpp"
-#include "runtime/coordination.hpp"
-#include "protocol/device_mpi.hpp"
-#include "protocol/failure_injection.hpp"
-#include "protocol/barrier_choice.hpp"
-#include "protocol/job_floor.hpp"
-#include "mpi/buddy_link.hpp"
-#include "mpi/check.hpp"
-#include "mpi/group_commit.hpp"
-#include "protocol/placement.hpp"
-#include "protocol/recovery_plan.hpp"
-#include "mpi/recovery_watch.hpp"
-#include "protocol/topology.hpp"
 #include "core/bytes.hpp"
 #include "core/version_store.hpp"
 #include "gpu/backend.hpp"
 #include "gpu/nccl_barrier.hpp"
 #include "logging/message_log.hpp"
+#include "mpi/buddy_link.hpp"
+#include "mpi/check.hpp"
+#include "mpi/comm_state.hpp"
+#include "mpi/group_commit.hpp"
+#include "mpi/recovery_watch.hpp"
+#include "protocol/barrier_choice.hpp"
+#include "protocol/buddy_store.hpp"
+#include "protocol/device_mpi.hpp"
+#include "protocol/failure_injection.hpp"
+#include "protocol/job_floor.hpp"
+#include "protocol/placement.hpp"
+#include "protocol/recovery_plan.hpp"
+#include "protocol/topology.hpp"
 #include "reprise/config.hpp"
+#include "runtime/coordination.hpp"
 
 namespace reprise::mpi {
 
@@ -226,7 +226,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   std::uint64_t current_step_ = 0;
   std::atomic<bool> down_{false};
   std::unique_ptr<core::VersionStore> local_;  // until make_store() wraps it
-  protocol::BuddyStore* store_ = nullptr;         // owned by the Runtime
+  protocol::BuddyStore* store_ = nullptr;      // owned by the Runtime
   std::function<void()> quiesce_;
   std::optional<std::uint64_t> target_;
   bool restarted_ = false;
@@ -242,4 +242,3 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
 };
 
 }  // namespace reprise::mpi
-

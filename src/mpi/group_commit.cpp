@@ -21,7 +21,7 @@ bool GroupCommit::log_checkpoint_due(std::uint64_t s) {
   int want = job_.comm_state_->checkpoint_wanted() ? 1 : 0;
   MPI_Request req = MPI_REQUEST_NULL;
   REPRISE_GROUP_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MAX, job_.group_, &req), req,
-                   "the group's log check");
+                           "the group's log check");
   return want != 0;
 }
 
@@ -48,8 +48,8 @@ void GroupCommit::agree(std::optional<std::uint64_t> capture) {
       all.resize(stride * static_cast<std::size_t>(gsize));
       MPI_Request req = MPI_REQUEST_NULL;
       REPRISE_GROUP_COLLECTIVE(MPI_Iallgather(mine.data(), static_cast<int>(stride), MPI_UINT64_T, all.data(),
-                                      static_cast<int>(stride), MPI_UINT64_T, job_.group_, &req),
-                       req, what);
+                                              static_cast<int>(stride), MPI_UINT64_T, job_.group_, &req),
+                               req, what);
     }
     for (std::size_t i = 0; i * stride < all.size(); ++i) v = std::min(v, static_cast<std::int64_t>(all[i * stride]));
   } else {
@@ -76,11 +76,13 @@ void GroupCommit::report_commit() {
     job_.store_->set_job_floor(static_cast<std::uint64_t>(f));
     job_.comm_state_->job_floor(static_cast<std::uint64_t>(f));  // the views it allows go in committed(), below
   }
-  if (job_.layout_.members_of_group(job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)]).front() != job_.rank_) return;
+  if (job_.layout_.members_of_group(job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)]).front() != job_.rank_)
+    return;
   const auto c = job_.store_->committed();
   if (!c || (floor_reported_ && *c <= *floor_reported_)) return;
   floor_reported_ = *c;
-  const std::uint64_t report[2] = {static_cast<std::uint64_t>(job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)]), *c};
+  const std::uint64_t report[2] = {
+      static_cast<std::uint64_t>(job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)]), *c};
   const MPI_Comm data = job_.data_;
   try {
     REPRISE_MPI_CHECK(polled::send(report, 2, MPI_UINT64_T, 0, kFloorReport, data));
@@ -105,7 +107,7 @@ void GroupCommit::on_floor_report(int src) {
                  lag->others,
                  job_.group_rollback_    ? "its files"
                  : job_.cfg_.dir.empty() ? "memory"
-                                    : "memory and files");
+                                         : "memory and files");
   }
   if (!floor) return;
   if (job_.trace_)
@@ -132,22 +134,24 @@ bool GroupCommit::nccl_group() {
     std::vector<Record> records(static_cast<std::size_t>(gsize));
     MPI_Request req = MPI_REQUEST_NULL;
     REPRISE_GROUP_COLLECTIVE(
-        MPI_Iallgather(&mine, sizeof(Record), MPI_BYTE, records.data(), sizeof(Record), MPI_BYTE, job_.group_, &req), req,
-        "the group's barrier choice");
+        MPI_Iallgather(&mine, sizeof(Record), MPI_BYTE, records.data(), sizeof(Record), MPI_BYTE, job_.group_, &req),
+        req, "the group's barrier choice");
     std::vector<protocol::MemberDevice> devices;
     for (const Record& r : records) devices.push_back({r.host, std::string(r.gpu, strnlen(r.gpu, sizeof r.gpu))});
-    const std::vector<int> members = job_.layout_.members_of_group(job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)]);
+    const std::vector<int> members =
+        job_.layout_.members_of_group(job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)]);
     barrier_ = protocol::choose_group_barrier(job_.cfg_.group_barrier, gpu::nccl_problem(), members, devices);
     if (barrier_->kind == GroupBarrierKind::Nccl) {
       gpu::NcclId id{};
       if (grank == 0) id = gpu::nccl_unique_id();
       REPRISE_GROUP_COLLECTIVE(MPI_Ibcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, job_.group_, &req), req,
-                       "the group's NCCL set-up");
+                               "the group's NCCL set-up");
       nccl_ = std::make_unique<gpu::NcclBarrier>(id, gsize, grank);
       wait_nccl([this] { return nccl_->ready(); });
     }
     if (grank == 0 && (job_.trace_ || barrier_->kind != GroupBarrierKind::Nccl))
-      std::fprintf(stderr, "reprise: group %d barrier: %s (%s)\n", job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)],
+      std::fprintf(stderr, "reprise: group %d barrier: %s (%s)\n",
+                   job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)],
                    barrier_->kind == GroupBarrierKind::Nccl ? "NCCL" : "MPI", barrier_->reason.c_str());
   }
   return barrier_->kind == GroupBarrierKind::Nccl;
@@ -210,7 +214,8 @@ int GroupCommit::wait_group(MPI_Request& req) {
   for (unsigned spin = 0;; ++spin) {
     if (job_.trace_ && std::chrono::steady_clock::now() - since > std::chrono::seconds(3)) {
       since = std::chrono::steady_clock::now();
-      std::fprintf(stderr, "reprise: rank %d: waiting for the group: %s\n", job_.rank_, job_.comm_state_->debug_state().c_str());
+      std::fprintf(stderr, "reprise: rank %d: waiting for the group: %s\n", job_.rank_,
+                   job_.comm_state_->debug_state().c_str());
     }
     int flag = 0;
     const int rc = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
@@ -229,7 +234,9 @@ void GroupCommit::cancel_wait() {
   pending_ = nullptr;
 }
 
-bool GroupCommit::holds_job_floor() const { return !job_.group_rollback_ || !job_.cfg_.dir.empty(); }
+bool GroupCommit::holds_job_floor() const {
+  return !job_.group_rollback_ || !job_.cfg_.dir.empty();
+}
 
 void GroupCommit::new_communicators(int groups) {
   floor_table_.reset(groups);

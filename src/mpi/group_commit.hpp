@@ -53,12 +53,12 @@ class GroupCommit {
   int wait_group(MPI_Request& req);
 
   MpiCoordination& job_;
-  MPI_Request* pending_ = nullptr;                   // the group collective this rank waits for (wait_group)
-  std::optional<protocol::BarrierChoice> barrier_;   // the group barrier's kind, chosen with the group
-  std::unique_ptr<gpu::NcclBarrier> nccl_;           // an NCCL group's communicator
-  protocol::JobFloor floor_table_;                   // rank 0 (progress thread): each group's newest commit
-  std::optional<std::uint64_t> floor_reported_;      // a group's first rank: the last commit reported
-  std::atomic<std::int64_t> floor_received_{-1};     // the newest job floor from rank 0 (-1: none yet)
+  MPI_Request* pending_ = nullptr;                  // the group collective this rank waits for (wait_group)
+  std::optional<protocol::BarrierChoice> barrier_;  // the group barrier's kind, chosen with the group
+  std::unique_ptr<gpu::NcclBarrier> nccl_;          // an NCCL group's communicator
+  protocol::JobFloor floor_table_;                  // rank 0 (progress thread): each group's newest commit
+  std::optional<std::uint64_t> floor_reported_;     // a group's first rank: the last commit reported
+  std::atomic<std::int64_t> floor_received_{-1};    // the newest job floor from rank 0 (-1: none yet)
 };
 
 }  // namespace reprise::mpi

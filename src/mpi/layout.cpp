@@ -25,8 +25,9 @@ TopologyConfig TopologyConfig::from_env() {
     if (*end || n < 0)
       throw ConfigError(std::string("REPRISE_REPLACEMENT_NODE='") + v + "' must be an emulated node number >= 0");
     if (c.ranks_per_node == 0)
-      throw ConfigError("REPRISE_REPLACEMENT_NODE says where replacements start on emulated nodes: it needs "
-                        "REPRISE_RANKS_PER_NODE (on real nodes the MPI decides where they start)");
+      throw ConfigError(
+          "REPRISE_REPLACEMENT_NODE says where replacements start on emulated nodes: it needs "
+          "REPRISE_RANKS_PER_NODE (on real nodes the MPI decides where they start)");
     c.replacement_node = n;
   }
   return c;
@@ -36,7 +37,8 @@ protocol::Layout discover_layout(MPI_Comm comm, const TopologyConfig& config) {
   int rank = 0, size = 0;
   REPRISE_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   REPRISE_MPI_CHECK(MPI_Comm_size(comm, &size));
-  if (config.ranks_per_node > 0) return protocol::make_layout(protocol::emulated_node_keys(size, config.ranks_per_node), config.spec);
+  if (config.ranks_per_node > 0)
+    return protocol::make_layout(protocol::emulated_node_keys(size, config.ranks_per_node), config.spec);
   // A node's key is the lowest rank among the ranks sharing its memory.
   MPI_Comm node;
   REPRISE_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));

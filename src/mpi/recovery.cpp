@@ -11,13 +11,13 @@
 #include <sstream>
 #include <utility>
 
+#include "core/format.hpp"
 #include "mpi/coordination.hpp"
 #include "mpi/layout.hpp"
-#include "protocol/placement.hpp"
 #include "mpi/polled.hpp"
-#include "protocol/recovery_packet.hpp"
 #include "mpi/version_wire.hpp"
-#include "core/format.hpp"
+#include "protocol/placement.hpp"
+#include "protocol/recovery_packet.hpp"
 #include "reprise/errors.hpp"
 
 extern char** environ;
@@ -305,8 +305,8 @@ bool MpiCoordination::replace(Attempt& a, StartFailures& starts) {
   // (replacement i replaces failed[i]: join_as_replacement; its GPU is the one of that rank's local index)
   MPI_Info info = replacement_info(protocol::replacing_env(a.plan.failed, layout_.local_index));
   // (its result is agreed on below: a failed spawn is retried or ends the job with a clear error)
-  const int rc = MPI_Comm_spawn(executable().c_str(), argv.data(), static_cast<int>(a.failed.size()), info, 0,
-                                a.shrunk, &a.inter, errcodes.data());
+  const int rc = MPI_Comm_spawn(executable().c_str(), argv.data(), static_cast<int>(a.failed.size()), info, 0, a.shrunk,
+                                &a.inter, errcodes.data());
   REPRISE_MPI_CHECK(MPI_Info_free(&info));
   const std::optional<bool> spawned = agreement(a.shrunk, rc == MPI_SUCCESS);
   if (!spawned || !*spawned) {
@@ -366,8 +366,9 @@ void MpiCoordination::start_failed(StartFailures& starts, const std::vector<int>
   starts.count = failed == starts.failed ? starts.count + 1 : 1;
   starts.failed = failed;
   if (starts.count >= kStartTries)
-    throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": the MPI could not start a working replacement for " +
-                               ranks_phrase(failed) + ": " + std::to_string(starts.count) +
+    throw UnrecoverableFailure("rank " + std::to_string(rank_) +
+                               ": the MPI could not start a working replacement for " + ranks_phrase(failed) + ": " +
+                               std::to_string(starts.count) +
                                " attempts in a row failed with no other process failing (the last: " + what +
                                "; the MPI library's own message, if any, is above). Without a replacement the "
                                "job cannot be repaired, so it stops here; files already written were left "
@@ -433,8 +434,8 @@ void MpiCoordination::finish_repair(Attempt& a, Clock::time_point t0) {
     std::fprintf(stderr,
                  "reprise: recovered from the failure of %s in %.3f s (repair %.3f s, data %.3f s, "
                  "%d attempt%s); every rank rolls back to version %llu\n",
-                 ranks_phrase(a.failed).c_str(), rec.total_seconds, rec.repair_seconds, rec.transfer_seconds,
-                 a.number, a.number > 1 ? "s" : "", static_cast<unsigned long long>(plan.version));
+                 ranks_phrase(a.failed).c_str(), rec.total_seconds, rec.repair_seconds, rec.transfer_seconds, a.number,
+                 a.number > 1 ? "s" : "", static_cast<unsigned long long>(plan.version));
   throw Rollback(plan.version, "rank " + std::to_string(rank_) + " rolls back to version " +
                                    std::to_string(plan.version) + " after the failure of " + ranks_phrase(a.failed));
 }
@@ -448,8 +449,7 @@ RecoveryRecord MpiCoordination::record_of(const protocol::RecoveryPlan& plan, Cl
   rec.failed = plan.failed;
   rec.rolled_back = plan.rolled_back;
   rec.group = plan.partial;
-  rec.this_rank =
-      !plan.partial || std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), rank_);
+  rec.this_rank = !plan.partial || std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), rank_);
   rec.at = std::chrono::duration<double>(t0.time_since_epoch()).count();
   if (plan.partial) {
     const std::size_t r = static_cast<std::size_t>(rec.this_rank ? rank_ : plan.rolled_back.front());
@@ -517,10 +517,14 @@ void MpiCoordination::recover_group(const protocol::RecoveryPlan& plan, const st
                  attempt > 1 ? (", " + std::to_string(attempt) + " attempts").c_str() : "",
                  groups.size() > 1 ? "s" : "", protocol::list_ranks(groups).c_str(),
                  protocol::list_ranks(plan.rolled_back).c_str(), groups.size() > 1 ? "" : "s", coordinator,
-                 fresh.empty() ? "" : fresh.size() > 1 ? "; groups " : "; group ",
+                 fresh.empty()      ? ""
+                 : fresh.size() > 1 ? "; groups "
+                                    : "; group ",
                  fresh.empty() ? "" : protocol::list_ranks(fresh).c_str(),
                  fresh.empty() ? "" : " committed nothing before it and start",
-                 fresh.empty() ? "" : fresh.size() > 1 ? " over from the beginning" : "s over from the beginning");
+                 fresh.empty()      ? ""
+                 : fresh.size() > 1 ? " over from the beginning"
+                                    : "s over from the beginning");
   if (!rolls_back) return;
   if (plan.starts_over[me]) {
     start_over();
@@ -587,7 +591,7 @@ std::vector<int> MpiCoordination::failed_ranks(MPI_Comm shrunk) {
 void MpiCoordination::start_over() {
   if (comm_state_) comm_state_->start_over();
   commit_.forget_floor();  // the store forgets its floor too (drop_everything)
-  data_pending_ = false;  // nothing to hold
+  data_pending_ = false;   // nothing to hold
   target_.reset();
   restarted_ = false;
   start_over_ = true;
@@ -663,8 +667,8 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
     // the merge, which Open MPI 5.0.7 does not end on a process failure; the recovery timeout ends that.)
     for (const std::string& e : k.env)  // REPRISE_KILL "join": a replacement that dies as it joins, every time
       if (e.rfind("REPRISE_KILL=", 0) == 0 &&
-          protocol::kill_due(protocol::parse_kill_spec(e.substr(13)), key, k.kill_floors.at(static_cast<std::size_t>(key)),
-                          protocol::KillPoint::Join)) {
+          protocol::kill_due(protocol::parse_kill_spec(e.substr(13)), key,
+                             k.kill_floors.at(static_cast<std::size_t>(key)), protocol::KillPoint::Join)) {
         std::fprintf(stderr, "reprise: replacement of rank %d: REPRISE_KILL: SIGKILL as it joins\n", key);
         std::fflush(stderr);
         raise(SIGKILL);
@@ -702,8 +706,8 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
   {
     const mpi::TopologyConfig topology = mpi::TopologyConfig::from_env();
     node_key_ = mpi::own_node_key(topology, topology.replacement_node >= 0
-                                                  ? topology.replacement_node
-                                                  : layout_.node_of.at(static_cast<std::size_t>(rank_)));
+                                                ? topology.replacement_node
+                                                : layout_.node_of.at(static_cast<std::size_t>(rank_)));
   }
   kill_floor_ = kill_floors_.at(static_cast<std::size_t>(rank_));  // rank_: set by adopt; includes max_step
   cfg = Config::from_env(cfg);
@@ -744,8 +748,8 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
 // recovery like a survivor (reporting that it holds only part of its data); that recovery rolls its group back
 // again and sets target_ (or starts it over); the application restores at start either way.
 #if REPRISE_HAVE_ULFM
-void MpiCoordination::move_data_or_recover(const protocol::RecoveryPlan& plan, RecoveryRecord& rec, Clock::time_point t0,
-                                           Clock::time_point t1) {
+void MpiCoordination::move_data_or_recover(const protocol::RecoveryPlan& plan, RecoveryRecord& rec,
+                                           Clock::time_point t0, Clock::time_point t1) {
   const bool nothing_moves = !plan.partial && plan.from_start;
   stage(nothing_moves ? "comparing where the ranks run (replacement)" : "getting its checkpoints (replacement)");
   try {
@@ -831,7 +835,8 @@ void MpiCoordination::move_data(const protocol::RecoveryPlan& plan, RecoveryReco
       std::uint64_t n = 0;
       REPRISE_MPI_CHECK(polled::recv(&n, 1, MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
       std::vector<std::uint64_t> held(n);
-      REPRISE_MPI_CHECK(polled::recv(held.data(), static_cast<int>(n), MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
+      REPRISE_MPI_CHECK(
+          polled::recv(held.data(), static_cast<int>(n), MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
       // A survivor of a group rollback: every version it has (it goes on from the newest); a rank that rolls
       // back: the chain of its version; a rank that starts over: nothing.
       std::vector<std::uint64_t> wanted;

@@ -6,10 +6,10 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/backend.hpp"
 #include "mpi/coordination.hpp"
 #include "mpi/layout.hpp"
 #include "protocol/placement.hpp"
-#include "gpu/backend.hpp"
 #include "reprise/mpi.hpp"
 
 namespace reprise {

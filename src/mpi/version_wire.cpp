@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/format.hpp"
 #include "mpi/check.hpp"
 #include "mpi/polled.hpp"
-#include "core/format.hpp"
 
 namespace reprise::mpi {
 
@@ -35,9 +35,11 @@ Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const
                    : std::make_shared<core::HostBytes>(h.payload_bytes);
   for (std::size_t off = 0; off < h.payload_bytes; off += kPieceBytes) {
     const std::size_t n = std::min<std::size_t>(kPieceBytes, h.payload_bytes - off);
-    REPRISE_MPI_CHECK(polled::recv(r.payload->data() + off, static_cast<int>(n), MPI_BYTE, src, piece_tag, comm, MPI_STATUS_IGNORE));
+    REPRISE_MPI_CHECK(
+        polled::recv(r.payload->data() + off, static_cast<int>(n), MPI_BYTE, src, piece_tag, comm, MPI_STATUS_IGNORE));
   }
-  REPRISE_MPI_CHECK(polled::recv(&r.checksum, 1, MPI_UINT64_T, src, piece_tag, comm, MPI_STATUS_IGNORE));  // the trailer
+  REPRISE_MPI_CHECK(
+      polled::recv(&r.checksum, 1, MPI_UINT64_T, src, piece_tag, comm, MPI_STATUS_IGNORE));  // the trailer
   return r;
 }
 

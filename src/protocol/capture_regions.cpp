@@ -16,7 +16,9 @@ namespace {
 constexpr std::uint64_t kRegionMagic = 0x31474552474f4c50ull;  // "PLOGREG1"
 constexpr std::size_t kRegionHeader = 64, kIndexEntry = 48;
 // Payloads start on cache lines: copies in and out of the region stay aligned.
-std::size_t align64(std::size_t n) { return gpu::align_up(n, gpu::kCacheLine); }
+std::size_t align64(std::size_t n) {
+  return gpu::align_up(n, gpu::kCacheLine);
+}
 }  // namespace
 
 void CounterRegion::write(const Process& p) {
@@ -56,8 +58,7 @@ void LogRegion::write(const Capture& c) {
   // Released entries leave the map (their bytes stay, unchanged); new ones need room behind the others.
   std::set<std::pair<int, std::uint64_t>> keys;
   for (const auto& e : live) keys.insert({e.dest, e.seq});
-  for (auto it = offset_.begin(); it != offset_.end();)
-    it = keys.count(it->first) ? std::next(it) : offset_.erase(it);
+  for (auto it = offset_.begin(); it != offset_.end();) it = keys.count(it->first) ? std::next(it) : offset_.erase(it);
   std::size_t tail = 8;  // index and orphan record
   for (const auto& r : c.orphan_record) tail += 8 + 16 * r.size();
   tail += kIndexEntry * live.size();
@@ -110,8 +111,7 @@ void LogRegion::write(const Capture& c) {
     }
   }
   const std::uint64_t end = static_cast<std::uint64_t>(p - base);
-  const std::uint64_t header[6] = {kRegionMagic, bump_, live.size(), end,
-                                   XXH3_64bits(base + bump_, end - bump_), 0};
+  const std::uint64_t header[6] = {kRegionMagic, bump_, live.size(), end, XXH3_64bits(base + bump_, end - bump_), 0};
   std::memcpy(base, header, sizeof header);
 }
 

@@ -26,8 +26,9 @@ DeviceMpiChoice choose_device_mpi(CudaAwareMpi wanted, const std::string& backen
   }
   if (cuda && mpi == MpiCudaSupport::Yes) return {true, std::string(says) + ": device buffers handed to MPI"};
   if (!cuda)
-    return {false, "the " + backend + " backend (no GPU): device buffers staged (REPRISE_CUDA_AWARE_MPI=yes hands "
-                   "them to MPI)"};
+    return {false, "the " + backend +
+                       " backend (no GPU): device buffers staged (REPRISE_CUDA_AWARE_MPI=yes hands "
+                       "them to MPI)"};
   return {false, std::string(says) + ": device buffers staged through pinned host memory" +
                      (mpi == MpiCudaSupport::Unknown ? " (REPRISE_CUDA_AWARE_MPI=yes if it is CUDA-aware)" : "")};
 }

@@ -1,7 +1,6 @@
 #include "protocol/failure_injection.hpp"
 
 #include <algorithm>
-
 #include <sstream>
 
 #include "reprise/errors.hpp"
@@ -36,8 +35,9 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
   std::vector<KillOrder> out;
   std::stringstream in(spec);
   std::string entry;
-  const std::string form = " (expected RANK:STEP[:POINT], POINT one of compute, checkpoint, drain, commit, recovery, "
-                           "transfer, exchange, stall, join)";
+  const std::string form =
+      " (expected RANK:STEP[:POINT], POINT one of compute, checkpoint, drain, commit, recovery, "
+      "transfer, exchange, stall, join)";
   while (std::getline(in, entry, ',')) {
     if (entry.empty()) continue;
     std::stringstream e(entry);
@@ -93,8 +93,7 @@ bool in_recovery(KillPoint p) {
 
 bool kill_due(const std::vector<KillOrder>& orders, int rank, std::uint64_t step, KillPoint point) {
   for (const auto& k : orders)
-    if (k.rank == rank && k.point == point && (k.step == step || (in_recovery(point) && k.step <= step)))
-      return true;
+    if (k.rank == rank && k.point == point && (k.step == step || (in_recovery(point) && k.step <= step))) return true;
   return false;
 }
 

@@ -91,8 +91,8 @@ std::string replacing_env(const std::vector<int>& failed, const std::vector<int>
 
 Replacing parse_replacing(const std::string& value, int spawned_rank) {
   const auto bad = [&](const std::string& why) {
-    return ConfigError("REPRISE_REPLACING='" + value + "' (set by Reprise for the replacement processes it starts): " +
-                       why);
+    return ConfigError("REPRISE_REPLACING='" + value +
+                       "' (set by Reprise for the replacement processes it starts): " + why);
   };
   if (value.empty() || value.back() == ',') throw bad("an empty entry");
   std::vector<Replacing> entries;

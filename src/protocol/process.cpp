@@ -8,7 +8,9 @@
 namespace reprise::protocol {
 
 namespace {
-std::string channel(int a, int b) { return std::to_string(a) + "->" + std::to_string(b); }
+std::string channel(int a, int b) {
+  return std::to_string(a) + "->" + std::to_string(b);
+}
 }  // namespace
 
 Process::Process(int id, std::vector<int> group_of, logging::LogOptions log_options,
@@ -70,7 +72,9 @@ std::optional<std::uint64_t> Process::orphan_phase(int q, std::uint64_t seq) con
   return o->second;
 }
 
-void Process::raise_phase(std::uint64_t group_max) { phase_ = std::max(phase_, group_max); }
+void Process::raise_phase(std::uint64_t group_max) {
+  phase_ = std::max(phase_, group_max);
+}
 
 Capture Process::capture() {
   return Capture{phase_, sent_, delivered_, orphan_record_, view_, log_.snapshot()};
@@ -126,8 +130,8 @@ RecoveryWork Process::recover(bool rolled_back, const std::vector<PeerCounts>& p
       if (lo < hi) {
         const auto entries = log_.range(p.peer, lo, hi);
         if (entries.size() != hi - lo)
-          throw ProtocolError("protocol: process " + std::to_string(id_) + " owes " + channel(id_, p.peer) +
-                              " seqs " + std::to_string(lo + 1) + ".." + std::to_string(hi) + " but its log holds " +
+          throw ProtocolError("protocol: process " + std::to_string(id_) + " owes " + channel(id_, p.peer) + " seqs " +
+                              std::to_string(lo + 1) + ".." + std::to_string(hi) + " but its log holds " +
                               std::to_string(entries.size()) + " of them");
         auto& q = outbox_[p.peer];
         auto& list = work.replays[p.peer];

@@ -7,9 +7,9 @@
 // of the groups that roll back after a failure, S = the others (survivors).
 #pragma once
 
+#include <climits>
 #include <cstddef>
 #include <cstdint>
-#include <climits>
 #include <deque>
 #include <map>
 #include <optional>
@@ -37,10 +37,10 @@ struct View {
 /// What a process knows about a peer after the restart exchange (PROTOCOL.md recovery step 4).
 struct PeerCounts {
   int peer = -1;
-  bool rolled_back = false;            ///< the peer is in R
+  bool rolled_back = false;             ///< the peer is in R
   std::uint64_t delivered_from_me = 0;  ///< peer's current delivered[me] (restored value if it rolled back)
   std::uint64_t sent_to_me = 0;         ///< peer's current sent[me]
-  View committed;                      ///< peer's group's committed view of the channel (GC)
+  View committed;                       ///< peer's group's committed view of the channel (GC)
 };
 
 /// What a rolled-back or surviving process must do in a recovery (steps 5-6), from Process::recover().
@@ -92,13 +92,13 @@ class Process {
   // ---- normal operation ------------------------------------------------------------------------------------
   struct Send {
     Header header;
-    bool logged = false;  ///< appended to the log (inter-group and not yet covered by the receiver's view)
-    bool orphan = false;  ///< a re-executed send the receiver already delivered: do NOT send it; send
-                          ///< Notify(header.phase) to the coordinator instead (step 5)
+    bool logged = false;            ///< appended to the log (inter-group and not yet covered by the receiver's view)
+    bool orphan = false;            ///< a re-executed send the receiver already delivered: do NOT send it; send
+                                    ///< Notify(header.phase) to the coordinator instead (step 5)
     std::byte* log_slot = nullptr;  ///< logged with payload == nullptr: where the caller copies the payload
-    bool duplicate = false;  ///< a re-executed send another rolled-back receiver had already delivered (its
-                             ///< restored counts say so): do not send it (it would only be dropped there, and
-                             ///< over MPI a large message nobody receives never completes); no Notify either
+    bool duplicate = false;         ///< a re-executed send another rolled-back receiver had already delivered (its
+                                    ///< restored counts say so): do not send it (it would only be dropped there, and
+                                    ///< over MPI a large message nobody receives never completes); no Notify either
   };
   /// The application sends `bytes` at `payload` (host memory) to `dest`: counts it, logs it when inter-group.
   /// The driver sends the message with the header unless `orphan`, queued behind pending replays (outbox()).
@@ -142,7 +142,9 @@ class Process {
   bool reexecuting() const;
   bool send_blocked() const { return send_blocked_; }
   /// A restart coordinator's release is still to come for this process (its block, or queued replays).
-  bool awaiting_release() const { return blocked_ || send_blocked_ || (release_phase_ != INT64_MAX && !outbox_.empty()); }
+  bool awaiting_release() const {
+    return blocked_ || send_blocked_ || (release_phase_ != INT64_MAX && !outbox_.empty());
+  }
   /// What repair discards at a process of R: the outbox (its replays are recomputed) and any gating.
   void reset_recovery_state();
 

@@ -52,14 +52,15 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,
                                                : " and no persistent level is configured (set REPRISE_DIR to keep "
                                                  "committed versions in files)";
     if (failed.count(r) && failed.count(b))
-      lost.push_back("rank " + std::to_string(r) + " and its buddy rank " + std::to_string(b) +
-                     " were lost together" + files);
+      lost.push_back("rank " + std::to_string(r) + " and its buddy rank " + std::to_string(b) + " were lost together" +
+                     files);
     else if (failed.count(r))
       lost.push_back("rank " + std::to_string(r) + " failed before its buddy rank " + std::to_string(b) +
                      ", a replacement, got its checkpoints back" + files);
     else
-      lost.push_back("replacement rank " + std::to_string(r) + " had not got its checkpoints back when its buddy rank " +
-                     std::to_string(b) + (failed.count(b) ? " failed" : ", a replacement too, lost them") + files);
+      lost.push_back("replacement rank " + std::to_string(r) +
+                     " had not got its checkpoints back when its buddy rank " + std::to_string(b) +
+                     (failed.count(b) ? " failed" : ", a replacement too, lost them") + files);
   }
   // A rank that provably never had a version committed means its group never committed one: no version is
   // common to every rank of the scope, and the consistent state they can all reach is the initial one. Nothing
@@ -88,10 +89,10 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,
   }
   if (common.empty()) {
     // No failed rank: a relaunch from files, which says so itself.
-    std::string what = plan.failed.empty() ? std::string("no version is restorable on every rank (")
-                                           : "unrecoverable failure of rank" +
-                                                 std::string(plan.failed.size() > 1 ? "s " : " ") +
-                                                 list_ranks(plan.failed) + ": no version is restorable on every rank (";
+    std::string what = plan.failed.empty()
+                           ? std::string("no version is restorable on every rank (")
+                           : "unrecoverable failure of rank" + std::string(plan.failed.size() > 1 ? "s " : " ") +
+                                 list_ranks(plan.failed) + ": no version is restorable on every rank (";
     for (int r : scope) {
       const auto& s = restorable[static_cast<std::size_t>(r)];
       what += (r != scope.front() ? "; rank " : "rank ") + std::to_string(r) + ": " + std::to_string(*s.begin()) +
@@ -116,11 +117,12 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,
 void append_records(std::vector<std::uint64_t>& out, int owner, const std::vector<VersionRecord>& records,
                     RecordSource source) {
   const auto put = [&](std::uint64_t version, std::uint64_t base, bool full, RecordSource from) {
-    out.insert(out.end(), {static_cast<std::uint64_t>(owner), version, base, full ? 1u : 0u,
-                           static_cast<std::uint64_t>(from)});
+    out.insert(out.end(),
+               {static_cast<std::uint64_t>(owner), version, base, full ? 1u : 0u, static_cast<std::uint64_t>(from)});
   };
   if (source == RecordSource::FilesRead) put(~std::uint64_t{0}, 0, false, RecordSource::FilesRead);
-  for (const auto& r : records) put(r.version, r.base, r.full, source == RecordSource::AtBuddy ? source : RecordSource::Own);
+  for (const auto& r : records)
+    put(r.version, r.base, r.full, source == RecordSource::AtBuddy ? source : RecordSource::Own);
 }
 
 std::vector<RankHoldings> holdings_from(const std::vector<std::uint64_t>& all, int ranks) {

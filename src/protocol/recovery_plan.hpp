@@ -42,12 +42,12 @@ std::vector<RankHoldings> holdings_from(const std::vector<std::uint64_t>& all, i
 enum class DataSource { Own, Buddy };
 
 struct RecoveryPlan {
-  std::uint64_t version = 0;        ///< every rank restores this version
-  std::vector<int> failed;          ///< ascending
+  std::uint64_t version = 0;  ///< every rank restores this version
+  std::vector<int> failed;    ///< ascending
   /// Per rank: where its chain for `version` is read. Buddy for a failed rank whose buddy holds it, and for a live
   /// rank that lacks it (a replacement whose earlier recovery was interrupted).
   std::vector<DataSource> source;
-  std::vector<int> rolled_back;     ///< ranks that roll back (coordinated fallback: every rank)
+  std::vector<int> rolled_back;  ///< ranks that roll back (coordinated fallback: every rank)
   /// Nothing was committed yet (a failed rank's buddy survived and holds nothing of it): every rank starts the
   /// run over from its initial state; `version` and `source` mean nothing then.
   bool from_start = false;
@@ -61,9 +61,10 @@ struct RecoveryPlan {
 /// `holdings[r]` for every rank r of `layout`. A rank's chain is restorable from its own store or from its buddy's
 /// copy. When a rank has nothing restorable and a store that would hold its committed versions proves it has
 /// none (its surviving buddy's copy, its own store when it is alive and not an interrupted replacement, or its
-/// own files when it failed and they were read), its group never committed and the plan is `from_start`. Throws UnrecoverableFailure naming the ranks whose data
-/// are lost (a rank and its buddy lost together without a persistent level, a replacement whose buddy failed
-/// before it got its checkpoints back) or saying that no version is restorable on every rank.
+/// own files when it failed and they were read), its group never committed and the plan is `from_start`. Throws
+/// UnrecoverableFailure naming the ranks whose data are lost (a rank and its buddy lost together without a persistent
+/// level, a replacement whose buddy failed before it got its checkpoints back) or saying that no version is restorable
+/// on every rank.
 RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
                            const std::vector<RankHoldings>& holdings, bool persistent_level);
 
@@ -87,6 +88,8 @@ std::string list_numbers(const std::vector<Number>& numbers) {
   }
   return s;
 }
-inline std::string list_ranks(const std::vector<int>& ranks) { return list_numbers(ranks); }
+inline std::string list_ranks(const std::vector<int>& ranks) {
+  return list_numbers(ranks);
+}
 
 }  // namespace reprise::protocol

@@ -8,16 +8,16 @@
 // wait() returns when the store holds everything.
 #include <algorithm>
 #include <chrono>
-#include <functional>
-#include <numeric>
 #include <condition_variable>
 #include <cstring>
 #include <ctime>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <thread>
 #include <utility>
 #include <variant>
@@ -25,11 +25,11 @@
 #include "core/bytes.hpp"
 #include "core/device_tracker.hpp"
 #include "core/format.hpp"
-#include "core/thread_name.hpp"
 #include "core/host_tracker.hpp"
 #include "core/manifest.hpp"
 #include "core/pinned_arena.hpp"
 #include "core/restore.hpp"
+#include "core/thread_name.hpp"
 #include "core/version_store.hpp"
 #include "core/work_pool.hpp"
 #include "gpu/align.hpp"
@@ -70,7 +70,7 @@ struct Job {
   HostPart host_part;
   gpu::Buffer staging;
   std::vector<DrainSegment> segments;
-  std::uint64_t device_bytes = 0;  // staging the device chunks need (0: no device region)
+  std::uint64_t device_bytes = 0;       // staging the device chunks need (0: no device region)
   std::vector<std::uint64_t> obsolete;  // versions of an abandoned timeline, released before storing
   CheckpointMetrics metrics;
   Clock::time_point started;
@@ -242,8 +242,8 @@ struct Runtime::Impl {
       for (const DrainSegment& s : segments)
         for (std::size_t off = 0; off < s.bytes; off += on_ready ? piece : s.bytes) {
           const std::size_t n = on_ready ? std::min(piece, s.bytes - off) : s.bytes;
-          be.copy_to_host(payload.data() + s.payload_offset + off, staging.as<std::byte>() + s.staging_offset + off,
-                          n, *drain_stream);
+          be.copy_to_host(payload.data() + s.payload_offset + off, staging.as<std::byte>() + s.staging_offset + off, n,
+                          *drain_stream);
           if (on_ready) parts.push_back(Part{be.record(*drain_stream), s.payload_offset + off, n});
         }
       for (Part& p : parts) {
@@ -443,7 +443,8 @@ void Runtime::protect(const std::string& name, void* data, std::size_t bytes, Me
     impl_->wait_queue(0);  // the background thread reads the arena and the staging pool
     gpu::Backend& be = impl_->device();
     impl_->entries.push_back(
-        {region, std::variant<core::HostTracker, core::DeviceTracker>(std::in_place_index<1>, region, chunk, be), nullptr});
+        {region, std::variant<core::HostTracker, core::DeviceTracker>(std::in_place_index<1>, region, chunk, be),
+         nullptr});
     impl_->device_bytes += bytes;
     if (impl_->cfg.pinned_payload) {
       // Pinned now, before the compute loop, so that no checkpoint pins memory (see core/pinned_arena.hpp).
@@ -803,8 +804,9 @@ std::uint64_t Runtime::restore() {
   if (impl_->coord) {
     // Distributed: every rank restores the version the ranks agreed on (never a newer local one).
     if (const auto target = impl_->coord->restore_target()) return restore(*target);
-    throw RestoreError("nothing to restore: no version is held by every rank (this run was not restarted and no "
-                       "failure was recovered)");
+    throw RestoreError(
+        "nothing to restore: no version is held by every rank (this run was not restarted and no "
+        "failure was recovered)");
   }
   const std::vector<std::uint64_t> all = impl_->store->list();
   if (all.empty())

@@ -75,7 +75,8 @@ TEST_F(Cli, InspectShowsTheJobRecordAndFailsOnADamagedOne) {
   r = run_cli("inspect " + dir_.path());
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("DAMAGED job record: " + dir_.path() + "/job.reprise: not a Reprise job record"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
 }
 
 TEST_F(Cli, VerifySucceedsOnASoundDirectory) {

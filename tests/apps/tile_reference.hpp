@@ -10,8 +10,12 @@ namespace reprise::apps::testing {
 
 using Tile = std::vector<double>;
 
-inline double& at(Tile& t, int b, int r, int c) { return t[static_cast<std::size_t>(c) * b + r]; }
-inline double at(const Tile& t, int b, int r, int c) { return t[static_cast<std::size_t>(c) * b + r]; }
+inline double& at(Tile& t, int b, int r, int c) {
+  return t[static_cast<std::size_t>(c) * b + r];
+}
+inline double at(const Tile& t, int b, int r, int c) {
+  return t[static_cast<std::size_t>(c) * b + r];
+}
 
 inline Tile random_tile(int b, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> u(-1.0, 1.0);

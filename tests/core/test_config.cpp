@@ -26,9 +26,8 @@ TEST(Config, ParsesSizesWithBinaryUnits) {
 
 TEST(Config, EnvironmentOverridesTheStruct) {
   EnvGuard a("REPRISE_CHUNK_BYTES", "128K"), b("REPRISE_FULL_EVERY", "3"), c("REPRISE_DIR", "/tmp/x"),
-      d("REPRISE_DEVICE_BACKEND", "host-twin"), e("REPRISE_VERIFY_RESTORE", "off"),
-      f("REPRISE_RECOVERY_WATCH_MS", "0"), g("REPRISE_RECOVERY_TIMEOUT_S", "30"),
-      h("REPRISE_FULL_AT_DIRTY_PERCENT", "0");
+      d("REPRISE_DEVICE_BACKEND", "host-twin"), e("REPRISE_VERIFY_RESTORE", "off"), f("REPRISE_RECOVERY_WATCH_MS", "0"),
+      g("REPRISE_RECOVERY_TIMEOUT_S", "30"), h("REPRISE_FULL_AT_DIRTY_PERCENT", "0");
   EXPECT_EQ(Config{}.full_at_dirty_percent, 90u);
   EXPECT_EQ(Config{}.recovery_watch_ms, 20000u);
   EXPECT_EQ(Config{}.recovery_timeout_s, 600u);

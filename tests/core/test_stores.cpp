@@ -117,8 +117,8 @@ TEST(DirectoryStore, JobRecordKeepsTheRankCountAndNamesADamagedOne) {
   EXPECT_EQ(read_job_ranks(dir.path()), 12);
   write_job_ranks(dir.path(), 4);  // replaced whole
   EXPECT_EQ(read_job_ranks(dir.path()), 4);
-  for (const std::string bad : {"reprise job\nranks 0\n", "reprise job\nranks four\n", "ranks 4\n",
-                                "reprise job\nranks 4\nmore\n", ""}) {
+  for (const std::string bad :
+       {"reprise job\nranks 0\n", "reprise job\nranks four\n", "ranks 4\n", "reprise job\nranks 4\nmore\n", ""}) {
     test::write_file(dir.path() + "/job.reprise", std::vector<char>(bad.begin(), bad.end()));
     try {
       read_job_ranks(dir.path());

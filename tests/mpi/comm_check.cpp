@@ -6,8 +6,9 @@
 //   REPRISE_RANKS_PER_NODE=2 scripts/mpirun.sh -n 4 -- reprise-mpi-comm-check [--steps N] [--mode MODE]
 //       [--checkpoint-every K] [--words W] [--space host|device] [--bound held|too-low]
 // MODE: normal; late-receive (each rank also sends one message that its receiver takes only two checkpoints
-// later: a failure in between needs it replayed from the log the sender checkpointed); dirty-channel (rank 0 leaves a message to its group partner unreceived before a checkpoint: a
-// clear ProtocolError); any-source (a wildcard receive: a clear UsageError); drift (ranks 0 and 1, slowed by
+// later: a failure in between needs it replayed from the log the sender checkpointed); dirty-channel (rank 0 leaves a
+// message to its group partner unreceived before a checkpoint: a clear ProtocolError); any-source (a wildcard receive:
+// a clear UsageError); drift (ranks 0 and 1, slowed by
 // --lag-ms each step, send ranks 2 and 3 one message a step, which they take --late steps later, and nothing
 // else: the receivers' group runs up to --late steps, several checkpoints, ahead of the senders', so a rollback of
 // every group to one version needs messages the receivers' newer commits would have released from the senders'
@@ -18,9 +19,9 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <chrono>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -93,16 +94,24 @@ int run(int argc, char** argv) {
   bool bound_too_low = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--steps") steps = std::stoull(argv[i + 1]);
-    else if (a == "--checkpoint-every") every = std::stoull(argv[i + 1]);
-    else if (a == "--words") words = std::stoull(argv[i + 1]);
-    else if (a == "--mode") mode = argv[i + 1];
-    else if (a == "--late") late_steps = std::stoull(argv[i + 1]);
-    else if (a == "--lag-ms") lag_ms = std::stoull(argv[i + 1]);
-    else if (a == "--space") space = std::string(argv[i + 1]) == "device" ? reprise::MemorySpace::Device
-                                                                          : reprise::MemorySpace::Host;
-    else if (a == "--bound") bound_too_low = std::string(argv[i + 1]) == "too-low";
-    else throw reprise::UsageError("unknown option " + a);
+    if (a == "--steps")
+      steps = std::stoull(argv[i + 1]);
+    else if (a == "--checkpoint-every")
+      every = std::stoull(argv[i + 1]);
+    else if (a == "--words")
+      words = std::stoull(argv[i + 1]);
+    else if (a == "--mode")
+      mode = argv[i + 1];
+    else if (a == "--late")
+      late_steps = std::stoull(argv[i + 1]);
+    else if (a == "--lag-ms")
+      lag_ms = std::stoull(argv[i + 1]);
+    else if (a == "--space")
+      space = std::string(argv[i + 1]) == "device" ? reprise::MemorySpace::Device : reprise::MemorySpace::Host;
+    else if (a == "--bound")
+      bound_too_low = std::string(argv[i + 1]) == "too-low";
+    else
+      throw reprise::UsageError("unknown option " + a);
   }
   reprise::MpiRuntime rt(MPI_COMM_WORLD);
   reprise::Comm& c = rt.messages();
@@ -206,8 +215,8 @@ int run(int argc, char** argv) {
           std::vector<reprise::Comm::Request> reqs;
           for (int q = 0; q < n; ++q)
             if (q != me)
-              reqs.push_back(c.irecv(buf.in("got" + std::to_string(q), got[static_cast<std::size_t>(q)]), words * 8, q,
-                                     2, space));
+              reqs.push_back(
+                  c.irecv(buf.in("got" + std::to_string(q), got[static_cast<std::size_t>(q)]), words * 8, q, 2, space));
           void* all = buf.out("state", state);
           for (int q = 0; q < n; ++q)
             if (q != me) reqs.push_back(c.isend(all, words * 8, q, 2, space));
@@ -287,12 +296,13 @@ int run(int argc, char** argv) {
     const bool collected = stat("log_entries_released") > 0 &&
                            stat("log_live_entries") <= inter_messages() - inter_at_checkpoint[k - behind];
     if (!collected)
-      std::printf("rank %d: log not collected: %llu entries live, %llu released; %llu inter-group messages sent, "
-                  "%llu of them before the checkpoint %zu back (of %zu)\n",
-                  me, static_cast<unsigned long long>(stat("log_live_entries")),
-                  static_cast<unsigned long long>(stat("log_entries_released")),
-                  static_cast<unsigned long long>(inter_messages()),
-                  static_cast<unsigned long long>(inter_at_checkpoint[k - behind]), behind, k);
+      std::printf(
+          "rank %d: log not collected: %llu entries live, %llu released; %llu inter-group messages sent, "
+          "%llu of them before the checkpoint %zu back (of %zu)\n",
+          me, static_cast<unsigned long long>(stat("log_live_entries")),
+          static_cast<unsigned long long>(stat("log_entries_released")),
+          static_cast<unsigned long long>(inter_messages()),
+          static_cast<unsigned long long>(inter_at_checkpoint[k - behind]), behind, k);
     ok = ok && collected;
   }
   // Log bound (REPRISE_LOG_BOUND): the runtime forced checkpoints, and the log stayed near the bound (it is held
@@ -309,10 +319,12 @@ int run(int argc, char** argv) {
                       stat("log_max_held_bytes") <= 2 * std::max(bound, segment) + (2u << 20) &&
                       (bound_too_low || !too_low);
     if (!held)
-      std::printf("rank %d: log bound %zu: forced %llu, log held at most %llu, over the bound at %llu checks in a "
-                  "row\n", me, bound, static_cast<unsigned long long>(stat("forced_checkpoints")),
-                  static_cast<unsigned long long>(stat("log_max_held_bytes")),
-                  static_cast<unsigned long long>(stat("log_over_bound_streak_max")));
+      std::printf(
+          "rank %d: log bound %zu: forced %llu, log held at most %llu, over the bound at %llu checks in a "
+          "row\n",
+          me, bound, static_cast<unsigned long long>(stat("forced_checkpoints")),
+          static_cast<unsigned long long>(stat("log_max_held_bytes")),
+          static_cast<unsigned long long>(stat("log_over_bound_streak_max")));
     ok = ok && held;
   }
   rt.check(MPI_Allreduce(MPI_IN_PLACE, &too_low, 1, MPI_INT, MPI_MAX, rt.comm()));

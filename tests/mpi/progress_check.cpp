@@ -20,9 +20,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "reprise/mpi.hpp"
 

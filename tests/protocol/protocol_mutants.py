@@ -59,7 +59,8 @@ def main():
         test = [os.path.join(build, "tests/protocol/reprise_protocol_tests"), "--gtest_filter=Protocol*"]
 
         def build_and_test():
-            b = run(["cmake", "--build", build, "-j", str(os.cpu_count() or 2), "--target", "reprise_protocol_tests"], root)
+            b = run(["cmake", "--build", build, "-j", str(os.cpu_count() or 2), "--target", "reprise_protocol_tests"],
+                    root)
             if b.returncode:
                 return None, b.stdout[-2000:]
             t = run(test, root)

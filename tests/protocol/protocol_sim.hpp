@@ -39,9 +39,9 @@ inline std::uint64_t H(std::uint64_t a, std::uint64_t b, std::uint64_t c = 0, st
 }
 
 struct Op {
-  char kind;               // 'S' send, 'R' named receive, 'A' wildcard receive, 'C' group checkpoint
-  int peer = -1;           // S: dest, R: source
-  std::vector<int> srcs;   // A
+  char kind;              // 'S' send, 'R' named receive, 'A' wildcard receive, 'C' group checkpoint
+  int peer = -1;          // S: dest, R: source
+  std::vector<int> srcs;  // A
   std::uint64_t version = 0;
 };
 
@@ -110,7 +110,8 @@ inline Program generate(std::mt19937_64& rng, int N, int G, int rounds, double p
       if (uni(0, 1) < pck) {
         ++ver[static_cast<std::size_t>(g)];
         for (int i = 0; i < N; ++i)
-          if (p.group[i] == g) p.ops[static_cast<std::size_t>(i)].push_back(Op{'C', -1, {}, ver[static_cast<std::size_t>(g)]});
+          if (p.group[i] == g)
+            p.ops[static_cast<std::size_t>(i)].push_back(Op{'C', -1, {}, ver[static_cast<std::size_t>(g)]});
       }
   }
   for (auto [r, s, d] : pend) p.ops[static_cast<std::size_t>(d)].push_back(Op{'R', s, {}, 0});
@@ -186,7 +187,10 @@ class Sim {
     for (const Proc& p : P)
       if (!p.done)
         stuck += " P" + std::to_string(p.core->id()) + "@" + std::to_string(p.pc) + "(" + p.waiting +
-                 (p.core->blocked() ? ",blocked" : p.core->send_blocked() ? ",send-blocked" : "") + ")";
+                 (p.core->blocked()        ? ",blocked"
+                  : p.core->send_blocked() ? ",send-blocked"
+                                           : "") +
+                 ")";
     if (!stuck.empty()) res.push_back("hang:" + stuck);
     for (std::size_t i = 0; i < P.size(); ++i) {
       if (stuck.empty() && P[i].st != ref.P[i].st) res.push_back("final-state P" + std::to_string(i));
@@ -231,11 +235,31 @@ class Sim {
   std::vector<Proc> P;
 
  private:
-  struct Run { int p, inc; };
-  struct Arrive { int a, b; std::uint64_t gen; bool view; Msg m; View v; };
-  struct CommitEv { int g; std::uint64_t v, gep; std::map<int, ProcCapture> caps; };
-  struct Ctl { std::uint32_t epoch; bool notify; int proc; ItemKind kind; std::uint64_t phase; };
-  struct Fail { std::vector<int> procs; };
+  struct Run {
+    int p, inc;
+  };
+  struct Arrive {
+    int a, b;
+    std::uint64_t gen;
+    bool view;
+    Msg m;
+    View v;
+  };
+  struct CommitEv {
+    int g;
+    std::uint64_t v, gep;
+    std::map<int, ProcCapture> caps;
+  };
+  struct Ctl {
+    std::uint32_t epoch;
+    bool notify;
+    int proc;
+    ItemKind kind;
+    std::uint64_t phase;
+  };
+  struct Fail {
+    std::vector<int> procs;
+  };
   struct Event {
     double t;
     std::uint64_t n;
@@ -249,7 +273,9 @@ class Sim {
     heap_.push(Event{t, cnt_++, std::make_shared<std::variant<Run, Arrive, CommitEv, Ctl, Fail>>(std::move(e))});
   }
   template <class E>
-  void push(double dt, E e) { push_at(t_ + dt, std::move(e)); }
+  void push(double dt, E e) {
+    push_at(t_ + dt, std::move(e));
+  }
   void note(const std::string& kind, const std::string& msg) {
     if (violations_[kind]++ == 0) first_[kind] = msg;
   }
@@ -409,14 +435,15 @@ class Sim {
 
   void handle(CommitEv& e) {
     if (e.gep != gep_[static_cast<std::size_t>(e.g)]) return;  // the group rolled back meanwhile
-    if (e.v <= committed_[e.g].first) return;                 // obsolete: a newer version committed first
+    if (e.v <= committed_[e.g].first) return;                  // obsolete: a newer version committed first
     committed_[e.g] = {e.v, e.caps};
     for (int i : members_[static_cast<std::size_t>(e.g)])
       for (int q = 0; q < N; ++q)
         if (prog_.group[q] != e.g) {
           Arrive a{};
           a.view = true;
-          a.v = View{e.caps[i].core->delivered[static_cast<std::size_t>(q)], e.caps[i].core->sent[static_cast<std::size_t>(q)]};
+          a.v = View{e.caps[i].core->delivered[static_cast<std::size_t>(q)],
+                     e.caps[i].core->sent[static_cast<std::size_t>(q)]};
           xmit(i, q, a);
         }
     if (on_commit) on_commit(*this, e.g, e.v);
@@ -457,7 +484,8 @@ class Sim {
         }
     for (int g : Rg) {
       ++gep_[static_cast<std::size_t>(g)];
-      for (auto it = barrier_.begin(); it != barrier_.end();) it = it->first.first == g ? barrier_.erase(it) : std::next(it);
+      for (auto it = barrier_.begin(); it != barrier_.end();)
+        it = it->first.first == g ? barrier_.erase(it) : std::next(it);
     }
     // 3. Restore R to its groups' committed captures.
     for (int r : R) {
@@ -485,8 +513,9 @@ class Sim {
         if (prog_.group[q] == prog_.group[i]) continue;
         const Process& c = *P[static_cast<std::size_t>(q)].core;
         const Capture& cq = *committed_.at(prog_.group[q]).second.at(q).core;
-        peers.push_back(PeerCounts{q, R.count(q) > 0, c.delivered(i), c.sent(i),
-                                   View{cq.delivered[static_cast<std::size_t>(i)], cq.sent[static_cast<std::size_t>(i)]}});
+        peers.push_back(
+            PeerCounts{q, R.count(q) > 0, c.delivered(i), c.sent(i),
+                       View{cq.delivered[static_cast<std::size_t>(i)], cq.sent[static_cast<std::size_t>(i)]}});
       }
       RecoveryWork w;
       try {

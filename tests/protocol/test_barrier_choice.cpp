@@ -8,7 +8,9 @@ namespace reprise::protocol {
 namespace {
 
 const std::vector<int> kMembers = {4, 5};
-std::vector<MemberDevice> own_gpus() { return {{1, "0000:17:00.0"}, {1, "0000:65:00.0"}}; }
+std::vector<MemberDevice> own_gpus() {
+  return {{1, "0000:17:00.0"}, {1, "0000:65:00.0"}};
+}
 
 TEST(GroupBarrierChoice, MpiWhenAskedWhateverTheDevices) {
   EXPECT_EQ(choose_group_barrier(GroupBarrierKind::Mpi, "", kMembers, own_gpus()).kind, GroupBarrierKind::Mpi);

@@ -4,9 +4,9 @@
 
 #include <cstring>
 
-#include "protocol/buddy_store.hpp"
 #include "core/format.hpp"
 #include "core/version_store.hpp"
+#include "protocol/buddy_store.hpp"
 #include "reprise/errors.hpp"
 #include "support/test_support.hpp"
 
@@ -86,8 +86,8 @@ TEST(PieceFrontier, PiecesGoInOrderOnceWhole) {
   EXPECT_EQ(f.add(0, 3), 0u);
   EXPECT_EQ(f.add(3, 1), 2u);  // pieces 0 and 1
   EXPECT_EQ(f.add(8, 2), 3u);
-  EXPECT_THROW(f.add(9, 1), Error);   // ready twice
-  EXPECT_THROW(f.add(9, 5), Error);   // outside the payload
+  EXPECT_THROW(f.add(9, 1), Error);  // ready twice
+  EXPECT_THROW(f.add(9, 5), Error);  // outside the payload
   core::PieceFrontier empty(0, 4);
   EXPECT_EQ(empty.pieces(), 0u);
   EXPECT_EQ(empty.add(0, 0), 0u);
@@ -270,7 +270,7 @@ TEST(BuddyStore, ARecoveryDropsTheAbandonedTimelineAndIgnoresItsLateReleases) {
   store.release(10);  // deferred: nothing committed
   store.reset_after_recovery(20);
   EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{10, 20}));
-  store.release(30);  // the runtime drops the abandoned 30 late: it is gone already, nothing is remembered
+  store.release(30);   // the runtime drops the abandoned 30 late: it is gone already, nothing is remembered
   put(store, 30, 30);  // the re-execution's 30
   store.release(20);
   EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{10, 20, 30}));

@@ -14,7 +14,7 @@ TEST(JobFloor, RisesOnlyWhenEveryGroupReportedAndTheOldestMoved) {
   EXPECT_FALSE(f.report(0, 40));    // group 2 still at 10
   EXPECT_FALSE(f.report(2, 5));     // late and older: ignored
   EXPECT_EQ(f.report(2, 50), 30u);
-  EXPECT_FALSE(f.report(7, 90));    // not a group of this layout
+  EXPECT_FALSE(f.report(7, 90));  // not a group of this layout
   EXPECT_FALSE(f.report(-1, 90));
   f.reset(2);  // a repair: every group reports again
   EXPECT_FALSE(f.report(0, 40));
@@ -43,7 +43,7 @@ TEST(JobFloor, NamesTheGroupThatHoldsItBackOncePerFloor) {
   EXPECT_EQ(lag->committed, 10u);
   EXPECT_EQ(lag->others, 8u);
   f.report(0, v + 10);
-  EXPECT_FALSE(f.lag());  // once per floor
+  EXPECT_FALSE(f.lag());         // once per floor
   EXPECT_EQ(f.report(1, v), v);  // it commits again: the floor rises, and a new lag may be told
   // A group that never reported holds back the first floor.
   JobFloor g(2);

@@ -53,8 +53,10 @@ TEST(Placement, LocatesThisProcess) {
   const Placement p = locate(0, gpu::cuda_pci_bus_ids());
   EXPECT_GE(p.numa_node, 0) << "hwloc finds at least one NUMA node";
   EXPECT_FALSE(p.cpuset.empty());
-  if (gpu::cuda_device_count() == 0) EXPECT_EQ(p.gpu, -1);
-  else EXPECT_GE(p.gpu, 0);
+  if (gpu::cuda_device_count() == 0)
+    EXPECT_EQ(p.gpu, -1);
+  else
+    EXPECT_GE(p.gpu, 0);
 }
 
 }  // namespace

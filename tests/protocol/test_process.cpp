@@ -173,10 +173,18 @@ using sim::Op;
 using sim::Program;
 using sim::Sim;
 
-Op S(int d) { return Op{'S', d, {}, 0}; }
-Op R(int s) { return Op{'R', s, {}, 0}; }
-Op A(std::vector<int> s) { return Op{'A', -1, std::move(s), 0}; }
-Op C(std::uint64_t v) { return Op{'C', -1, {}, v}; }
+Op S(int d) {
+  return Op{'S', d, {}, 0};
+}
+Op R(int s) {
+  return Op{'R', s, {}, 0};
+}
+Op A(std::vector<int> s) {
+  return Op{'A', -1, std::move(s), 0};
+}
+Op C(std::uint64_t v) {
+  return Op{'C', -1, {}, v};
+}
 
 // Runs `prog` without failure and with `setup` injecting failures, for `seeds` delay schedules; returns the
 // problems of the first bad schedule (empty: every schedule matched the failure-free run).
@@ -207,8 +215,7 @@ std::string join(const std::vector<std::string>& v) {
 // Seed 000 Figures 1-2 as in the model: G0={p0} G1={p1,p2,p3} G2={p4}, a wildcard receive at p2 (m2 then m8);
 // p3 fails at the end and G1 rolls back to its start.
 TEST(ProtocolSim, SeedZeroFigureOneWithWildcardReceive) {
-  Program p{{0, 1, 1, 1, 2},
-            {{S(1)}, {R(0), S(2)}, {A({1, 3}), S(4), A({1, 3})}, {R(4), S(2)}, {R(2), S(3)}}};
+  Program p{{0, 1, 1, 1, 2}, {{S(1)}, {R(0), S(2)}, {A({1, 3}), S(4), A({1, 3})}, {R(4), S(2)}, {R(2), S(3)}}};
   const auto res = run_demo(p, 300, [](Sim& s, const Sim& ref) { s.fail_at(ref.now() + 50, {3}); });
   EXPECT_TRUE(res.empty()) << join(res);
 }
@@ -220,14 +227,14 @@ TEST(ProtocolSim, SeedZeroFigureOneWithWildcardReceive) {
 // the re-executed m3 was notified to the coordinator.
 TEST(ProtocolSim, SeedZeroFigureOneEightProcessesThreeGroups) {
   Program p{{0, 0, 0, 1, 1, 1, 2, 2},
-            {{S(3)},                          // p0: m1
-             {S(2)},                          // p1: intra-group traffic in G1
-             {R(1)},                          // p2
-             {R(0), S(4)},                    // p3: m1, then m2
-             {A({3, 5}), S(6), A({3, 5})},    // p4: m2, m3, m8
-             {R(7), S(4)},                    // p5: m7, then m8
-             {R(4), S(7)},                    // p6: m3, then m4
-             {R(6), S(5)}}};                  // p7: m4, then m7
+            {{S(3)},                        // p0: m1
+             {S(2)},                        // p1: intra-group traffic in G1
+             {R(1)},                        // p2
+             {R(0), S(4)},                  // p3: m1, then m2
+             {A({3, 5}), S(6), A({3, 5})},  // p4: m2, m3, m8
+             {R(7), S(4)},                  // p5: m7, then m8
+             {R(4), S(7)},                  // p6: m3, then m4
+             {R(6), S(5)}}};                // p7: m4, then m7
   const auto res = run_demo(p, 300, [](Sim& s, const Sim& ref) { s.fail_at(ref.now() + 50, {5}); });
   EXPECT_TRUE(res.empty()) << join(res);
 }
@@ -324,12 +331,12 @@ std::string run_golden(const Program& prog, int seeds, const std::function<void(
 // simply sent again.
 TEST(ProtocolGolden, SeedOneFigureFourOnlyTheFailedClusterRollsBack) {
   Program p{{0, 1, 1, 2},
-            {{S(1), S(1), S(3), R(3)},          // p0: m1, m2, m4, m5
-             {R(0), R(0), C(1), S(3), S(2)},    // p1: m1, m2, checkpoint, m3, intra-group
-             {C(1), R(1)},                      // p2
-             {R(1), R(0), S(0)}}};              // p3: m3, m4, m5
-  const std::string bad = run_golden(p, 100, [](Sim& s, const Sim& ref) { s.fail_at(ref.now() + 50, {2}); },
-                                     Golden{{{1, 2}}, {}, {{1, 3, 1}}, {}});
+            {{S(1), S(1), S(3), R(3)},        // p0: m1, m2, m4, m5
+             {R(0), R(0), C(1), S(3), S(2)},  // p1: m1, m2, checkpoint, m3, intra-group
+             {C(1), R(1)},                    // p2
+             {R(1), R(0), S(0)}}};            // p3: m3, m4, m5
+  const std::string bad = run_golden(
+      p, 100, [](Sim& s, const Sim& ref) { s.fail_at(ref.now() + 50, {2}); }, Golden{{{1, 2}}, {}, {{1, 3, 1}}, {}});
   EXPECT_TRUE(bad.empty()) << bad;
 }
 
@@ -353,19 +360,21 @@ TEST(ProtocolGolden, SeedThreeFigureElevenSurvivorsReplayWhatTheCheckpointLacks)
 // replayed and p1's answer suppressed.
 TEST(ProtocolGolden, SeedThreeFiguresTwelveThirteenNoCascade) {
   Program p{{0, 1, 2, 2},
-            {{S(1), R(1), S(2), R(2)},   // p0: to site 2, its answer, m4, m5
-             {R(0), S(0)},               // p1
-             {C(1), R(0), S(0)},         // p2: checkpoint, m4, m5
-             {C(1)}}};                   // p3
-  std::string bad = run_golden(p, 100, [](Sim& s, const Sim& ref) { s.fail_at(ref.now() + 50, {3}); },
-                               Golden{{{2, 3}}, {{0, 2, 1}}, {{2, 0, 1}}, {}});
+            {{S(1), R(1), S(2), R(2)},  // p0: to site 2, its answer, m4, m5
+             {R(0), S(0)},              // p1
+             {C(1), R(0), S(0)},        // p2: checkpoint, m4, m5
+             {C(1)}}};                  // p3
+  std::string bad = run_golden(
+      p, 100, [](Sim& s, const Sim& ref) { s.fail_at(ref.now() + 50, {3}); },
+      Golden{{{2, 3}}, {{0, 2, 1}}, {{2, 0, 1}}, {}});
   EXPECT_TRUE(bad.empty()) << "figure 3.12: " << bad;
-  bad = run_golden(p, 100,
-                   [](Sim& s, const Sim& ref) {
-                     s.fail_at(ref.now() + 50, {3});
-                     s.fail_at(ref.now() + 100, {1});
-                   },
-                   Golden{{{2, 3}, {1}}, {{0, 2, 1}, {0, 1, 1}}, {{2, 0, 1}, {1, 0, 1}}, {}});
+  bad = run_golden(
+      p, 100,
+      [](Sim& s, const Sim& ref) {
+        s.fail_at(ref.now() + 50, {3});
+        s.fail_at(ref.now() + 100, {1});
+      },
+      Golden{{{2, 3}, {1}}, {{0, 2, 1}, {0, 1, 1}}, {{2, 0, 1}, {1, 0, 1}}, {}});
   EXPECT_TRUE(bad.empty()) << "figure 3.13: " << bad;
 }
 
@@ -384,11 +393,14 @@ void inject(Sim& s, std::mt19937_64& rng, Scenario scen, double T) {
   auto other = [&](int a) {
     std::vector<int> c;
     for (int i = 0; i < N; ++i)
-      if (s.P[static_cast<std::size_t>(i)].core->group() != s.P[static_cast<std::size_t>(a)].core->group()) c.push_back(i);
+      if (s.P[static_cast<std::size_t>(i)].core->group() != s.P[static_cast<std::size_t>(a)].core->group())
+        c.push_back(i);
     return c[std::uniform_int_distribution<std::size_t>(0, c.size() - 1)(rng)];
   };
   switch (scen) {
-    case Scenario::Single: s.fail_at(uni(0, T), {any()}); break;
+    case Scenario::Single:
+      s.fail_at(uni(0, T), {any()});
+      break;
     case Scenario::Double: {
       const int a = any();
       s.fail_at(uni(0, T), {a, other(a)});
@@ -466,8 +478,10 @@ TEST(ProtocolSim, RandomProgramsAndFailuresMatchTheFailureFreeRun) {
     EXPECT_EQ(bad, 0) << name(scen) << ": " << first;
     EXPECT_GT(runs, seeds / 2) << "most programs must see a failure";
   }
-  std::printf("%zu runs with failures, %zu messages replayed, %zu re-executed sends skipped (their rolled-back "
-              "receivers had them), %zu process rollbacks\n", total, replayed, skipped, rollbacks);
+  std::printf(
+      "%zu runs with failures, %zu messages replayed, %zu re-executed sends skipped (their rolled-back "
+      "receivers had them), %zu process rollbacks\n",
+      total, replayed, skipped, rollbacks);
   EXPECT_GT(skipped, 0u) << "the programs must exercise re-executed sends between two rolled-back groups";
 }
 

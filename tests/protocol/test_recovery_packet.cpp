@@ -11,8 +11,8 @@ RecoveryPacket group_packet() {
   k.layout = make_layout(emulated_node_keys(6, 2), {});
   k.plan.version = 30;
   k.plan.failed = {2, 5};
-  k.plan.source = {DataSource::Own, DataSource::Own, DataSource::Buddy, DataSource::Own, DataSource::Own,
-                   DataSource::Buddy};
+  k.plan.source = {DataSource::Own, DataSource::Own, DataSource::Buddy,
+                   DataSource::Own, DataSource::Own, DataSource::Buddy};
   k.plan.partial = true;
   k.plan.rolled_back = {2, 3, 4, 5};
   k.plan.version_of = {0, 0, 30, 30, 20, 20};

@@ -30,7 +30,7 @@ std::string unrecoverable(const std::vector<int>& failed, const std::vector<Rank
 
 TEST(RecoveryPlan, FailedRankComesFromItsBuddyAtTheNewestCommonVersion) {
   auto h = holdings_all({{10, 10, true}, {20, 10, false}});
-  h[3].own = {};  // rank 3 failed: nothing of its own
+  h[3].own = {};                // rank 3 failed: nothing of its own
   h[5].own = {{10, 10, true}};  // a survivor that never stored 20
   const RecoveryPlan p = plan_recovery(eight(), {3}, h, false);
   EXPECT_EQ(p.version, 10u);
@@ -53,7 +53,7 @@ TEST(RecoveryPlan, OwnerAndBuddyLostWithoutFilesIsUnrecoverableAndNamesThem) {
 
 TEST(RecoveryPlan, OwnerAndBuddyLostWithFilesComesFromTheFiles) {
   auto h = holdings_all({{10, 10, true}, {20, 10, false}});
-  h[0].at_buddy = {};      // buddy 2 failed
+  h[0].at_buddy = {};                            // buddy 2 failed
   h[0].own = {{10, 10, true}, {20, 10, false}};  // rank 0's files, read by a survivor
   h[2].own = {};
   const RecoveryPlan p = plan_recovery(eight(), {0, 2}, h, true);
@@ -79,7 +79,8 @@ TEST(RecoveryPlan, NoCommonVersionIsUnrecoverable) {
       << e;
   // A relaunch (no failed rank) says what it is itself.
   const std::string relaunch = unrecoverable({}, h, true);
-  EXPECT_EQ(relaunch.rfind("no version is restorable on every rank (rank 0: 10..10; rank 1: 20..20", 0), 0u) << relaunch;
+  EXPECT_EQ(relaunch.rfind("no version is restorable on every rank (rank 0: 10..10; rank 1: 20..20", 0), 0u)
+      << relaunch;
 }
 
 TEST(RecoveryPlan, FailureBeforeAnyCheckpointReachedTheBuddyStartsOver) {
@@ -138,7 +139,7 @@ TEST(GroupRecoveryPlan, GroupsArePlannedAloneAndOnlyANeverCommittedGroupStartsOv
   h[2].own = {};
   h[2].at_buddy = {{10, 10, true}};  // group 1: 20 never reached rank 2's buddy -> version 10
   h[6].own = {};
-  h[6].at_buddy = {};                // group 3: nothing of rank 6 at its surviving buddy -> starts over
+  h[6].at_buddy = {};  // group 3: nothing of rank 6 at its surviving buddy -> starts over
   const RecoveryPlan p = plan_group_recovery(eight(), {6, 2}, h, false);
   EXPECT_EQ(p.failed, (std::vector<int>{2, 6}));
   EXPECT_EQ(p.rolled_back, (std::vector<int>{2, 3, 6, 7}));

@@ -20,9 +20,9 @@ TEST(RestartExchange, CountsGiveEachProcessItsPeersOfOtherGroups) {
   std::vector<std::uint64_t> all(64, 0);
   std::copy(c0.begin(), c0.end(), all.begin());
   std::vector<std::uint64_t> c2(16, 0);
-  c2[0] = 4;       // 2's sent[0]
-  c2[4 + 0] = 6;   // 2's delivered[0]
-  c2[8 + 0] = 6;   // a rolled-back process's view: its restored counts
+  c2[0] = 4;      // 2's sent[0]
+  c2[4 + 0] = 6;  // 2's delivered[0]
+  c2[8 + 0] = 6;  // a rolled-back process's view: its restored counts
   c2[12 + 0] = 4;
   std::copy(c2.begin(), c2.end(), all.begin() + 32);
   const auto peers = peer_counts(all, group_of, 0, {2, 3});

@@ -480,8 +480,8 @@ TEST(Runtime, RestartFromDirectoryRestoresTheLatestVersion) {
 // restored, also in a process that never had it at that size.
 class ResizingRuntime : public Runtime {
  public:
-  using Runtime::Runtime;
   using Runtime::protect_resizable;
+  using Runtime::Runtime;
 };
 
 TEST(Runtime, ResizableRegionTravelsWithItsVersionsAtTheirOwnSize) {
