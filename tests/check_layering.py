@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The layering of ../shared/DESIGN.md section 3, checked on the include lines of every source file.
 
-    mpi -> runtime (its hook interface) ; mpi, runtime -> protocol -> {core, logging} -> gpu -> kernels
+    mpi -> {runtime, protocol};  protocol -> {core, logging};  runtime -> core;  {core, logging} -> gpu -> kernels
 
 Each folder may include its own headers and those of the layers it is allowed to use; MPI, CUDA and NCCL headers
 only where listed. Prints every violation (file, line, include, the rule) and exits 1 when there is one.

@@ -1,9 +1,8 @@
 // Page-locked host memory for versions that hold device data, allocated in a few large slabs up front.
-// Pinning memory (cudaHostAlloc) takes ~0.4 ms per MiB and holds the driver's lock, stalling the application's
-// kernel launches; measured on an H100, pinning every version on the fly made a stencil loop 35% slower. So
-// slabs are pinned when regions are protected (before the compute loop), versions are carved out of them, and
-// a version that finds no room falls back to pageable memory (drained through the bounce buffers) instead of
-// pinning more.
+// Pinning memory (cudaHostAlloc) is slow and holds the driver's lock, stalling the application's kernel launches
+// (pinning every version on the fly made a stencil loop much slower on an H100: bench/results). So slabs are pinned
+// when regions are protected (before the compute loop), versions are carved out of them, and a version that finds no
+// room falls back to pageable memory (drained through the bounce buffers) instead of pinning more.
 #pragma once
 
 #include <cstddef>

@@ -80,12 +80,9 @@ struct WireHeader {
 };
 static_assert(sizeof(WireHeader) == 32);
 /// Header and payload go as one MPI message when together they fit in kPackedBytes, which stays within the
-/// eager limit of shared-memory transports: Open MPI 5's sm BTL sends messages up to about 4016 B eagerly (its own
-/// headers fill the rest of a 4 KiB fragment; 4032 B went by rendezvous) and a rendezvous costs 3-4 us more here.
-/// Packing payloads up to 4096 B (before 2026-11-24) sent 4000 B messages by rendezvous where raw MPI sends them
-/// eagerly: +4.1 to +4.6 us one way over raw MPI, now +0.5 to +0.9 us (`reprise-bench-logging --sizes 4000 4096`,
-/// three alternating rounds); 4096 B: +1.4 to +2.0 us, now +0.5 to +1.3 us. Above the limit the payload is a
-/// second message: one more small eager message (~0.3 us) where a transport's eager limit is larger.
+/// eager limit of shared-memory transports (Open MPI 5's sm BTL: about 4016 B, its own headers filling the rest of
+/// a 4 KiB fragment), so a message raw MPI sends eagerly is not sent by rendezvous here. Above the limit the
+/// payload is a second message. (The measurements behind the limit: bench/results/README.md, logging.)
 constexpr std::size_t kPackedBytes = 4000;
 constexpr std::size_t kPackLimit = kPackedBytes - sizeof(WireHeader);    // the largest payload packed: 3968 B
 constexpr std::size_t kReceiveBuffer = sizeof(WireHeader) + kPackLimit;  // what every receive posts first

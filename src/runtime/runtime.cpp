@@ -196,10 +196,9 @@ struct Runtime::Impl {
     return core::take_pooled(payload_pool, bytes, reused);
   }
 
-  // The first version of host regions would be packed inside checkpoint() into memory never touched: a page
-  // fault per 4 KiB (about 9 us on this project's VMs, 0.1-0.3 us on bare metal; 32 MiB: 50 ms of the first
-  // checkpoint here). protect() asks the background thread to reserve that buffer, touched, off the application's
-  // path (BufferPool::reserve); later versions reuse buffers already touched (prepare()).
+  // The first version of host regions would be packed inside checkpoint() into memory never touched, a page
+  // fault per 4 KiB on the application's path. protect() asks the background thread to reserve that buffer,
+  // touched (BufferPool::reserve); later versions reuse buffers already touched (prepare()).
   void reserve_first_payload() {
     std::size_t host = 0;
     for (const auto& e : entries)
