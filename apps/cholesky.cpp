@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -361,12 +362,20 @@ int run(const Options& o) {
     if (!o.json.empty()) {
       char hex[32];
       std::snprintf(hex, sizeof hex, "0x%016" PRIx64, checksum);
-      std::ofstream(o.json) << "{\"ranks\":" << rt.size() << ",\"n\":" << n << ",\"tile\":" << o.tile << ",\"tiles\":\""
-                            << o.tiles << "\",\"checkpoint_every\":" << o.checkpoint_every
-                            << ",\"checkpoints\":" << checkpoints << ",\"rollbacks\":" << rollbacks
-                            << ",\"seconds\":" << seconds << ",\"residual\":" << residual << ",\"checksum\":\"" << hex
-                            << "\",\"placements\":" << placements << ",\"recoveries\":" << rt.recovery_json()
-                            << ",\"checkpoint_metrics\":" << rt.metrics_json() << "}\n";
+      const nlohmann::ordered_json j = {{"ranks", rt.size()},
+                                        {"n", n},
+                                        {"tile", o.tile},
+                                        {"tiles", o.tiles},
+                                        {"checkpoint_every", o.checkpoint_every},
+                                        {"checkpoints", checkpoints},
+                                        {"rollbacks", rollbacks},
+                                        {"seconds", seconds},
+                                        {"residual", residual},
+                                        {"checksum", hex},
+                                        {"placements", nlohmann::ordered_json::parse(placements)},
+                                        {"recoveries", nlohmann::ordered_json::parse(rt.recovery_json())},
+                                        {"checkpoint_metrics", nlohmann::ordered_json::parse(rt.metrics_json())}};
+      std::ofstream(o.json) << j.dump() << "\n";
     }
   }
   return rc;  // rank 0's verdict becomes mpirun's exit status

@@ -16,6 +16,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -295,23 +296,30 @@ int run(const Options& o) {
     std::printf("recoveries rank 0 %s\n", rt.recovery_json().c_str());
     std::printf("placements %s\n", placements.c_str());
     if (!o.json.empty()) {
-      std::ofstream out(o.json);
-      out << "{\"ranks\":" << size << ",\"nx\":" << o.nx << ",\"ny\":" << o.ny << ",\"steps\":" << o.steps
-          << ",\"checkpoint_every\":" << o.checkpoint_every << ",\"checksum\":\"" << std::hex << checksum << std::dec
-          << "\",\"step_seconds\":[";
-      for (std::size_t i = 0; i < step_seconds.size(); ++i) out << (i ? "," : "") << step_seconds[i];
-      out << "],\"checkpoint_seconds\":[";
-      for (std::size_t i = 0; i < checkpoint_seconds.size(); ++i) out << (i ? "," : "") << checkpoint_seconds[i];
-      out << "],\"rollback_versions\":[";
-      for (std::size_t i = 0; i < rollback_to.size(); ++i) out << (i ? "," : "") << rollback_to[i];
-      out << "],\"timeline\":[";
-      for (std::size_t i = 0; i < timeline.size(); ++i)
-        out << (i ? "," : "") << "{\"at\":" << timeline[i].at << ",\"step\":" << timeline[i].step
-            << ",\"seconds\":" << timeline[i].seconds << ",\"event\":\"" << timeline[i].what << "\"}";
-      out << "],\"wall_seconds\":" << now() - start;
-      out << ",\"messages\":\"" << o.messages << "\",\"message_stats_rank0\":" << rt.messages().stats_json();
-      out << ",\"start_steady_seconds\":" << start << ",\"placements\":" << placements
-          << ",\"recoveries\":" << rt.recovery_json() << ",\"checkpoint_metrics\":" << rt.metrics_json() << "}\n";
+      char hex[32];
+      std::snprintf(hex, sizeof hex, "%" PRIx64, checksum);
+      nlohmann::ordered_json timeline_json = nlohmann::ordered_json::array();
+      for (const auto& t : timeline)
+        timeline_json.push_back({{"at", t.at}, {"step", t.step}, {"seconds", t.seconds}, {"event", t.what}});
+      const nlohmann::ordered_json j = {
+          {"ranks", size},
+          {"nx", o.nx},
+          {"ny", o.ny},
+          {"steps", o.steps},
+          {"checkpoint_every", o.checkpoint_every},
+          {"checksum", hex},
+          {"step_seconds", step_seconds},
+          {"checkpoint_seconds", checkpoint_seconds},
+          {"rollback_versions", rollback_to},
+          {"timeline", timeline_json},
+          {"wall_seconds", now() - start},
+          {"messages", o.messages},
+          {"message_stats_rank0", nlohmann::ordered_json::parse(rt.messages().stats_json())},
+          {"start_steady_seconds", start},
+          {"placements", nlohmann::ordered_json::parse(placements)},
+          {"recoveries", nlohmann::ordered_json::parse(rt.recovery_json())},
+          {"checkpoint_metrics", nlohmann::ordered_json::parse(rt.metrics_json())}};
+      std::ofstream(o.json) << j.dump() << "\n";
     }
   }
   return 0;
