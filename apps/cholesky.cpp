@@ -104,8 +104,8 @@ class Factorization {
     for (int j = 0; j < g_.tiles; ++j)
       for (int i = j; i < g_.tiles; ++i)
         if (g_.owner(i, j) == rt.rank()) {
-          Tile t("A_" + std::to_string(i) + "_" + std::to_string(j), b_, b_);
-          mine_[{i, j}] = t;
+          Tile& t = mine_[{i, j}];  // followed by the runtime: a map's elements stay where they are
+          t = Tile("A_" + std::to_string(i) + "_" + std::to_string(j), b_, b_);
           rt.protect(t);
         }
     reset();

@@ -51,8 +51,14 @@ class Runtime {
     protect(name, static_cast<void*>(value), sizeof(T), MemorySpace::Host);
   }
 
-  /// Registers a Kokkos view (label = name; any memory space; contiguous layouts only).
-  /// Defined in <reprise/kokkos.hpp>, which must be included to use it.
+  /// Registers a Kokkos view (label = name; any memory space; contiguous layouts only) and follows the variable:
+  /// every checkpoint and restore use the buffer `view` refers to then, so `std::swap(u, u_next)` or `u = other`
+  /// (same extents) needs no copy. The variable must outlive the registration (unprotect() or the runtime's end);
+  /// a checkpoint that finds it with other extents throws UsageError. Defined in <reprise/kokkos.hpp>.
+  template <class View, class = decltype(std::declval<const View&>().span_is_contiguous())>
+  void protect(View& view);
+  /// The same for a const view (or a temporary): the buffer it refers to now, kept alive while registered,
+  /// whatever becomes of the variable.
   template <class View, class = decltype(std::declval<const View&>().span_is_contiguous())>
   void protect(const View& view);
 
@@ -105,6 +111,15 @@ class Runtime {
   bool forced_checkpoint(std::uint64_t version);
 
  private:
+  /// Where a followed region is now (protect(View&)): asked at every checkpoint and restore.
+  struct Located {
+    void* data = nullptr;
+    std::size_t bytes = 0;
+    std::shared_ptr<void> keepalive;
+  };
+  using Follow = std::function<Located()>;
+  void protect_following(const std::string& name, MemorySpace space, Follow follow);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

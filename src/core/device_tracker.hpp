@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/region.hpp"
@@ -29,6 +31,11 @@ class DeviceTracker {
   void accept();
   void adopt(const std::vector<std::uint64_t>& digests, gpu::Stream& stream);
   void reset() { have_prev_ = false; }
+  /// As HostTracker::retarget: the reference digests stay on the device.
+  void retarget(void* data, std::shared_ptr<void> keepalive) {
+    region_.data = data;
+    region_.keepalive = std::move(keepalive);
+  }
 
  private:
   Region region_;

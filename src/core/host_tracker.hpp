@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/region.hpp"
@@ -32,6 +34,12 @@ class HostTracker {
   void adopt(const std::vector<std::uint64_t>& digests);
   /// Forget the reference (the next scan reports every chunk).
   void reset() { have_prev_ = false; }
+  /// The region's bytes now live at `data` (a followed view was swapped): the digests are of contents, not places,
+  /// so the reference stays and the next scan reports the chunks whose contents differ.
+  void retarget(void* data, std::shared_ptr<void> keepalive) {
+    region_.data = data;
+    region_.keepalive = std::move(keepalive);
+  }
 
  private:
   Region region_;

@@ -86,6 +86,7 @@ struct Runtime::Impl {
     core::Region region;
     std::variant<core::HostTracker, core::DeviceTracker> tracker;
     Runtime::Locate locate;  // a resizable region of the runtime's own (protect_resizable)
+    Runtime::Follow follow;  // a view variable followed (protect(View&))
   };
   struct Known {
     core::VersionKind kind;
@@ -171,6 +172,8 @@ struct Runtime::Impl {
   bool next_forced = false;  // the checkpoint being taken is forced_checkpoint()'s
   /// A resizable region moved or changed size: a fresh tracker, and the next version is a full one.
   void relocate(Entry& e, std::pair<void*, std::size_t> where);
+  /// Followed regions read from their variables (before any other effect of a checkpoint or a restore).
+  void follow_handles();
 
   // The stages of checkpoint() (defined beside it).
   void begin_checkpoint(std::uint64_t version);
@@ -436,14 +439,14 @@ void Runtime::protect(const std::string& name, void* data, std::size_t bytes, Me
   core::Region region{name, data, bytes, space, std::move(keepalive)};
   const std::size_t chunk = impl_->cfg.chunk_bytes;
   if (space == MemorySpace::Host) {
-    impl_->entries.push_back({region, core::HostTracker(region, chunk), nullptr});
+    impl_->entries.push_back({region, core::HostTracker(region, chunk), nullptr, nullptr});
     impl_->reserve_first_payload();
   } else {
     impl_->wait_queue(0);  // the background thread reads the arena and the staging pool
     gpu::Backend& be = impl_->device();
     impl_->entries.push_back(
         {region, std::variant<core::HostTracker, core::DeviceTracker>(std::in_place_index<1>, region, chunk, be),
-         nullptr});
+         nullptr, nullptr});
     impl_->device_bytes += bytes;
     if (impl_->cfg.pinned_payload) {
       // Pinned now, before the compute loop, so that no checkpoint pins memory (see core/pinned_arena.hpp).
@@ -461,6 +464,12 @@ void Runtime::protect_resizable(const std::string& name, Locate locate) {
   impl_->entries.back().locate = std::move(locate);
 }
 
+void Runtime::protect_following(const std::string& name, MemorySpace space, Follow follow) {
+  Located now = follow();
+  protect(name, now.data, now.bytes, space, std::move(now.keepalive));
+  impl_->entries.back().follow = std::move(follow);
+}
+
 bool Runtime::forced_checkpoint(std::uint64_t version) {
   if (impl_->last_version && version <= *impl_->last_version) return false;
   impl_->next_forced = true;
@@ -476,6 +485,29 @@ void Runtime::Impl::relocate(Entry& e, std::pair<void*, std::size_t> where) {
   e.region.bytes = where.second;
   e.tracker = core::HostTracker(e.region, cfg.chunk_bytes);
   regions_changed = true;
+}
+
+// A followed view swapped or reassigned: its chunks are compared with the last version's by contents, so the
+// version stays differential. Every region is checked before any moves: a changed size changes nothing.
+void Runtime::Impl::follow_handles() {
+  std::vector<std::pair<Entry*, Located>> moved;
+  for (auto& e : entries) {
+    if (!e.follow) continue;
+    Located now = e.follow();
+    if (now.bytes != e.region.bytes)
+      throw UsageError("view '" + e.region.name + "' is " + std::to_string(now.bytes) + " bytes now, " +
+                       std::to_string(e.region.bytes) +
+                       " when it was protected: a followed view keeps its extents (unprotect(\"" + e.region.name +
+                       "\") and protect it again to change them)");
+    if (now.data != e.region.data) moved.emplace_back(&e, std::move(now));
+  }
+  for (auto& m : moved) {
+    Entry& e = *m.first;
+    Located& now = m.second;
+    e.region.data = now.data;
+    e.region.keepalive = now.keepalive;
+    std::visit([&now](auto& tracker) { tracker.retarget(now.data, std::move(now.keepalive)); }, e.tracker);
+  }
 }
 
 void Runtime::unprotect(const std::string& name) {
@@ -523,6 +555,7 @@ void Runtime::Impl::begin_checkpoint(std::uint64_t version) {
   if (last_version && version <= *last_version)
     throw UsageError("checkpoint(" + std::to_string(version) + ") after version " + std::to_string(*last_version) +
                      ": versions must increase");
+  follow_handles();  // a usage error before the group's barrier, so that no member waits for this one
   wait_queue(cfg.max_inflight > 0 ? cfg.max_inflight - 1 : 0);
   run_fences();
   if (coord) coord->before_capture(version);
@@ -765,6 +798,7 @@ bool Runtime::restarted() const {
 
 std::uint64_t Runtime::restore(std::uint64_t version) {
   Impl& d = *impl_;
+  d.follow_handles();  // restored into the buffers the variables refer to now
   d.wait_queue(0);
   d.run_fences();
   const core::RestoreChain chain = core::load_chain(*d.store, version);

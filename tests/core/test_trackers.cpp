@@ -63,5 +63,36 @@ TEST(DeviceTracker, HostTwinAgreesWithTheSpecification) {
   EXPECT_TRUE(t.scan(*stream, false).empty());
 }
 
+// A followed view swapped for a buffer with almost the same contents: the reference digests stay (they are of
+// contents), so only the chunks that differ are dirty, and pack reads the new buffer.
+TEST(Trackers, RetargetedKeepTheReferenceAndReadTheNewBuffer) {
+  std::vector<unsigned char> a(6 * kChunk + 7);
+  test::fill_random(a.data(), a.size(), 10);
+  std::vector<unsigned char> b = a;
+  b[4 * kChunk + 1] ^= 0x10;
+  WorkPool pool(2);
+  HostTracker h(Region{"h", a.data(), a.size(), MemorySpace::Host, nullptr}, kChunk);
+  h.scan(pool, false);
+  h.accept();
+  h.retarget(b.data(), nullptr);
+  EXPECT_EQ(h.region().data, b.data());
+  EXPECT_EQ(h.scan(pool, false), (std::vector<std::uint32_t>{4}));
+  std::vector<std::byte> out(kChunk);
+  h.pack(pool, {4}, out.data());
+  EXPECT_EQ(std::memcmp(out.data(), b.data() + 4 * kChunk, kChunk), 0);
+
+  auto backend = gpu::make_host_twin_backend();
+  auto stream = backend->create_stream(false);
+  DeviceTracker d(Region{"d", a.data(), a.size(), MemorySpace::Device, nullptr}, kChunk, *backend);
+  d.scan(*stream, false);
+  d.accept();
+  d.retarget(b.data(), nullptr);
+  EXPECT_EQ(d.scan(*stream, false), (std::vector<std::uint32_t>{4}));
+  std::vector<unsigned char> staging(kChunk);
+  d.pack(0, 1, staging.data(), *stream);
+  backend->synchronize(*stream);
+  EXPECT_EQ(std::memcmp(staging.data(), b.data() + 4 * kChunk, kChunk), 0);
+}
+
 }  // namespace
 }  // namespace reprise::core
