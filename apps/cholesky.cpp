@@ -26,6 +26,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -292,9 +293,9 @@ class Factorization {
 template <class Space>
 int run(const Options& o) {
   // Every message goes through reprise::Comm (the default): only the groups of failed ranks roll back.
-  reprise::Config config;
-  config.group_rollback = o.messages == "reprise";
-  reprise::MpiRuntime rt(MPI_COMM_WORLD, reprise::Config::from_env(config));
+  const std::optional<reprise::Config> config = reprise::apps::app_config("reprise-cholesky", o.messages);
+  if (!config) return 2;
+  reprise::MpiRuntime rt(MPI_COMM_WORLD, *config);
   const int rank = rt.rank();
   Factorization<Space> f(rt, o);
   if (rt.restarted()) {

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,26 @@ inline bool device_chosen(int argc, char** argv) {
     for (const char* flag : {"--kokkos-device-id", "--kokkos-map-device-id-by", "--device-id"})
       if (std::strncmp(argv[i], flag, std::strlen(flag)) == 0) return true;
   return false;
+}
+
+// The application's configuration: group rollback (only the groups of failed ranks roll back) when its messages
+// go through reprise::Comm (--messages reprise). Raw MPI messages are neither logged nor replayed, so a group could
+// not roll back alone: REPRISE_ROLLBACK=group with them is refused here, at start (rank 0 says why; nullopt),
+// rather than ending the job at the first failure.
+inline std::optional<Config> app_config(const char* name, const std::string& messages) {
+  Config config;
+  config.group_rollback = messages == "reprise";
+  config = Config::from_env(config);
+  if (!config.group_rollback || messages == "reprise") return config;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0)
+    std::fprintf(stderr,
+                 "%s: REPRISE_ROLLBACK=group needs every application message in reprise::Comm (--messages reprise): "
+                 "with --messages %s the messages between groups are neither logged nor replayed, so a group cannot "
+                 "roll back alone. Use --messages reprise, or REPRISE_ROLLBACK=all (every rank rolls back).\n",
+                 name, messages.c_str());
+  return std::nullopt;
 }
 
 inline int mpi_app_main(const char* name, int argc, char** argv, const std::function<int()>& run) {

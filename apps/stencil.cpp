@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -216,9 +217,9 @@ double now() {
 
 int run(const Options& o) {
   // Every message goes through reprise::Comm (the default): only the groups of failed ranks roll back.
-  reprise::Config config;
-  config.group_rollback = o.messages == "reprise";
-  reprise::MpiRuntime rt(MPI_COMM_WORLD, reprise::Config::from_env(config));
+  const std::optional<reprise::Config> config = reprise::apps::app_config("reprise-stencil", o.messages);
+  if (!config) return 2;
+  reprise::MpiRuntime rt(MPI_COMM_WORLD, *config);
   const int rank = rt.rank(), size = rt.size();
   if (o.nx < 4 * size || o.ny < 4 * size) {
     if (rank == 0) std::fprintf(stderr, "reprise-stencil: --nx and --ny must be at least 4 x the rank count\n");
