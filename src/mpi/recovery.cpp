@@ -325,9 +325,22 @@ bool MpiCoordination::replace(Attempt& a, StartFailures& starts) {
 // the survivors, then with the replacements (join_as_replacement), who learn either way: a revoked `merged`
 // makes their agreement fail and they leave.
 bool MpiCoordination::merge(Attempt& a, StartFailures& starts) {
+  // A failed rank that was itself a replacement (a spawned process): Open MPI 5.0.x's runtime mishandles such
+  // failures, and the survivors' next communicator constructions can then hang (seen: every process in
+  // MPI_Comm_split below, ompi_comm_nextcid). Said in the stage, so that a recovery timeout names the cause.
+  bool spawned_failed = false;
+  for (const RecoveryRecord& earlier : recoveries_)
+    for (int r : earlier.failed)
+      spawned_failed = spawned_failed || std::find(a.failed.begin(), a.failed.end(), r) != a.failed.end();
+  const std::string known = spawned_failed
+                                ? " (a failed rank was a spawned replacement: an Open MPI bug may hang this, "
+                                  "open-mpi/ompi#13325)"
+                                : "";
+  const std::string merging = "merging with the replacements" + known;
+  const std::string numbering = "restoring the rank numbering in MPI_Comm_split" + known;
   int flag = 1;
   try {
-    stage("merging with the replacements");
+    stage(merging.c_str());
     // (Handles are taken only from calls that succeeded: a failed call leaves its output undefined, and
     // revoking such a handle below aborts the process.)
     MPI_Comm made = MPI_COMM_NULL;
@@ -337,6 +350,7 @@ bool MpiCoordination::merge(Attempt& a, StartFailures& starts) {
     std::vector<std::uint64_t> packet = make_packet(a.plan, a.max_step);
     broadcast_packet(a.merged, packet);
     kill_floors_ = protocol::kill_floors(kills_, kill_floors_, size_, a.plan.failed, a.max_step);
+    stage(numbering.c_str());
     REPRISE_MPI_CHECK(MPI_Comm_split(a.merged, 0, rank_, &made));
     a.world = made;
   } catch (const PeerFailure&) {
