@@ -75,9 +75,7 @@ void Runtime::protect(View& view) {
   detail::contiguous_bytes(view, label);
   const View* handle = &view;
   protect_following(label, detail::memory_space_of<View>(), [handle, label] {
-    auto holder = std::make_shared<View>(*handle);  // the buffer it refers to now, alive while it is used
-    return Located{detail::data_of(*handle), detail::contiguous_bytes(*handle, label),
-                   std::shared_ptr<void>(holder, holder.get())};
+    return Located{detail::data_of(*handle), detail::contiguous_bytes(*handle, label)};
   });
   add_fence("kokkos", [] { Kokkos::fence(); });
 }

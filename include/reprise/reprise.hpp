@@ -111,11 +111,11 @@ class Runtime {
   bool forced_checkpoint(std::uint64_t version);
 
  private:
-  /// Where a followed region is now (protect(View&)): asked at every checkpoint and restore.
+  /// Where a followed region is now (protect(View&)): asked at every checkpoint and restore. No keepalive: the
+  /// variable owns the buffer it refers to.
   struct Located {
     void* data = nullptr;
     std::size_t bytes = 0;
-    std::shared_ptr<void> keepalive;
   };
   using Follow = std::function<Located()>;
   void protect_following(const std::string& name, MemorySpace space, Follow follow);

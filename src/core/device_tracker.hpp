@@ -3,8 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <utility>
 #include <vector>
 
 #include "core/region.hpp"
@@ -32,10 +30,7 @@ class DeviceTracker {
   void adopt(const std::vector<std::uint64_t>& digests, gpu::Stream& stream);
   void reset() { have_prev_ = false; }
   /// As HostTracker::retarget: the reference digests stay on the device.
-  void retarget(void* data, std::shared_ptr<void> keepalive) {
-    region_.data = data;
-    region_.keepalive = std::move(keepalive);
-  }
+  void retarget(void* data) { region_.data = data; }
 
  private:
   Region region_;

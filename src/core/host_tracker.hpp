@@ -3,8 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <utility>
 #include <vector>
 
 #include "core/region.hpp"
@@ -36,10 +34,7 @@ class HostTracker {
   void reset() { have_prev_ = false; }
   /// The region's bytes now live at `data` (a followed view was swapped): the digests are of contents, not places,
   /// so the reference stays and the next scan reports the chunks whose contents differ.
-  void retarget(void* data, std::shared_ptr<void> keepalive) {
-    region_.data = data;
-    region_.keepalive = std::move(keepalive);
-  }
+  void retarget(void* data) { region_.data = data; }
 
  private:
   Region region_;

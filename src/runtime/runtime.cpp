@@ -465,8 +465,8 @@ void Runtime::protect_resizable(const std::string& name, Locate locate) {
 }
 
 void Runtime::protect_following(const std::string& name, MemorySpace space, Follow follow) {
-  Located now = follow();
-  protect(name, now.data, now.bytes, space, std::move(now.keepalive));
+  const Located now = follow();
+  protect(name, now.data, now.bytes, space);
   impl_->entries.back().follow = std::move(follow);
 }
 
@@ -490,23 +490,20 @@ void Runtime::Impl::relocate(Entry& e, std::pair<void*, std::size_t> where) {
 // A followed view swapped or reassigned: its chunks are compared with the last version's by contents, so the
 // version stays differential. Every region is checked before any moves: a changed size changes nothing.
 void Runtime::Impl::follow_handles() {
-  std::vector<std::pair<Entry*, Located>> moved;
+  std::vector<std::pair<Entry*, void*>> moved;
   for (auto& e : entries) {
     if (!e.follow) continue;
-    Located now = e.follow();
+    const Located now = e.follow();
     if (now.bytes != e.region.bytes)
       throw UsageError("view '" + e.region.name + "' is " + std::to_string(now.bytes) + " bytes now, " +
                        std::to_string(e.region.bytes) +
                        " when it was protected: a followed view keeps its extents (unprotect(\"" + e.region.name +
                        "\") and protect it again to change them)");
-    if (now.data != e.region.data) moved.emplace_back(&e, std::move(now));
+    if (now.data != e.region.data) moved.emplace_back(&e, now.data);
   }
-  for (auto& m : moved) {
-    Entry& e = *m.first;
-    Located& now = m.second;
-    e.region.data = now.data;
-    e.region.keepalive = now.keepalive;
-    std::visit([&now](auto& tracker) { tracker.retarget(now.data, std::move(now.keepalive)); }, e.tracker);
+  for (auto& [e, data] : moved) {
+    e->region.data = data;
+    std::visit([data = data](auto& tracker) { tracker.retarget(data); }, e->tracker);
   }
 }
 

@@ -74,7 +74,7 @@ TEST(Trackers, RetargetedKeepTheReferenceAndReadTheNewBuffer) {
   HostTracker h(Region{"h", a.data(), a.size(), MemorySpace::Host, nullptr}, kChunk);
   h.scan(pool, false);
   h.accept();
-  h.retarget(b.data(), nullptr);
+  h.retarget(b.data());
   EXPECT_EQ(h.region().data, b.data());
   EXPECT_EQ(h.scan(pool, false), (std::vector<std::uint32_t>{4}));
   std::vector<std::byte> out(kChunk);
@@ -86,7 +86,7 @@ TEST(Trackers, RetargetedKeepTheReferenceAndReadTheNewBuffer) {
   DeviceTracker d(Region{"d", a.data(), a.size(), MemorySpace::Device, nullptr}, kChunk, *backend);
   d.scan(*stream, false);
   d.accept();
-  d.retarget(b.data(), nullptr);
+  d.retarget(b.data());
   EXPECT_EQ(d.scan(*stream, false), (std::vector<std::uint32_t>{4}));
   std::vector<unsigned char> staging(kChunk);
   d.pack(0, 1, staging.data(), *stream);
