@@ -247,7 +247,7 @@ void BuddyLink::progress_loop() {
       if (job_.spurious(f.rc) && !stop_) continue;  // a spurious wake-up of a blocking call: go on polling
       if (job_.trace_)
         std::fprintf(stderr, "reprise: rank %d: progress thread: %s (epoch %u)\n", job_.rank_, mpi_error(f.rc).c_str(),
-                     job_.epoch_);
+                     job_.recovery_.epoch());
       job_.link_down("progress thread");
       return;
     } catch (const std::exception& e) {

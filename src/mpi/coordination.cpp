@@ -56,13 +56,13 @@ MpiCoordination::MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
   MPI_Comm parent = MPI_COMM_NULL;
   REPRISE_MPI_CHECK(MPI_Comm_get_parent(&parent));
   if (parent != MPI_COMM_NULL) {
-    join_as_replacement(parent, cfg);
+    recovery_.join_as_replacement(parent, cfg);
   } else {
     adopt(dup_comm(user));
     cfg.rank = rank_;
     cfg_ = cfg;
     local_ = cfg.dir.empty() ? core::make_memory_store() : core::make_directory_store(cfg.dir, rank_);
-    agree_on_restart();
+    recovery_.agree_on_restart();
   }
   cfg = cfg_;
   logging::LogOptions log_options;
@@ -70,15 +70,7 @@ MpiCoordination::MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
   comm_state_ = std::make_unique<CommState>(*this, rank_, layout_.group_of, log_options, log_memory());
   comm_state_->gate_views_on_job_floor(commit_.holds_job_floor());
   comm_state_->add_epoch(msg_, payload_);
-  if (joined_group_recovery_) comm_state_->begin_recovery(epoch_, joined_rolled_back_, joined_coordinator_);
-  // A relaunch from files: every rank restores the version the job agreed on and then runs the restart exchange
-  // (at its next runtime call), which replays from the senders' restored log snapshots the messages between
-  // groups that were sent before that version and received after it: the re-execution does not send them again.
-  if (restarted_ && !replacement_) {
-    std::set<int> everyone;
-    for (int r = 0; r < size_; ++r) everyone.insert(r);
-    comm_state_->begin_recovery(epoch_, everyone, -1);
-  }
+  recovery_.on_comm_created();
 }
 
 MpiCoordination::~MpiCoordination() {
@@ -347,25 +339,7 @@ std::string MpiCoordination::buddy_json() {
 }
 
 std::string MpiCoordination::recovery_json() const {
-  nlohmann::json j = nlohmann::json::array();
-  for (const auto& r : recoveries_)
-    j.push_back({{"failed", r.failed},
-                 {"version", r.version},
-                 {"replacement", r.replacement},
-                 {"from_start", r.from_start},
-                 {"attempts", r.attempts},
-                 {"rolled_back", r.rolled_back},
-                 {"repair_seconds", r.repair_seconds},
-                 {"transfer_seconds", r.transfer_seconds},
-                 {"total_seconds", r.total_seconds},
-                 {"bytes_sent", r.bytes_sent},
-                 {"bytes_received", r.bytes_received},
-                 {"group_rollback", r.group},
-                 {"at_steady_seconds", r.at},
-                 {"this_rank_rolled_back", r.this_rank},
-                 {"interrupted", r.interrupted},
-                 {"buddies_on_one_node", r.buddies_on_one_node}});
-  return j.dump();
+  return recovery_.json().dump();
 }
 
 bool MpiCoordination::should_die(std::uint64_t step, protocol::KillPoint point) const {
@@ -439,7 +413,7 @@ std::unique_ptr<core::VersionStore> MpiCoordination::make_store(const Config&) {
   // A version common to every rank must survive the groups' own releases where something restores one: the
   // files of a relaunch (REPRISE_DIR), and with a coordinated rollback also the buddies' copies.
   store_->hold_for_job(commit_.holds_job_floor(), !group_rollback_);
-  if (target_) store_->reset_after_recovery(*target_);
+  if (const auto target = recovery_.target()) store_->reset_after_recovery(*target);
   buddy_.start();
   return store;
 }

@@ -1,9 +1,9 @@
 // MpiCoordination: what makes the Runtime distributed (reprise::MpiRuntime): a buddy level, group commits and ULFM
-// recovery. It holds what its parts share (the job's layout, this rank's communicators, the failure flag) and
-// the repair; the parts with state of their own are BuddyLink (buddy_link.hpp: shipping versions to the buddy,
-// the progress thread, the wards' copies) and GroupCommit (group_commit.hpp: commit agreement, job floor, group
-// barrier). Files: coordination.cpp (set-up, the Runtime's and Comm's hooks, the end of the job), recovery.cpp
-// (relaunch from files, repair, replacements, moving checkpoints).
+// recovery. It holds what its parts share (the job's layout, this rank's communicators, the failure flag, failure
+// injection); the parts with state of their own are BuddyLink (buddy_link.hpp: shipping versions to the buddy,
+// the progress thread, the wards' copies), GroupCommit (group_commit.hpp: commit agreement, job floor, group
+// barrier) and Recovery (recovery.hpp: relaunch from files, repair, replacements, moving checkpoints).
+// coordination.cpp: set-up, the Runtime's and Comm's hooks, the end of the job.
 //
 // Communicators (all duplicated from the job's, errors returned):
 //   world  control: layout, recovery collectives, final barrier (main thread only)
@@ -21,7 +21,7 @@
 // progress thread, let the background thread finish its queue (shipping fails fast), shrink, find the failed
 // ranks, plan the rollback from what the survivors hold, spawn replacements, merge, restore the rank numbering,
 // send each replacement its chain (from its buddy, or from its files) and re-ship the chains its wards had
-// stored there, then throw Rollback. Coordinated fallback: every rank rolls back to the planned version.
+// stored there, then throw Rollback (Recovery). Coordinated fallback: every rank rolls back to the planned version.
 #pragma once
 
 #include <mpi.h>
@@ -50,7 +50,7 @@
 #include "mpi/check.hpp"
 #include "mpi/comm_state.hpp"
 #include "mpi/group_commit.hpp"
-#include "mpi/recovery_watch.hpp"
+#include "mpi/recovery.hpp"
 #include "protocol/barrier_choice.hpp"
 #include "protocol/buddy_store.hpp"
 #include "protocol/device_mpi.hpp"
@@ -63,33 +63,6 @@
 #include "runtime/coordination.hpp"
 
 namespace reprise::mpi {
-
-using Clock = std::chrono::steady_clock;
-inline double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-/// "rank 5" or "ranks 0 and 7", for messages.
-inline std::string ranks_phrase(const std::vector<int>& ranks) {
-  return (ranks.size() > 1 ? "ranks " : "rank ") + protocol::list_ranks(ranks);
-}
-
-/// One recovery as this rank saw it (MpiRuntime::recovery_json()).
-struct RecoveryRecord {
-  std::vector<int> failed;
-  std::uint64_t version = 0;
-  bool replacement = false;
-  bool from_start = false;  // nothing was committed: every rank started over
-  double repair_seconds = 0, transfer_seconds = 0, total_seconds = 0;
-  int attempts = 1;
-  std::vector<int> rolled_back;
-  std::uint64_t bytes_sent = 0, bytes_received = 0;
-  bool group = false;        // a group rollback: only `rolled_back` rolled back
-  bool this_rank = true;     // this rank rolled back (or started over)
-  bool interrupted = false;  // another process failed during it: a new recovery took over (its own record)
-  std::vector<std::pair<int, int>> buddies_on_one_node;  // {rank, buddy} on one node after the repair
-  double at = 0;  // when the recovery began (steady clock, seconds since its epoch)
-};
 
 class MpiCoordination : public runtime::Coordination, public CommHost {
  public:
@@ -104,9 +77,9 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   void before_capture(std::uint64_t version) override;
   void after_wait() override;
   void after_restore(std::uint64_t version) override { comm_state_->after_restore(version); }
-  std::optional<std::uint64_t> restore_target() const override { return target_; }
-  bool restarted() const override { return restarted_; }
-  bool take_start_over() override { return std::exchange(start_over_, false); }
+  std::optional<std::uint64_t> restore_target() const override { return recovery_.target(); }
+  bool restarted() const override { return recovery_.restarted(); }
+  bool take_start_over() override { return recovery_.take_start_over(); }
 
   // ---- CommHost (reprise::Comm's) --------------------------------------------------------------------------
   gpu::Backend& device() override;
@@ -138,7 +111,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   std::string recovery_json() const;
 
  private:
-  // ---- set-up, failures, end of the job (mpi_coordination.cpp) ---------------------------------------------
+  // ---- set-up, failures, end of the job (coordination.cpp) -------------------------------------------------
   bool no_failure();
   void last_barrier();
   void trace_revoked(const char* where);
@@ -148,53 +121,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   void link_down(const char* who);
   void adopt(MPI_Comm world, bool keep_group = false);
 
-  // ---- relaunch and recovery (mpi_recovery.cpp) ------------------------------------------------------------
-  void agree_on_restart();
-  void recover(const std::string& why);
-  // One recovery attempt: the shrunk communicator, the failed ranks, the plan, the repaired world.
-  struct Attempt {
-    int number = 1;
-    MPI_Comm shrunk = MPI_COMM_NULL, inter = MPI_COMM_NULL, merged = MPI_COMM_NULL, world = MPI_COMM_NULL;
-    std::vector<int> failed;
-    protocol::RecoveryPlan plan;
-    std::uint64_t max_step = 0;
-  };
-  // Attempts in a row whose replacements could not start, for the same failed ranks.
-  struct StartFailures {
-    int count = 0;
-    std::vector<int> failed;
-  };
-  // The stages of recover() (recovery.cpp).
-  void shrink_and_agree(MPI_Comm base, const std::string& why, Attempt& a);
-  bool plan_recovery(Attempt& a);
-  bool replace(Attempt& a, StartFailures& starts);
-  bool merge(Attempt& a, StartFailures& starts);
-  void start_failed(StartFailures& starts, const std::vector<int>& failed, const std::string& what);
-  void finish_repair(Attempt& a, Clock::time_point t0);
-  RecoveryRecord record_of(const protocol::RecoveryPlan& plan, Clock::time_point t0) const;
-  void recover_group(const protocol::RecoveryPlan& plan, const std::vector<int>& failed, RecoveryRecord& rec,
-                     Clock::time_point t0);
-  void begin_comm_recovery(const std::set<int>& rolled_back, int coordinator);
-  std::vector<std::uint64_t> my_records(const std::vector<int>& failed_ranks);
-#if REPRISE_HAVE_ULFM
-  // MPIX_Comm_agree over `comm`: the AND of every live member's `mine`, the same at every member; nullopt when a
-  // process failed meanwhile. agreed(): true only when it is true.
-  static std::optional<bool> agreement(MPI_Comm comm, bool mine);
-  static bool agreed(MPI_Comm comm, bool mine);
-#endif
-  std::vector<int> failed_ranks(MPI_Comm shrunk);
-  void start_over();
-  void finish_recovery(std::uint64_t version);
-  std::vector<std::uint64_t> make_packet(const protocol::RecoveryPlan& plan, std::uint64_t max_step);
-  static void broadcast_packet(MPI_Comm merged, std::vector<std::uint64_t>& p);
-  void join_as_replacement(MPI_Comm parent, Config& cfg);
-#if REPRISE_HAVE_ULFM
-  void move_data_or_recover(const protocol::RecoveryPlan& plan, RecoveryRecord& rec, Clock::time_point t0,
-                            Clock::time_point t1);
-#endif
-  void move_data(const protocol::RecoveryPlan& plan, RecoveryRecord& rec);
-  void check_placement(RecoveryRecord& rec);
-  void trim_wards(const std::function<std::optional<std::uint64_t>(int)>& keep_of);
+  void recover(const std::string& why) { recovery_.recover(why); }
 
   Config cfg_;
   protocol::Layout layout_;
@@ -205,38 +132,25 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   std::unique_ptr<CommState> comm_state_;  // reprise::Comm (after the layout is known)
   std::vector<protocol::KillOrder> kills_;
   bool replacement_ = false;
-  bool lowest_survivor_ = false;
   bool group_rollback_ = false;                           // REPRISE_ROLLBACK=group
   bool trace_ = std::getenv("REPRISE_TRACE") != nullptr;  // diagnostics of failures and revocations on stderr
-  RecoveryWatch* watch_ = nullptr;  // of the recovery under way (recover()), set by the watch itself
-  void stage(const char* what) {
-    if (watch_) watch_->stage(what);
-  }
-  std::uint32_t epoch_ = 0;               // recoveries of the job so far (group rollback)
-  std::unique_ptr<gpu::Backend> device_;  // reprise::Comm's device buffers
+  std::unique_ptr<gpu::Backend> device_;                  // reprise::Comm's device buffers
   std::optional<bool> device_possible_;
-  bool joined_group_recovery_ = false;  // a replacement of a group rollback: begin_recovery once Comm exists
-  bool data_pending_ = false;           // a replacement whose recovery's data phase has not completed yet
-  std::set<int> joined_rolled_back_;
-  int joined_coordinator_ = -1;
   mutable std::optional<protocol::Placement> placement_;  // placement_json(): hwloc, on first use
   std::uint64_t kill_floor_ = 0;
   long node_key_ = 0;  // the node this process runs on (mpi::own_node_key; for a replacement, where it started)
-  std::vector<std::uint64_t> kill_floors_;  // per rank (see kill_floors())
   std::uint64_t current_step_ = 0;
   std::atomic<bool> down_{false};
   std::unique_ptr<core::VersionStore> local_;  // until make_store() wraps it
   protocol::BuddyStore* store_ = nullptr;      // owned by the Runtime
   std::function<void()> quiesce_;
-  std::optional<std::uint64_t> target_;
-  bool restarted_ = false;
-  bool start_over_ = false;
-  std::vector<RecoveryRecord> recoveries_;
   std::vector<MPI_Comm> retired_;  // communicators of earlier epochs
   // The parts with state of their own (they use the members above; declared last: built after them, destroyed
-  // first, the progress thread with the buddy link).
+  // first, the progress thread with the buddy link, before the recovery whose epoch it reads).
+  friend class Recovery;
   friend class GroupCommit;
   friend class BuddyLink;
+  Recovery recovery_{*this};
   GroupCommit commit_{*this};
   BuddyLink buddy_{*this};
 };

@@ -1,4 +1,6 @@
 // Relaunch from files, and online recovery (ULFM): repair, the recovery plan, replacements, moving checkpoints.
+#include "mpi/recovery.hpp"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -75,22 +77,22 @@ std::vector<std::uint64_t> allgather_u64(MPI_Comm comm, const std::vector<std::u
 }  // namespace
 
 // What this survivor contributes to a recovery plan: its own records, and those it holds for its wards.
-std::vector<std::uint64_t> MpiCoordination::my_records(const std::vector<int>& failed_ranks) {
+std::vector<std::uint64_t> Recovery::my_records(const std::vector<int>& failed_ranks) {
   std::vector<std::uint64_t> out;
-  core::VersionStore& own = store_ ? store_->local() : *local_;
-  protocol::append_records(out, rank_, protocol::records_of(own), protocol::RecordSource::Own);
+  core::VersionStore& own = job_.store_ ? job_.store_->local() : *job_.local_;
+  protocol::append_records(out, job_.rank_, protocol::records_of(own), protocol::RecordSource::Own);
   {
-    buddy_.for_each_ward([&](int ward, core::VersionStore& s) {
+    job_.buddy_.for_each_ward([&](int ward, core::VersionStore& s) {
       protocol::append_records(out, ward, protocol::records_of(s), protocol::RecordSource::AtBuddy);
     });
   }
   // The files of failed ranks, read by the lowest survivor where it reaches them (a shared file system, or the
   // failed rank's node): a folder that is not there (node-local storage elsewhere) proves nothing.
-  if (!cfg_.dir.empty() && lowest_survivor_)
+  if (!job_.cfg_.dir.empty() && lowest_survivor_)
     for (int f : failed_ranks) {
       std::error_code absent;
-      if (!std::filesystem::is_directory(core::rank_folder(cfg_.dir, f), absent)) continue;
-      protocol::append_records(out, f, protocol::records_of(*core::make_directory_store(cfg_.dir, f)),
+      if (!std::filesystem::is_directory(core::rank_folder(job_.cfg_.dir, f), absent)) continue;
+      protocol::append_records(out, f, protocol::records_of(*core::make_directory_store(job_.cfg_.dir, f)),
                                protocol::RecordSource::FilesRead);
     }
   return out;
@@ -102,13 +104,13 @@ std::vector<std::uint64_t> MpiCoordination::my_records(const std::vector<int>& f
 // aside (DIR/previous-<k>), so that no version of the old run mixes with the new one and nothing is deleted.
 // DIR/job.reprise records the rank count: a launch with another count is refused, since each rank's data belong
 // to the decomposition that wrote them.
-void MpiCoordination::agree_on_restart() {
-  if (cfg_.dir.empty()) return;
-  const std::string& dir = cfg_.dir;
+void Recovery::agree_on_restart() {
+  if (job_.cfg_.dir.empty()) return;
+  const std::string& dir = job_.cfg_.dir;
   // Rank 0's record counts (DIR may be node-local); the set-aside index is free at every rank.
-  std::int64_t job[2] = {-3, core::next_set_aside(dir, rank_)};  // {recorded ranks (-1: none, -2: damaged), k}
+  std::int64_t job[2] = {-3, core::next_set_aside(dir, job_.rank_)};  // {recorded ranks (-1: none, -2: damaged), k}
   std::string damaged;
-  if (rank_ == 0) {
+  if (job_.rank_ == 0) {
     try {
       const auto n = core::read_job_ranks(dir);
       job[0] = n ? *n : -1;
@@ -117,34 +119,36 @@ void MpiCoordination::agree_on_restart() {
       damaged = e.what();
     }
   }
-  REPRISE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, job, 2, MPI_INT64_T, MPI_MAX, world_));
+  REPRISE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, job, 2, MPI_INT64_T, MPI_MAX, job_.world_));
   const std::int64_t recorded = job[0];
   if (recorded == -2)
-    throw RestoreError("relaunch from " + dir + ": " +
-                       (rank_ == 0 ? damaged : std::string("rank 0 found its job record damaged (see its message)")));
-  if (recorded > 0 && recorded != size_) {
+    throw RestoreError(
+        "relaunch from " + dir + ": " +
+        (job_.rank_ == 0 ? damaged : std::string("rank 0 found its job record damaged (see its message)")));
+  if (recorded > 0 && recorded != job_.size_) {
     // This job's ranks beyond the recorded count made empty folders: remove them (only if empty).
     std::error_code ignored;
-    if (rank_ >= recorded) std::filesystem::remove(core::rank_folder(dir, rank_), ignored);
-    REPRISE_MPI_CHECK(MPI_Barrier(world_));  // every rank refuses: none aborts the job before the others cleaned up
+    if (job_.rank_ >= recorded) std::filesystem::remove(core::rank_folder(dir, job_.rank_), ignored);
+    REPRISE_MPI_CHECK(
+        MPI_Barrier(job_.world_));  // every rank refuses: none aborts the job before the others cleaned up
     throw RestoreError("relaunch from " + dir + ": its files were written by a job of " + std::to_string(recorded) +
-                       " ranks, and this job has " + std::to_string(size_) +
+                       " ranks, and this job has " + std::to_string(job_.size_) +
                        " (each rank's data belong to the "
                        "decomposition that wrote them). Nothing was changed; relaunch with " +
                        std::to_string(recorded) + " ranks, or set REPRISE_DIR to another directory to start afresh.");
   }
   const std::vector<std::uint64_t> mine = [&] {
     std::vector<std::uint64_t> out;
-    protocol::append_records(out, rank_, protocol::records_of(*local_), protocol::RecordSource::Own);
+    protocol::append_records(out, job_.rank_, protocol::records_of(*job_.local_), protocol::RecordSource::Own);
     return out;
   }();
-  const auto all = allgather_u64(world_, mine);
-  auto holdings = protocol::holdings_from(all, size_);
+  const auto all = allgather_u64(job_.world_, mine);
+  auto holdings = protocol::holdings_from(all, job_.size_);
   std::vector<int> missing;
-  for (int r = 0; r < size_; ++r)
+  for (int r = 0; r < job_.size_; ++r)
     if (protocol::complete_versions(holdings[static_cast<std::size_t>(r)].own).empty()) missing.push_back(r);
-  if (static_cast<int>(missing.size()) == size_) {  // a fresh directory (or one whose job wrote nothing)
-    if (rank_ == 0 && recorded < 0) core::write_job_ranks(dir, size_);
+  if (static_cast<int>(missing.size()) == job_.size_) {  // a fresh directory (or one whose job wrote nothing)
+    if (job_.rank_ == 0 && recorded < 0) core::write_job_ranks(dir, job_.size_);
     return;
   }
   std::string why;
@@ -153,19 +157,19 @@ void MpiCoordination::agree_on_restart() {
           (missing.size() > 1 ? " hold" : " holds") + " no complete version";
   } else {
     try {
-      const protocol::RecoveryPlan plan = protocol::plan_recovery(layout_, {}, holdings, true);
+      const protocol::RecoveryPlan plan = protocol::plan_recovery(job_.layout_, {}, holdings, true);
       target_ = plan.version;
       restarted_ = true;
-      if (rank_ == 0 && recorded < 0) core::write_job_ranks(dir, size_);
+      if (job_.rank_ == 0 && recorded < 0) core::write_job_ranks(dir, job_.size_);
       // Versions newer than the restart point (a rank's group had committed more before the job died) are
       // recomputed by this run; left in place, a fall-back to files before the new ones are written could
       // restore them. Set aside, like the rest of an old run.
-      const auto newer = core::set_aside_newer(dir, rank_, static_cast<int>(job[1]), plan.version);
+      const auto newer = core::set_aside_newer(dir, job_.rank_, static_cast<int>(job[1]), plan.version);
       if (!newer.empty())
         std::fprintf(stderr,
                      "reprise: rank %d: relaunch from version %llu: its version%s %s of the previous job "
                      "moved to %s/previous-%lld (this run recomputes them)\n",
-                     rank_, static_cast<unsigned long long>(plan.version), newer.size() > 1 ? "s" : "",
+                     job_.rank_, static_cast<unsigned long long>(plan.version), newer.size() > 1 ? "s" : "",
                      protocol::list_numbers(newer).c_str(), dir.c_str(), static_cast<long long>(job[1]));
       return;
     } catch (const UnrecoverableFailure& e) {
@@ -178,8 +182,8 @@ void MpiCoordination::agree_on_restart() {
                        " has no job record (job.reprise) to tell the rank count that wrote it. Nothing was changed; "
                        "relaunch with the rank count that wrote the files, or set REPRISE_DIR to another directory "
                        "to start afresh.");
-  core::set_aside(dir, rank_, static_cast<int>(job[1]));
-  if (rank_ == 0)
+  core::set_aside(dir, job_.rank_, static_cast<int>(job[1]));
+  if (job_.rank_ == 0)
     std::fprintf(stderr,
                  "reprise: relaunch from %s: %s, so no version restarts every rank (the previous job ended "
                  "before one reached every rank's files): the job starts from the beginning; the previous job's "
@@ -187,37 +191,32 @@ void MpiCoordination::agree_on_restart() {
                  dir.c_str(), why.c_str(), dir.c_str(), static_cast<long long>(job[1]));
 }
 
-// Throws Rollback at every rank that rolls back; returns at a survivor of a group rollback (REPRISE_ROLLBACK=
-// group), once the job is repaired and the restart exchange done.
-//   recover() = stop the background threads, then per attempt: shrink_and_agree && plan_recovery && replace &&
-//               merge; then finish_repair (the data phase, the restart exchange, Rollback or return).
-// Each attempt shrinks the communicator of the previous one; a failure during an attempt (a survivor or a
-// replacement dies) makes every survivor agree to start a new attempt with the union of the failures.
-// Replacements of an abandoned attempt see their merge fail and exit.
-void MpiCoordination::recover(const std::string& why) {
+// The stages are in recovery.hpp. Replacements of an abandoned attempt see their merge fail and exit.
+void Recovery::recover(const std::string& why) {
 #if !REPRISE_HAVE_ULFM
-  link_down("recover");
-  throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": " + why +
+  job_.link_down("recover");
+  throw UnrecoverableFailure("rank " + std::to_string(job_.rank_) + ": " + why +
                              "; this MPI has no ULFM, so the job cannot be repaired. Run through "
                              "scripts/mpirun.sh, which uses an MPI whose ULFM works.");
 #else
   const auto t0 = Clock::now();
   // One watch for a recovery and the new ones that interrupt it (recover() is re-entered from inside).
   std::optional<RecoveryWatch> watch;
-  if (!watch_ && (cfg_.recovery_watch_ms > 0 || cfg_.recovery_timeout_s > 0))
-    watch.emplace(watch_, "rank " + std::to_string(rank_), std::chrono::milliseconds(cfg_.recovery_watch_ms),
-                  std::chrono::seconds(cfg_.recovery_timeout_s));
-  if (should_die(current_step_, protocol::KillPoint::Stall)) {  // REPRISE_KILL: a process hung in the recovery
-    std::fprintf(stderr, "reprise: rank %d: REPRISE_KILL: stalls in the recovery at step %llu\n", rank_,
-                 static_cast<unsigned long long>(current_step_));
+  if (!watch_ && (job_.cfg_.recovery_watch_ms > 0 || job_.cfg_.recovery_timeout_s > 0))
+    watch.emplace(watch_, "rank " + std::to_string(job_.rank_), std::chrono::milliseconds(job_.cfg_.recovery_watch_ms),
+                  std::chrono::seconds(job_.cfg_.recovery_timeout_s));
+  if (job_.should_die(job_.current_step_,
+                      protocol::KillPoint::Stall)) {  // REPRISE_KILL: a process hung in the recovery
+    std::fprintf(stderr, "reprise: rank %d: REPRISE_KILL: stalls in the recovery at step %llu\n", job_.rank_,
+                 static_cast<unsigned long long>(job_.current_step_));
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   stage("stopping the background threads");
-  link_down("recover");
-  buddy_.stop();
-  if (quiesce_) quiesce_();
+  job_.link_down("recover");
+  job_.buddy_.stop();
+  if (job_.quiesce_) job_.quiesce_();
   StartFailures starts;
-  MPI_Comm base = world_;
+  MPI_Comm base = job_.world_;
   for (Attempt a;; base = a.shrunk, ++a.number) {
     shrink_and_agree(base, why, a);
     if (plan_recovery(a) && replace(a, starts) && merge(a, starts)) return finish_repair(a, t0);
@@ -227,60 +226,61 @@ void MpiCoordination::recover(const std::string& why) {
 
 #if REPRISE_HAVE_ULFM
 // Shrink is uniform: every survivor gets the same communicator and sees the same failed ranks.
-void MpiCoordination::shrink_and_agree(MPI_Comm base, const std::string& why, Attempt& a) {
+void Recovery::shrink_and_agree(MPI_Comm base, const std::string& why, Attempt& a) {
   const int number = a.number;
   a = Attempt();
   a.number = number;
   stage("in MPIX_Comm_shrink");
   if (const int rc = MPIX_Comm_shrink(base, &a.shrunk); rc != MPI_SUCCESS)
-    throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": MPIX_Comm_shrink failed during recovery: " +
+    throw UnrecoverableFailure("rank " + std::to_string(job_.rank_) + ": MPIX_Comm_shrink failed during recovery: " +
                                describe(rc, REPRISE_MPI_SITE(MPIX_Comm_shrink(base, &a.shrunk))));
   REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(a.shrunk, MPI_ERRORS_RETURN));
-  retired_.push_back(a.shrunk);
+  job_.retired_.push_back(a.shrunk);
   a.failed = failed_ranks(a.shrunk);
   // Empty: a communicator was revoked, or an agreement failed, with every process alive (seen with Open MPI 5.0.7
   // under load). Spawning nobody fails, so retrying would spin forever: stop the job with a clear error instead
   // (its committed files stay as they are).
   if (a.failed.empty())
-    throw UnrecoverableFailure("rank " + std::to_string(rank_) + ": " + why +
+    throw UnrecoverableFailure("rank " + std::to_string(job_.rank_) + ": " + why +
                                ", yet no process of the job "
                                "failed (the MPI library reported a revoked communicator or a failed agreement "
                                "with every process alive). Reprise cannot tell what was lost, so the job stops "
                                "here; files already written were left intact: rerun the job (from REPRISE_DIR "
                                "if one was set).");
-  std::fprintf(stderr, "reprise: rank %d: %s; failed %s; recovering (attempt %d)\n", rank_, why.c_str(),
+  std::fprintf(stderr, "reprise: rank %d: %s; failed %s; recovering (attempt %d)\n", job_.rank_, why.c_str(),
                ranks_phrase(a.failed).c_str(), a.number);
-  if (should_die(current_step_, protocol::KillPoint::Recovery)) die("recovery", current_step_);
+  if (job_.should_die(job_.current_step_, protocol::KillPoint::Recovery)) job_.die("recovery", job_.current_step_);
 }
 
 // What the survivors hold, gathered; the plan every survivor computes from the same data; their agreement that
 // no other process failed meanwhile (false: a new attempt). An unrecoverable plan ends the job at every survivor.
-bool MpiCoordination::plan_recovery(Attempt& a) {
+bool Recovery::plan_recovery(Attempt& a) {
   std::exception_ptr plan_error;
-  a.max_step = current_step_;
+  a.max_step = job_.current_step_;
   int flag = 1;
   try {
     stage("gathering the survivors' checkpoints (shrunk communicator)");
     REPRISE_MPI_CHECK(polled::allreduce(MPI_IN_PLACE, &a.max_step, 1, MPI_UINT64_T, MPI_MAX, a.shrunk));
-    auto holdings = protocol::holdings_from(allgather_u64(a.shrunk, my_records(a.failed)), size_);
+    auto holdings = protocol::holdings_from(allgather_u64(a.shrunk, my_records(a.failed)), job_.size_);
     // Groups with a member still re-executing after an earlier group rollback, or still inside the recovery
     // that rolled it back (this failure interrupted it), roll back again: the orphan and duplicate limits it
     // re-executes under are only valid in the recovery that computed them (cleared, it would send again what
     // its receivers already delivered, and nobody would receive it). A replacement whose data phase was
     // interrupted holds only part of its checkpoints and of its wards' (RankHoldings::replacing).
     std::set<int> also;
-    const bool behind = data_pending_ || (comm_state_ ? comm_state_->reexecuting() : joined_group_recovery_);
+    const bool behind = data_pending_ || (job_.comm_state_ ? job_.comm_state_->reexecuting() : joined_group_recovery_);
     const auto flags =
-        allgather_u64(a.shrunk, {static_cast<std::uint64_t>(rank_), behind ? 1u : 0u, data_pending_ ? 1u : 0u});
+        allgather_u64(a.shrunk, {static_cast<std::uint64_t>(job_.rank_), behind ? 1u : 0u, data_pending_ ? 1u : 0u});
     for (std::size_t i = 0; i + 2 < flags.size(); i += 3) {
-      if (flags[i] >= static_cast<std::uint64_t>(size_)) continue;
+      if (flags[i] >= static_cast<std::uint64_t>(job_.size_)) continue;
       const std::size_t r = static_cast<std::size_t>(flags[i]);
-      if (flags[i + 1] && group_rollback_) also.insert(layout_.group_of[r]);
+      if (flags[i + 1] && job_.group_rollback_) also.insert(job_.layout_.group_of[r]);
       if (flags[i + 2]) holdings[r].replacing = true;
     }
     try {
-      a.plan = group_rollback_ ? protocol::plan_group_recovery(layout_, a.failed, holdings, !cfg_.dir.empty(), also)
-                               : protocol::plan_recovery(layout_, a.failed, holdings, !cfg_.dir.empty());
+      a.plan = job_.group_rollback_
+                   ? protocol::plan_group_recovery(job_.layout_, a.failed, holdings, !job_.cfg_.dir.empty(), also)
+                   : protocol::plan_recovery(job_.layout_, a.failed, holdings, !job_.cfg_.dir.empty());
     } catch (const UnrecoverableFailure&) {
       plan_error = std::current_exception();
     }
@@ -295,7 +295,7 @@ bool MpiCoordination::plan_recovery(Attempt& a) {
 
 // Spawns the replacements with this program's command line (they run join_as_replacement()); false when the
 // spawn failed somewhere (a new attempt; the same at every survivor).
-bool MpiCoordination::replace(Attempt& a, StartFailures& starts) {
+bool Recovery::replace(Attempt& a, StartFailures& starts) {
   const std::vector<std::string> args = own_command_line();
   std::vector<char*> argv;
   for (std::size_t i = 1; i < args.size(); ++i) argv.push_back(const_cast<char*>(args[i].c_str()));
@@ -303,7 +303,7 @@ bool MpiCoordination::replace(Attempt& a, StartFailures& starts) {
   std::vector<int> errcodes(a.failed.size());
   stage("in MPI_Comm_spawn (replacements)");
   // (replacement i replaces failed[i]: join_as_replacement; its GPU is the one of that rank's local index)
-  MPI_Info info = replacement_info(protocol::replacing_env(a.plan.failed, layout_.local_index));
+  MPI_Info info = replacement_info(protocol::replacing_env(a.plan.failed, job_.layout_.local_index));
   // (its result is agreed on below: a failed spawn is retried or ends the job with a clear error)
   const int rc = MPI_Comm_spawn(executable().c_str(), argv.data(), static_cast<int>(a.failed.size()), info, 0, a.shrunk,
                                 &a.inter, errcodes.data());
@@ -324,7 +324,7 @@ bool MpiCoordination::replace(Attempt& a, StartFailures& starts) {
 // Merges with the replacements, sends them the recovery packet, restores the rank numbering; agreed first among
 // the survivors, then with the replacements (join_as_replacement), who learn either way: a revoked `merged`
 // makes their agreement fail and they leave.
-bool MpiCoordination::merge(Attempt& a, StartFailures& starts) {
+bool Recovery::merge(Attempt& a, StartFailures& starts) {
   // A failed rank that was itself a replacement (a spawned process): Open MPI 5.0.x's runtime mishandles such
   // failures, and the survivors' next communicator constructions can then hang (seen: every process in
   // MPI_Comm_split below, ompi_comm_nextcid). Said in the stage, so that a recovery timeout names the cause.
@@ -349,9 +349,9 @@ bool MpiCoordination::merge(Attempt& a, StartFailures& starts) {
     REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(a.merged, MPI_ERRORS_RETURN));
     std::vector<std::uint64_t> packet = make_packet(a.plan, a.max_step);
     broadcast_packet(a.merged, packet);
-    kill_floors_ = protocol::kill_floors(kills_, kill_floors_, size_, a.plan.failed, a.max_step);
+    kill_floors_ = protocol::kill_floors(job_.kills_, kill_floors_, job_.size_, a.plan.failed, a.max_step);
     stage(numbering.c_str());
-    REPRISE_MPI_CHECK(MPI_Comm_split(a.merged, 0, rank_, &made));
+    REPRISE_MPI_CHECK(MPI_Comm_split(a.merged, 0, job_.rank_, &made));
     a.world = made;
   } catch (const PeerFailure&) {
     flag = 0;
@@ -375,12 +375,12 @@ bool MpiCoordination::merge(Attempt& a, StartFailures& starts) {
 // failing: the MPI cannot start a replacement (no free slot, the program's binary gone), or a replacement dies as
 // it starts. Without this, recovery attempts went on until the recovery timeout. Tried again after 1 s and 2 s
 // (the MPI may release a dead process's slot a little later), then the job stops.
-void MpiCoordination::start_failed(StartFailures& starts, const std::vector<int>& failed, const std::string& what) {
+void Recovery::start_failed(StartFailures& starts, const std::vector<int>& failed, const std::string& what) {
   constexpr int kStartTries = 3;
   starts.count = failed == starts.failed ? starts.count + 1 : 1;
   starts.failed = failed;
   if (starts.count >= kStartTries)
-    throw UnrecoverableFailure("rank " + std::to_string(rank_) +
+    throw UnrecoverableFailure("rank " + std::to_string(job_.rank_) +
                                ": the MPI could not start a working replacement for " + ranks_phrase(failed) + ": " +
                                std::to_string(starts.count) +
                                " attempts in a row failed with no other process failing (the last: " + what +
@@ -399,19 +399,20 @@ void MpiCoordination::start_failed(StartFailures& starts, const std::vector<int>
 // coordinated fallback where every rank rolls back to one version. Messages between groups that were in flight
 // at that version's cut (sent before it, delivered after it) are not sent again by the re-execution: the
 // restart exchange makes their senders replay them from the logs restored with that version.
-void MpiCoordination::finish_repair(Attempt& a, Clock::time_point t0) {
+void Recovery::finish_repair(Attempt& a, Clock::time_point t0) {
   const protocol::RecoveryPlan& plan = a.plan;
   const double repaired = since(t0);
-  const bool rolls_back = !plan.partial || std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), rank_);
-  if (rolls_back) commit_.cancel_wait();
-  adopt(a.world, !rolls_back);  // the old communicators were revoked; they are freed at the end
-  down_ = false;
+  const bool rolls_back =
+      !plan.partial || std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), job_.rank_);
+  if (rolls_back) job_.commit_.cancel_wait();
+  job_.adopt(a.world, !rolls_back);  // the old communicators were revoked; they are freed at the end
+  job_.down_ = false;
   RecoveryRecord rec = record_of(plan, t0);
   rec.repair_seconds = repaired;
   rec.attempts = a.number;
   if (plan.partial) return recover_group(plan, a.failed, rec, t0);
   std::set<int> everyone;
-  for (int r = 0; r < size_; ++r) everyone.insert(r);
+  for (int r = 0; r < job_.size_; ++r) everyone.insert(r);
   ++epoch_;
   begin_comm_recovery(everyone, -1);
   if (plan.from_start) {
@@ -429,8 +430,8 @@ void MpiCoordination::finish_repair(Attempt& a, Clock::time_point t0) {
                    "committed before it, so every rank starts over from the beginning\n",
                    ranks_phrase(a.failed).c_str(), rec.total_seconds, a.number, a.number > 1 ? "s" : "");
     throw Rollback(0,
-                   "rank " + std::to_string(rank_) + " starts over after the failure of " + ranks_phrase(a.failed) +
-                       " (no version was committed before it)",
+                   "rank " + std::to_string(job_.rank_) + " starts over after the failure of " +
+                       ranks_phrase(a.failed) + " (no version was committed before it)",
                    true);
   }
   const auto t1 = Clock::now();
@@ -450,7 +451,7 @@ void MpiCoordination::finish_repair(Attempt& a, Clock::time_point t0) {
                  "%d attempt%s); every rank rolls back to version %llu\n",
                  ranks_phrase(a.failed).c_str(), rec.total_seconds, rec.repair_seconds, rec.transfer_seconds, a.number,
                  a.number > 1 ? "s" : "", static_cast<unsigned long long>(plan.version));
-  throw Rollback(plan.version, "rank " + std::to_string(rank_) + " rolls back to version " +
+  throw Rollback(plan.version, "rank " + std::to_string(job_.rank_) + " rolls back to version " +
                                    std::to_string(plan.version) + " after the failure of " + ranks_phrase(a.failed));
 }
 #endif
@@ -458,15 +459,15 @@ void MpiCoordination::finish_repair(Attempt& a, Clock::time_point t0) {
 // What this rank records of a recovery, from the plan (survivors and replacements alike): the failed ranks, the
 // ranks that roll back, its own group's version (at a survivor of a group rollback: the first rolled-back
 // group's) and whether that group starts over.
-RecoveryRecord MpiCoordination::record_of(const protocol::RecoveryPlan& plan, Clock::time_point t0) const {
+RecoveryRecord Recovery::record_of(const protocol::RecoveryPlan& plan, Clock::time_point t0) const {
   RecoveryRecord rec;
   rec.failed = plan.failed;
   rec.rolled_back = plan.rolled_back;
   rec.group = plan.partial;
-  rec.this_rank = !plan.partial || std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), rank_);
+  rec.this_rank = !plan.partial || std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), job_.rank_);
   rec.at = std::chrono::duration<double>(t0.time_since_epoch()).count();
   if (plan.partial) {
-    const std::size_t r = static_cast<std::size_t>(rec.this_rank ? rank_ : plan.rolled_back.front());
+    const std::size_t r = static_cast<std::size_t>(rec.this_rank ? job_.rank_ : plan.rolled_back.front());
     rec.version = plan.version_of.at(r);
     rec.from_start = plan.starts_over.at(r) != 0;
   } else {
@@ -479,15 +480,15 @@ RecoveryRecord MpiCoordination::record_of(const protocol::RecoveryPlan& plan, Cl
 // The rest of a group rollback, after the repair: data to the replacements and the buddies, then either this
 // rank rolls back (throws Rollback; its restart exchange runs at its next runtime call, once restored) or it
 // survives: it takes part in the restart exchange at once and returns to the application.
-void MpiCoordination::recover_group(const protocol::RecoveryPlan& plan, const std::vector<int>& failed,
-                                    RecoveryRecord& rec, Clock::time_point t0) {
+void Recovery::recover_group(const protocol::RecoveryPlan& plan, const std::vector<int>& failed, RecoveryRecord& rec,
+                             Clock::time_point t0) {
   const bool rolls_back = rec.this_rank;
   const int attempt = rec.attempts;
   ++epoch_;
   const std::set<int> R(plan.rolled_back.begin(), plan.rolled_back.end());
-  const int coordinator = protocol::restart_coordinator(size_, R);
+  const int coordinator = protocol::restart_coordinator(job_.size_, R);
   begin_comm_recovery(R, coordinator);
-  const std::size_t me = static_cast<std::size_t>(rank_);
+  const std::size_t me = static_cast<std::size_t>(job_.rank_);
   const auto t1 = Clock::now();
   try {
     stage("moving checkpoints to the replacements and buddies");
@@ -495,11 +496,11 @@ void MpiCoordination::recover_group(const protocol::RecoveryPlan& plan, const st
     rec.transfer_seconds = since(t1);
     stage("in the restart exchange");
     if (!rolls_back) {
-      if (store_) {
-        store_->resync_after_recovery();
-        buddy_.start();
+      if (job_.store_) {
+        job_.store_->resync_after_recovery();
+        job_.buddy_.start();
       }
-      if (comm_state_) comm_state_->restart_exchange(true);
+      if (job_.comm_state_) job_.comm_state_->restart_exchange(true);
     }
   } catch (const PeerFailure&) {
     // Another process failed during the data phase or the restart exchange: a new recovery takes over. The
@@ -514,16 +515,16 @@ void MpiCoordination::recover_group(const protocol::RecoveryPlan& plan, const st
   rec.total_seconds = since(t0);
   recoveries_.push_back(rec);
   std::vector<int> groups;
-  for (int r : plan.rolled_back) groups.push_back(layout_.group_of[static_cast<std::size_t>(r)]);
+  for (int r : plan.rolled_back) groups.push_back(job_.layout_.group_of[static_cast<std::size_t>(r)]);
   groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
   std::vector<int> fresh;  // groups that committed nothing: they start over from the beginning
   for (int g : groups)
     for (int r : plan.rolled_back)
-      if (layout_.group_of[static_cast<std::size_t>(r)] == g && plan.starts_over[static_cast<std::size_t>(r)]) {
+      if (job_.layout_.group_of[static_cast<std::size_t>(r)] == g && plan.starts_over[static_cast<std::size_t>(r)]) {
         fresh.push_back(g);
         break;
       }
-  if (rank_ == coordinator)
+  if (job_.rank_ == coordinator)
     std::fprintf(stderr,
                  "reprise: recovered from the failure of %s in %.3f s (repair %.3f s, data %.3f s%s); only "
                  "group%s %s (ranks %s) roll%s back, the other ranks go on; restart coordinator: rank %d%s%s%s%s\n",
@@ -543,20 +544,55 @@ void MpiCoordination::recover_group(const protocol::RecoveryPlan& plan, const st
   if (plan.starts_over[me]) {
     start_over();
     throw Rollback(0,
-                   "rank " + std::to_string(rank_) + " starts over after the failure of " + ranks_phrase(failed) +
+                   "rank " + std::to_string(job_.rank_) + " starts over after the failure of " + ranks_phrase(failed) +
                        " (its group committed no version before it)",
                    true);
   }
   finish_recovery(plan.version_of[me]);
-  throw Rollback(plan.version_of[me], "rank " + std::to_string(rank_) + " rolls back to version " +
+  throw Rollback(plan.version_of[me], "rank " + std::to_string(job_.rank_) + " rolls back to version " +
                                           std::to_string(plan.version_of[me]) + " after the failure of " +
                                           ranks_phrase(failed));
 }
 
+// A replacement's part of Comm's recovery, deferred until Comm exists. A relaunch from files: every rank
+// restores the version the job agreed on and then runs the restart exchange (at its next runtime call), which
+// replays from the senders' restored log snapshots the messages between groups that were sent before that
+// version and received after it: the re-execution does not send them again.
+void Recovery::on_comm_created() {
+  if (joined_group_recovery_) job_.comm_state_->begin_recovery(epoch_, joined_rolled_back_, joined_coordinator_);
+  if (restarted_ && !job_.replacement_) {
+    std::set<int> everyone;
+    for (int r = 0; r < job_.size_; ++r) everyone.insert(r);
+    job_.comm_state_->begin_recovery(epoch_, everyone, -1);
+  }
+}
+
+nlohmann::json Recovery::json() const {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& r : recoveries_)
+    j.push_back({{"failed", r.failed},
+                 {"version", r.version},
+                 {"replacement", r.replacement},
+                 {"from_start", r.from_start},
+                 {"attempts", r.attempts},
+                 {"rolled_back", r.rolled_back},
+                 {"repair_seconds", r.repair_seconds},
+                 {"transfer_seconds", r.transfer_seconds},
+                 {"total_seconds", r.total_seconds},
+                 {"bytes_sent", r.bytes_sent},
+                 {"bytes_received", r.bytes_received},
+                 {"group_rollback", r.group},
+                 {"at_steady_seconds", r.at},
+                 {"this_rank_rolled_back", r.this_rank},
+                 {"interrupted", r.interrupted},
+                 {"buddies_on_one_node", r.buddies_on_one_node}});
+  return j;
+}
+
 // Comm's part of a recovery; deferred to the creation of Comm in a replacement still being constructed.
-void MpiCoordination::begin_comm_recovery(const std::set<int>& rolled_back, int coordinator) {
-  if (comm_state_) {
-    comm_state_->begin_recovery(epoch_, rolled_back, coordinator);
+void Recovery::begin_comm_recovery(const std::set<int>& rolled_back, int coordinator) {
+  if (job_.comm_state_) {
+    job_.comm_state_->begin_recovery(epoch_, rolled_back, coordinator);
     return;
   }
   joined_group_recovery_ = true;
@@ -565,7 +601,7 @@ void MpiCoordination::begin_comm_recovery(const std::set<int>& rolled_back, int 
 }
 
 #if REPRISE_HAVE_ULFM
-std::optional<bool> MpiCoordination::agreement(MPI_Comm comm, bool mine) {
+std::optional<bool> Recovery::agreement(MPI_Comm comm, bool mine) {
   int flag = mine ? 1 : 0;
   MPI_Request r = MPI_REQUEST_NULL;
   int rc = MPIX_Comm_iagree(comm, &flag, &r);  // polled: see mpi/polled.hpp
@@ -574,16 +610,16 @@ std::optional<bool> MpiCoordination::agreement(MPI_Comm comm, bool mine) {
   return flag == 1;
 }
 
-bool MpiCoordination::agreed(MPI_Comm comm, bool mine) {
+bool Recovery::agreed(MPI_Comm comm, bool mine) {
   const std::optional<bool> a = agreement(comm, mine);
   return a && *a;
 }
 #endif
 
 // Ranks of the current world that are not in `shrunk` (ascending).
-std::vector<int> MpiCoordination::failed_ranks(MPI_Comm shrunk) {
+std::vector<int> Recovery::failed_ranks(MPI_Comm shrunk) {
   MPI_Group gw, gs;
-  REPRISE_MPI_CHECK(MPI_Comm_group(world_, &gw));
+  REPRISE_MPI_CHECK(MPI_Comm_group(job_.world_, &gw));
   REPRISE_MPI_CHECK(MPI_Comm_group(shrunk, &gs));
   int ns = 0;
   REPRISE_MPI_CHECK(MPI_Group_size(gs, &ns));
@@ -592,9 +628,9 @@ std::vector<int> MpiCoordination::failed_ranks(MPI_Comm shrunk) {
   REPRISE_MPI_CHECK(MPI_Group_translate_ranks(gs, ns, in.data(), gw, out.data()));
   std::set<int> alive(out.begin(), out.end());
   std::vector<int> failed;
-  for (int r = 0; r < size_; ++r)
+  for (int r = 0; r < job_.size_; ++r)
     if (!alive.count(r)) failed.push_back(r);
-  lowest_survivor_ = !out.empty() && *std::min_element(out.begin(), out.end()) == rank_;
+  lowest_survivor_ = !out.empty() && *std::min_element(out.begin(), out.end()) == job_.rank_;
   REPRISE_MPI_CHECK(MPI_Group_free(&gw));
   REPRISE_MPI_CHECK(MPI_Group_free(&gs));
   return failed;
@@ -602,59 +638,59 @@ std::vector<int> MpiCoordination::failed_ranks(MPI_Comm shrunk) {
 
 // Recovery to the initial state: every stored version of this rank and of its wards is dropped (none was
 // committed), and the Runtime forgets its timeline at its next checkpoint (take_start_over).
-void MpiCoordination::start_over() {
-  if (comm_state_) comm_state_->start_over();
-  commit_.forget_floor();  // the store forgets its floor too (drop_everything)
-  data_pending_ = false;   // nothing to hold
+void Recovery::start_over() {
+  if (job_.comm_state_) job_.comm_state_->start_over();
+  job_.commit_.forget_floor();  // the store forgets its floor too (drop_everything)
+  data_pending_ = false;        // nothing to hold
   target_.reset();
   restarted_ = false;
   start_over_ = true;
-  if (!group_rollback_) {  // every rank starts over; with a group rollback, wards of other groups go on
-    buddy_.drop_wards();
+  if (!job_.group_rollback_) {  // every rank starts over; with a group rollback, wards of other groups go on
+    job_.buddy_.drop_wards();
   }
-  if (store_) {
-    store_->drop_everything();
-    buddy_.start();
-  } else if (local_) {
-    for (std::uint64_t v : local_->list()) local_->release(v);
+  if (job_.store_) {
+    job_.store_->drop_everything();
+    job_.buddy_.start();
+  } else if (job_.local_) {
+    for (std::uint64_t v : job_.local_->list()) job_.local_->release(v);
   }
 }
 
-void MpiCoordination::finish_recovery(std::uint64_t version) {
+void Recovery::finish_recovery(std::uint64_t version) {
   target_ = version;
-  if (store_) {
-    store_->reset_after_recovery(version);
-    buddy_.start();
+  if (job_.store_) {
+    job_.store_->reset_after_recovery(version);
+    job_.buddy_.start();
   }
 }
 
 // Broadcast from the merged communicator's rank 0 to the replacements (protocol/recovery_packet.hpp).
-std::vector<std::uint64_t> MpiCoordination::make_packet(const protocol::RecoveryPlan& plan, std::uint64_t max_step) {
+std::vector<std::uint64_t> Recovery::make_packet(const protocol::RecoveryPlan& plan, std::uint64_t max_step) {
   protocol::RecoveryPacket k;
   k.plan = plan;
-  k.layout = layout_;
+  k.layout = job_.layout_;
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "REPRISE_", 8) == 0) k.env.emplace_back(*e);
   k.epoch = epoch_ + 1;  // the epoch the recovery starts (recover_group(), or every rank's restart exchange)
-  k.kill_floors = protocol::kill_floors(kills_, kill_floors_, size_, plan.failed, max_step);
+  k.kill_floors = protocol::kill_floors(job_.kills_, kill_floors_, job_.size_, plan.failed, max_step);
   return protocol::encode_packet(k);
 }
 
-void MpiCoordination::broadcast_packet(MPI_Comm merged, std::vector<std::uint64_t>& p) {
+void Recovery::broadcast_packet(MPI_Comm merged, std::vector<std::uint64_t>& p) {
   std::uint64_t n = p.size();
   REPRISE_MPI_CHECK(polled::bcast(&n, 1, MPI_UINT64_T, 0, merged));
   p.resize(n);
   REPRISE_MPI_CHECK(polled::bcast(p.data(), static_cast<int>(n), MPI_UINT64_T, 0, merged));
 }
 
-void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
+void Recovery::join_as_replacement(MPI_Comm parent, Config& cfg) {
 #if !REPRISE_HAVE_ULFM
   (void)parent;
   (void)cfg;
   throw UnrecoverableFailure("a replacement process was started, but this MPI has no ULFM");
 #else
   const auto t0 = Clock::now();
-  replacement_ = true;
+  job_.replacement_ = true;
   REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN));
   MPI_Comm merged = MPI_COMM_NULL, world = MPI_COMM_NULL;
   int mrank = 0, msize = 0, nremote = 0;
@@ -701,10 +737,10 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
     const auto eq = e.find('=');
     if (eq != std::string::npos) setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
   }
-  kills_ = protocol::parse_kill_spec(std::getenv("REPRISE_KILL") ? std::getenv("REPRISE_KILL") : "");
+  job_.kills_ = protocol::parse_kill_spec(std::getenv("REPRISE_KILL") ? std::getenv("REPRISE_KILL") : "");
   kill_floors_ = k.kill_floors;
   data_pending_ = true;  // until its data phase completes (see RankHoldings::replacing)
-  group_rollback_ = Config::from_env(cfg).group_rollback;  // the job's REPRISE_* environment is set now
+  job_.group_rollback_ = Config::from_env(cfg).group_rollback;  // the job's REPRISE_* environment is set now
   REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
   REPRISE_MPI_DISCARD(MPI_Comm_free(&merged));  // (agreed on: a failure from here on is the next recovery's)
   // Watched from here (the job's REPRISE_* environment has just arrived; the survivors watch the merge).
@@ -715,19 +751,19 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
         "rank " + std::to_string(k.plan.failed.at(static_cast<std::size_t>(mrank - nremote))) + " (replacement)",
         std::chrono::milliseconds(job.recovery_watch_ms), std::chrono::seconds(job.recovery_timeout_s));
   stage("building the repaired communicators");
-  layout_ = k.layout;  // the job's layout, wherever this process was started
-  adopt(world);
+  job_.layout_ = k.layout;  // the job's layout, wherever this process was started
+  job_.adopt(world);
   {
     const mpi::TopologyConfig topology = mpi::TopologyConfig::from_env();
-    node_key_ = mpi::own_node_key(topology, topology.replacement_node >= 0
-                                                ? topology.replacement_node
-                                                : layout_.node_of.at(static_cast<std::size_t>(rank_)));
+    job_.node_key_ = mpi::own_node_key(topology, topology.replacement_node >= 0
+                                                     ? topology.replacement_node
+                                                     : job_.layout_.node_of.at(static_cast<std::size_t>(job_.rank_)));
   }
-  kill_floor_ = kill_floors_.at(static_cast<std::size_t>(rank_));  // rank_: set by adopt; includes max_step
+  job_.kill_floor_ = kill_floors_.at(static_cast<std::size_t>(job_.rank_));  // (rank_ from adopt)
   cfg = Config::from_env(cfg);
-  cfg.rank = rank_;
-  cfg_ = cfg;
-  local_ = cfg.dir.empty() ? core::make_memory_store() : core::make_directory_store(cfg.dir, rank_);
+  cfg.rank = job_.rank_;
+  job_.cfg_ = cfg;
+  job_.local_ = cfg.dir.empty() ? core::make_memory_store() : core::make_directory_store(cfg.dir, job_.rank_);
   RecoveryRecord rec = record_of(k.plan, t0);
   rec.replacement = true;
   k.plan.version = rec.version;  // (a group rollback: its own group's; the data phase reads these two)
@@ -736,7 +772,7 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
   epoch_ = k.epoch;
   joined_group_recovery_ = true;
   joined_rolled_back_ = std::set<int>(rec.rolled_back.begin(), rec.rolled_back.end());
-  joined_coordinator_ = protocol::restart_coordinator(size_, joined_rolled_back_);
+  joined_coordinator_ = protocol::restart_coordinator(job_.size_, joined_rolled_back_);
   rec.repair_seconds = since(t0);
   if (k.plan.partial && k.plan.from_start) {
     // Its group starts over, the others go on: it still takes part in the data exchange with its buddies
@@ -762,8 +798,8 @@ void MpiCoordination::join_as_replacement(MPI_Comm parent, Config& cfg) {
 // recovery like a survivor (reporting that it holds only part of its data); that recovery rolls its group back
 // again and sets target_ (or starts it over); the application restores at start either way.
 #if REPRISE_HAVE_ULFM
-void MpiCoordination::move_data_or_recover(const protocol::RecoveryPlan& plan, RecoveryRecord& rec,
-                                           Clock::time_point t0, Clock::time_point t1) {
+void Recovery::move_data_or_recover(const protocol::RecoveryPlan& plan, RecoveryRecord& rec, Clock::time_point t0,
+                                    Clock::time_point t1) {
   const bool nothing_moves = !plan.partial && plan.from_start;
   stage(nothing_moves ? "comparing where the ranks run (replacement)" : "getting its checkpoints (replacement)");
   try {
@@ -792,25 +828,25 @@ void MpiCoordination::move_data_or_recover(const protocol::RecoveryPlan& plan, R
 // its own files); (2) every rank makes sure its buddy holds that chain: the buddy says what it holds, the owner
 // sends what is missing (everything when the buddy is a replacement). One pair at a time, in rank order, so the
 // rendezvous sends cannot form a cycle.
-void MpiCoordination::move_data(const protocol::RecoveryPlan& plan, RecoveryRecord& rec) {
+void Recovery::move_data(const protocol::RecoveryPlan& plan, RecoveryRecord& rec) {
   check_placement(rec);
-  core::VersionStore& own = store_ ? store_->local() : *local_;
+  core::VersionStore& own = job_.store_ ? job_.store_->local() : *job_.local_;
   auto send_versions = [&](int dest, core::VersionStore& from, const std::vector<std::uint64_t>& versions) {
-    if (should_die(current_step_, protocol::KillPoint::Transfer)) die("transfer", current_step_);
+    if (job_.should_die(job_.current_step_, protocol::KillPoint::Transfer)) job_.die("transfer", job_.current_step_);
     const std::uint64_t n = versions.size();
-    REPRISE_MPI_CHECK(polled::send(&n, 1, MPI_UINT64_T, dest, kMoveCount, world_));
+    REPRISE_MPI_CHECK(polled::send(&n, 1, MPI_UINT64_T, dest, kMoveCount, job_.world_));
     for (std::uint64_t v : versions) {
       const core::StoredVersion sv = from.load(v);
-      send_version(world_, dest, kMoveHead, kMovePiece, sv.manifest, *sv.payload,
-                   core::payload_checksum(sv.payload->data(), sv.payload->size(), cfg_.digest_threads));
+      send_version(job_.world_, dest, kMoveHead, kMovePiece, sv.manifest, *sv.payload,
+                   core::payload_checksum(sv.payload->data(), sv.payload->size(), job_.cfg_.digest_threads));
       rec.bytes_sent += sv.payload->size();
     }
   };
   auto recv_versions = [&](int src, core::VersionStore& into) {
     std::uint64_t n = 0;
-    REPRISE_MPI_CHECK(polled::recv(&n, 1, MPI_UINT64_T, src, kMoveCount, world_, MPI_STATUS_IGNORE));
+    REPRISE_MPI_CHECK(polled::recv(&n, 1, MPI_UINT64_T, src, kMoveCount, job_.world_, MPI_STATUS_IGNORE));
     for (std::uint64_t i = 0; i < n; ++i) {
-      Received r = recv_version(world_, src, kMoveHead, kMovePiece, "version sent by rank " + std::to_string(src));
+      Received r = recv_version(job_.world_, src, kMoveHead, kMovePiece, "version sent by rank " + std::to_string(src));
       rec.bytes_received += r.payload->size();
       into.put(r.manifest, std::move(r.payload), r.checksum);
     }
@@ -827,30 +863,30 @@ void MpiCoordination::move_data(const protocol::RecoveryPlan& plan, RecoveryReco
     return plan.partial && !std::binary_search(plan.rolled_back.begin(), plan.rolled_back.end(), w);
   };
   // The ranks whose chain comes from their buddy: failed ones, and replacements of an interrupted recovery.
-  for (int f = 0; f < size_; ++f) {
+  for (int f = 0; f < job_.size_; ++f) {
     if (plan.source[static_cast<std::size_t>(f)] != protocol::DataSource::Buddy || !target(f)) continue;
-    const int b = layout_.buddy_of[static_cast<std::size_t>(f)];
-    if (rank_ == b) {
-      core::VersionStore& held = buddy_.ward_store(f);
+    const int b = job_.layout_.buddy_of[static_cast<std::size_t>(f)];
+    if (job_.rank_ == b) {
+      core::VersionStore& held = job_.buddy_.ward_store(f);
       send_versions(f, held, protocol::chain_of(protocol::records_of(held), *target(f)));
     }
-    if (rank_ == f) recv_versions(b, own);
+    if (job_.rank_ == f) recv_versions(b, own);
   }
-  for (int w = 0; w < size_; ++w) {
-    const int b = layout_.buddy_of[static_cast<std::size_t>(w)];
-    if (rank_ == b) {
-      const std::vector<std::uint64_t> held = buddy_.ward_store(w).list();
+  for (int w = 0; w < job_.size_; ++w) {
+    const int b = job_.layout_.buddy_of[static_cast<std::size_t>(w)];
+    if (job_.rank_ == b) {
+      const std::vector<std::uint64_t> held = job_.buddy_.ward_store(w).list();
       const std::uint64_t n = held.size();
-      REPRISE_MPI_CHECK(polled::send(&n, 1, MPI_UINT64_T, w, kMoveList, world_));
-      REPRISE_MPI_CHECK(polled::send(held.data(), static_cast<int>(n), MPI_UINT64_T, w, kMoveList, world_));
-      recv_versions(w, buddy_.ward_store(w));
+      REPRISE_MPI_CHECK(polled::send(&n, 1, MPI_UINT64_T, w, kMoveList, job_.world_));
+      REPRISE_MPI_CHECK(polled::send(held.data(), static_cast<int>(n), MPI_UINT64_T, w, kMoveList, job_.world_));
+      recv_versions(w, job_.buddy_.ward_store(w));
     }
-    if (rank_ == w) {
+    if (job_.rank_ == w) {
       std::uint64_t n = 0;
-      REPRISE_MPI_CHECK(polled::recv(&n, 1, MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
+      REPRISE_MPI_CHECK(polled::recv(&n, 1, MPI_UINT64_T, b, kMoveList, job_.world_, MPI_STATUS_IGNORE));
       std::vector<std::uint64_t> held(n);
       REPRISE_MPI_CHECK(
-          polled::recv(held.data(), static_cast<int>(n), MPI_UINT64_T, b, kMoveList, world_, MPI_STATUS_IGNORE));
+          polled::recv(held.data(), static_cast<int>(n), MPI_UINT64_T, b, kMoveList, job_.world_, MPI_STATUS_IGNORE));
       // A survivor of a group rollback: every version it has (it goes on from the newest); a rank that rolls
       // back: the chain of its version; a rank that starts over: nothing.
       std::vector<std::uint64_t> wanted;
@@ -876,10 +912,10 @@ void MpiCoordination::move_data(const protocol::RecoveryPlan& plan, RecoveryReco
 // replacement where it has a free slot: after a node failure that is another node, maybe the one of its buddy
 // or of its ward, and a failure of that node would then lose both copies of a checkpoint. The layout stays the
 // job's (groups and buddies do not move); the lowest survivor says so, and the recovery's metrics record it.
-void MpiCoordination::check_placement(RecoveryRecord& rec) {
-  std::vector<long> keys(static_cast<std::size_t>(size_));
-  REPRISE_MPI_CHECK(polled::allgather(&node_key_, 1, MPI_LONG, keys.data(), 1, MPI_LONG, world_));
-  rec.buddies_on_one_node = protocol::buddies_sharing_a_node(layout_, keys);
+void Recovery::check_placement(RecoveryRecord& rec) {
+  std::vector<long> keys(static_cast<std::size_t>(job_.size_));
+  REPRISE_MPI_CHECK(polled::allgather(&job_.node_key_, 1, MPI_LONG, keys.data(), 1, MPI_LONG, job_.world_));
+  rec.buddies_on_one_node = protocol::buddies_sharing_a_node(job_.layout_, keys);
   if (!lowest_survivor_) return;
   for (const auto& [r, b] : rec.buddies_on_one_node)
     std::fprintf(stderr,
@@ -890,8 +926,8 @@ void MpiCoordination::check_placement(RecoveryRecord& rec) {
 }
 
 // Per ward: the version whose chain it keeps (UINT64_MAX: all; none: nothing).
-void MpiCoordination::trim_wards(const std::function<std::optional<std::uint64_t>(int)>& keep_of) {
-  buddy_.for_each_ward([&](int ward, core::VersionStore& s) {
+void Recovery::trim_wards(const std::function<std::optional<std::uint64_t>(int)>& keep_of) {
+  job_.buddy_.for_each_ward([&](int ward, core::VersionStore& s) {
     const auto records = protocol::records_of(s);
     const auto version = keep_of(ward);
     if (version && *version == UINT64_MAX) return;
