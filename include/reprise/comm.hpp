@@ -13,7 +13,9 @@
 // logs for checkpoint; see MpiRuntime::step). Buffers are host or device memory (see the overloads taking a
 // MemorySpace); collectives take host memory.
 // Receives name their source: MPI_ANY_SOURCE would make the delivery order depend on timing, which the protocol's
-// replay cannot reproduce, so it is refused with a UsageError. Collectives (barrier, bcast, allreduce) are built
+// replay cannot reproduce, so it is refused with a UsageError. Messages from one rank are delivered in the order
+// it sent them: a receive that completes first holds its message until the earlier ones are delivered by receives
+// the program posted (waiting with none posted is a ProtocolError). Collectives (barrier, bcast, allreduce) are built
 // on these point-to-point messages, so they follow the same rules. A process failure surfaces as the runtime's
 // Rollback exception from any call, as with MpiRuntime::check(); with group rollback (Config::group_rollback)
 // only in the groups of the failed ranks: elsewhere the call completes once the job is repaired. The protocol
@@ -73,6 +75,8 @@ class Comm {
   std::size_t wait(Request& request);
   void waitall(std::vector<Request>& requests);
   bool test(Request& request);
+  /// The same, with the bytes received (irecv) or sent once it completed.
+  bool test(Request& request, std::size_t& bytes);
   void sendrecv(const void* send_buf, std::size_t send_bytes, int dest, int send_tag, void* recv_buf,
                 std::size_t recv_bytes, int src, int recv_tag);
 

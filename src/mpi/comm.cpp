@@ -36,6 +36,7 @@ std::string CommState::stats_json() const {
                       {"orphans_notified", stats_.orphans_notified},
                       {"duplicates_dropped", stats_.duplicates_dropped},
                       {"duplicates_skipped", stats_.duplicates_skipped},
+                      {"held_early", stats_.held_early},
                       {"device_messages", stats_.device_messages},
                       {"device_bytes", stats_.device_bytes},
                       {"device_direct", stats_.device_direct},
@@ -111,6 +112,9 @@ void Comm::waitall(std::vector<Request>& rs) {
 }
 bool Comm::test(Request& r) {
   return s_->test(r);
+}
+bool Comm::test(Request& r, std::size_t& bytes) {
+  return s_->test(r, &bytes);
 }
 
 void Comm::sendrecv(const void* send_buf, std::size_t send_bytes, int dest, int send_tag, void* recv_buf,

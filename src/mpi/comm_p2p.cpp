@@ -182,6 +182,7 @@ Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag, s
 }
 
 void CommState::post_receive(PendingMessage& m) {
+  m.held = false;
   // The header, and the payload when it is small: a buffer of an earlier receive when there is one (a new one
   // costs an allocation and zeroing 4000 bytes, a good part of a small message's time).
   if (m.packed.size() != kReceiveBuffer && !spare_receive_buffers_.empty()) {
@@ -322,9 +323,15 @@ bool CommState::progress(PendingMessage& m, bool block) {
     }
     if (m.payload != MPI_REQUEST_NULL && !finish(m.payload, MPI_STATUS_IGNORE, block, &m)) return false;
     if (m.request != MPI_REQUEST_NULL) continue;  // a repair posted it again
-    if (deliver(m)) {
+    const Delivery d = deliver(m);
+    if (d == Delivery::Delivered) {
       if (m.device && m.result && m.staged) host_to_device(m.buf, m.staged, m.result);  // (null: direct)
       break;
+    }
+    if (d == Delivery::Early) {  // held: delivered once the receive of the sender's earlier message completes
+      if (!block) return false;
+      fill_gap_before(m);
+      continue;
     }
     post_receive(m);  // a duplicate was dropped: receive again
     if (!block) return false;
@@ -337,22 +344,52 @@ bool CommState::progress(PendingMessage& m, bool block) {
   return true;
 }
 
-bool CommState::deliver(PendingMessage& m) {
+// Each channel is delivered in the order its sender sent, as the protocol replays it after a failure; the
+// program's receives may complete in another order (two tags from one neighbour, waited for in any order, or
+// MPI_Waitall): a message that arrives early is held, and delivered once the earlier ones are.
+CommState::Delivery CommState::deliver(PendingMessage& m) {
   const protocol::Header h{m.header.seq, m.header.phase, m.header.group};
   const auto arrival = p_->arrival(m.peer, h);
   if (arrival == protocol::Process::Arrival::Duplicate) {
+    m.held = false;
     ++stats_.duplicates_dropped;
-    return false;
+    return Delivery::Duplicate;
   }
-  if (arrival != protocol::Process::Arrival::Deliver)
-    throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + " completed message " + std::to_string(h.seq) +
-                        " from rank " + std::to_string(m.peer) + " after " + std::to_string(p_->delivered(m.peer)) +
-                        " of its messages: messages from one rank must be "
-                        "received (completed) in the order it sent them, whatever their tags, because the protocol "
-                        "replays each channel in order");
+  if (arrival == protocol::Process::Arrival::Early) {
+    if (!m.held) ++stats_.held_early;
+    m.held = true;
+    return Delivery::Early;
+  }
+  m.held = false;
   p_->deliver(m.peer, h);
   ++stats_.received;
-  return true;
+  return Delivery::Delivered;
+}
+
+void CommState::fill_gap_before(PendingMessage& m) {
+  const std::uint64_t before = p_->delivered(m.peer);
+  for (;;) {
+    bool posted = false;
+    for (PendingMessage* o : std::vector<PendingMessage*>(live_)) {
+      if (o == &m || !o->receive || o->peer != m.peer || o->done) continue;
+      posted = true;
+      progress(*o, false);
+    }
+    // (a repair may have posted m again, or completed it)
+    if (p_->delivered(m.peer) != before || m.done || m.request != MPI_REQUEST_NULL || !m.held) return;
+    if (!posted)
+      throw ProtocolError(
+          "reprise::Comm: rank " + std::to_string(rank_) + " waits for message " + std::to_string(m.header.seq) +
+          " from rank " + std::to_string(m.peer) + " (tag " + std::to_string(m.tag) + "), but has received only " +
+          std::to_string(before) + " of the " + std::to_string(m.header.seq - 1) +
+          " that rank sent before it, and posts no receive for the next: "
+          "messages from one rank are delivered in the order it sent them, whatever their tags, because the "
+          "protocol replays each channel in that order. Post the receives of the earlier messages before waiting "
+          "for this one (waiting for them together, as MPI_Waitall does, is fine)");
+    advance_headers(&m);
+    host_.poll_failure();
+    if (control_due()) poll_control();
+  }
 }
 
 std::size_t CommState::wait(Comm::Request& r) {
@@ -364,9 +401,10 @@ std::size_t CommState::wait(Comm::Request& r) {
   return n;
 }
 
-bool CommState::test(Comm::Request& r) {
+bool CommState::test(Comm::Request& r, std::size_t* bytes) {
   if (!r.p_) return true;
   if (!r.p_->done && !progress(*r.p_, false)) return false;
+  if (bytes) *bytes = r.p_->result;
   r.p_.reset();
   return true;
 }

@@ -113,6 +113,7 @@ struct PendingMessage {
   // once MPI sent the device buffer and this copy is done: the application may then change the buffer.
   std::shared_ptr<gpu::Event> log_copy;
   CommState* owner = nullptr;  // pending messages are registered there (repairs reach them)
+  bool held = false;           // arrived before an earlier message of its sender: held until that one is delivered
   ~PendingMessage();
 };
 
@@ -144,7 +145,7 @@ class CommState {
                       std::optional<MemorySpace> space = std::nullopt);
   Comm::Request irecv(void* buf, std::size_t bytes, int src, int tag, std::optional<MemorySpace> space = std::nullopt);
   std::size_t wait(Comm::Request& r);
-  bool test(Comm::Request& r);
+  bool test(Comm::Request& r, std::size_t* bytes = nullptr);  ///< bytes: received (or sent) once complete
 
   // ---- the runtime's hooks ----------------------------------------------------------------------------------
   /// The protected region holding the channel counters of each version (protocol::CounterRegion).
@@ -242,8 +243,13 @@ class CommState {
   void tested(int rc, const MPI_Request& r, const CallSite& at);
   void forget(PendingMessage* m);
   friend struct PendingMessage;
-  /// False: a duplicate of a message already delivered (a re-executed send after a group rollback): dropped.
-  bool deliver(PendingMessage& m);
+  /// What became of an arrived message: delivered; a duplicate of one already delivered (a re-executed send after
+  /// a group rollback), dropped; or early (an earlier message of its sender is not delivered yet), held.
+  enum class Delivery { Delivered, Duplicate, Early };
+  Delivery deliver(PendingMessage& m);
+  /// Blocks until another receive of m's sender delivers the message before m (m is held). None is posted: a
+  /// ProtocolError (the program waits for a message before receiving the ones its sender sent first).
+  void fill_gap_before(PendingMessage& m);
   void post_receive(PendingMessage& m);
   int post_send(int dest, int tag, WireHeader& header, const void* buf, std::vector<std::byte>& packed,
                 MPI_Request& request, MPI_Request& payload, int& epoch);
@@ -337,6 +343,7 @@ class CommState {
     std::uint64_t over_bound_streak = 0, over_bound_streak_max = 0;  // log checks over the bound in a row
     std::uint64_t replayed = 0, replayed_sent = 0, replayed_bytes = 0, orphans_notified = 0, duplicates_dropped = 0,
                   duplicates_skipped = 0, recoveries = 0;
+    std::uint64_t held_early = 0;  // messages that arrived before an earlier one of their sender (held)
   } stats_;
   Comm comm_;
 };
