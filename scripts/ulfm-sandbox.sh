@@ -16,7 +16,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 R=${REPRISE_SANDBOX:-/var/tmp/reprise-ulfm-trixie}
 STAMP="$R/.reprise-sandbox-v1"
 PACKAGES="openmpi-bin libopenmpi-dev g++ cmake make pkg-config libgtest-dev libhwloc-dev libxxhash-dev
-  nlohmann-json3-dev libcli11-dev libtrilinos-kokkos-dev libopenblas-dev liblapacke-dev ca-certificates"
+  nlohmann-json3-dev libcli11-dev libtrilinos-kokkos-dev libopenblas-dev liblapacke-dev ca-certificates
+  python3-minimal"
 
 log() { echo "[ulfm-sandbox] $*" >&2; }
 need_root() { [ "$(id -u)" -eq 0 ] || { log "needs root (debootstrap, chroot, mounts)"; exit 2; }; }

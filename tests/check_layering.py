@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The layering of ../shared/DESIGN.md section 3, checked on the include lines of every source file.
 
-    mpi -> {runtime, protocol};  protocol -> {core, logging};  runtime -> core;  {core, logging} -> gpu -> kernels
+    interpose -> mpi (its public API);  mpi -> {runtime, protocol};  protocol -> {core, logging};  runtime -> core;
+    {core, logging} -> gpu -> kernels
 
 Each folder may include its own headers and those of the layers it is allowed to use; MPI, CUDA and NCCL headers
 only where listed. Prints every violation (file, line, include, the rule) and exits 1 when there is one.
@@ -20,6 +21,7 @@ ALLOWED = {
     "src/protocol": {"protocol", "logging", "core", "gpu"},
     "src/runtime": {"runtime", "core", "logging", "gpu", "kernels"},
     "src/mpi": {"mpi", "runtime", "protocol", "logging", "core", "gpu", "kernels"},
+    "src/interpose": {"interpose"},  # the runtime through its public headers (include/reprise) only
     "include/reprise": set(),
     "apps": set(),
 }
@@ -28,10 +30,11 @@ EXCEPTIONS = {
     "apps/reprise_cli.cpp": {"core"},  # the `reprise` tool reads core's file format (inspect, verify)
     "apps/tile_kernels_cuda.cpp": {"gpu"},  # the apps' own CUDA tiles use REPRISE_CUDA_CHECK
 }
-# Only src/mpi runs MPI (the apps and tests are programs of their own).
+# Only src/mpi and src/interpose run MPI (the apps and tests are programs of their own).
 MPI_HEADERS = re.compile(r"^(mpi\.h|mpi-ext\.h)$")
-MPI_ALLOWED = {"src/mpi", "apps"}
-MPI_FILES = {"include/reprise/mpi.hpp", "include/reprise/comm.hpp"}  # MpiRuntime's and Comm's public API
+MPI_ALLOWED = {"src/mpi", "src/interpose", "apps"}
+# MpiRuntime's, Comm's and the interposition's public API
+MPI_FILES = {"include/reprise/mpi.hpp", "include/reprise/comm.hpp", "include/reprise/interpose.hpp"}
 # Only src/gpu and kernels talk to CUDA and NCCL (the apps' own tile kernels aside).
 GPU_HEADERS = re.compile(r"^(cuda[a-z_]*\.h|cu(blas|solver)[a-zA-Z_]*\.h|nccl\.h)$")
 GPU_ALLOWED = {"src/gpu", "kernels"}

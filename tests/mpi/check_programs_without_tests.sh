@@ -12,7 +12,8 @@ cmake -S "$src" -B "$work" -DREPRISE_ENABLE_MPI=ON -DREPRISE_BUILD_TESTS=OFF -DR
 targets=$(cmake --build "$work" --target help)
 missing=0
 for p in reprise-mpi-layout-check reprise-mpi-progress-check reprise-mpi-comm-check reprise-ulfm-probe \
-         reprise-stencil reprise-cholesky reprise-bench-logging; do
+         reprise-stencil reprise-cholesky reprise-bench-logging interpose-check-plain reprise-interpose-check \
+         heat3d-plain reprise-heat3d; do
   if grep -q -- "\.\.\. $p\$" <<< "$targets"; then echo "target $p"; else echo "MISSING target $p"; missing=1; fi
 done
 [ "$missing" = 0 ] && echo "every program mpirun.sh may build is a target without the tests"

@@ -1,0 +1,217 @@
+// heat3d: a 3D heat equation on a Cartesian process grid, written as people write MPI + Kokkos code without
+// Reprise: MPI_COMM_WORLD, MPI_Cart_create, halos packed into views and exchanged with MPI_Isend/MPI_Irecv and
+// MPI_Waitall, an MPI_Allreduce of the energy every step, two views swapped every step. Its Reprise lines are the
+// blocks under REPRISE_WRAPPED: built without them it is `heat3d-plain` (plain MPI); with them, and linked with
+// libreprise_interpose.so, `reprise-heat3d`, whose MPI calls go through the protocol.
+//   heat3d [--nx N] [--ny N] [--nz N] [--steps N] [--checkpoint-every K]
+// Prints the energy every 10 steps and `checksum 0x<16 hex digits>` of the final field: bit-identical for both
+// builds, with or without failures.
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#ifdef REPRISE_WRAPPED
+#include "reprise/interpose.hpp"
+#include "reprise/kokkos.hpp"
+#endif
+
+namespace {
+
+using Field = Kokkos::View<double***>;
+using Face = Kokkos::View<double**>;
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+struct Options {
+  int nx = 48, ny = 48, nz = 48;
+  long steps = 60, every = 10;
+};
+
+Options parse(int argc, char** argv, int rank) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> long {
+      if (i + 1 >= argc) {
+        if (rank == 0) std::fprintf(stderr, "heat3d: %s needs a value\n", a.c_str());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+      }
+      char* end = nullptr;
+      const long v = std::strtol(argv[++i], &end, 10);
+      if (*end != '\0' || v <= 0) {
+        if (rank == 0) std::fprintf(stderr, "heat3d: %s takes a positive integer, not '%s'\n", a.c_str(), argv[i]);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+      }
+      return v;
+    };
+    if (a == "--nx")
+      o.nx = static_cast<int>(value());
+    else if (a == "--ny")
+      o.ny = static_cast<int>(value());
+    else if (a == "--nz")
+      o.nz = static_cast<int>(value());
+    else if (a == "--steps")
+      o.steps = value();
+    else if (a == "--checkpoint-every")
+      o.every = value();
+    else if (a.rfind("--kokkos", 0) != 0) {
+      if (rank == 0) std::fprintf(stderr, "heat3d: unknown option %s\n", a.c_str());
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+  return o;
+}
+
+// The six faces of the interior, in the order (-x, +x, -y, +y, -z, +z).
+struct Halo {
+  Face send[6], recv[6];
+  int neighbour[6];
+};
+
+void run(const Options& o) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int dims[3] = {0, 0, 0}, periods[3] = {0, 0, 0}, coords[3];
+  MPI_Dims_create(size, 3, dims);
+  MPI_Comm cart;
+  MPI_Cart_create(MPI_COMM_WORLD, 3, dims, periods, 0, &cart);
+  int me = 0;
+  MPI_Comm_rank(cart, &me);
+  MPI_Cart_coords(cart, me, 3, coords);
+  if (o.nx % dims[0] || o.ny % dims[1] || o.nz % dims[2]) {
+    if (me == 0)
+      std::fprintf(stderr, "heat3d: the grid %dx%dx%d does not divide into %dx%dx%d processes\n", o.nx, o.ny, o.nz,
+                   dims[0], dims[1], dims[2]);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  const int lx = o.nx / dims[0], ly = o.ny / dims[1], lz = o.nz / dims[2];
+  const int x0 = coords[0] * lx, y0 = coords[1] * ly, z0 = coords[2] * lz;
+  Field u("u", lx + 2, ly + 2, lz + 2), next("u_next", lx + 2, ly + 2, lz + 2);
+  Kokkos::parallel_for(
+      "init", Kokkos::MDRangePolicy<Kokkos::Rank<3>>({1, 1, 1}, {lx + 1, ly + 1, lz + 1}),
+      KOKKOS_LAMBDA(int i, int j, int k) {
+        const double x = (x0 + i - 0.5) / o.nx, y = (y0 + j - 0.5) / o.ny, z = (z0 + k - 0.5) / o.nz;
+        u(i, j, k) = (x > 0.3 && x < 0.7 && y > 0.2 && y < 0.6 && z > 0.4 && z < 0.9) ? 100.0 : x * y * z;
+      });
+  Halo h;
+  const int face_dims[6][2] = {{ly, lz}, {ly, lz}, {lx, lz}, {lx, lz}, {lx, ly}, {lx, ly}};
+  for (int f = 0; f < 6; ++f) {
+    h.send[f] = Face("send", face_dims[f][0], face_dims[f][1]);
+    h.recv[f] = Face("recv", face_dims[f][0], face_dims[f][1]);
+  }
+  for (int d = 0; d < 3; ++d) MPI_Cart_shift(cart, d, 1, &h.neighbour[2 * d], &h.neighbour[2 * d + 1]);
+  long step = 0;
+
+#ifdef REPRISE_WRAPPED
+  reprise::MpiRuntime& rt = reprise::wrapped_runtime();
+  rt.protect(u);  // followed through the swaps below
+  rt.protect("step", &step);
+  if (rt.restarted()) rt.restore();
+#endif
+
+  const double alpha = 0.1;
+  while (step < o.steps) {
+#ifdef REPRISE_WRAPPED
+    rt.step(static_cast<std::uint64_t>(step));
+#endif
+    // Pack the faces, exchange them, unpack into the ghost layers (a missing neighbour: the ghosts stay 0).
+    for (int f = 0; f < 6; ++f) {
+      Face s = h.send[f];
+      const int d = f / 2, at = f % 2 == 0 ? 1 : (d == 0 ? lx : d == 1 ? ly : lz);
+      Kokkos::parallel_for(
+          "pack", Kokkos::MDRangePolicy<Kokkos::Rank<2>>({0, 0}, {face_dims[f][0], face_dims[f][1]}),
+          KOKKOS_LAMBDA(int a, int b) {
+            s(a, b) = d == 0 ? u(at, a + 1, b + 1) : d == 1 ? u(a + 1, at, b + 1) : u(a + 1, b + 1, at);
+          });
+    }
+    Kokkos::fence();
+    MPI_Request requests[12];
+    for (int f = 0; f < 6; ++f) {
+      // A face sent towards +x arrives as the neighbour's -x ghosts: tag = the receiving side.
+      MPI_Irecv(h.recv[f].data(), static_cast<int>(h.recv[f].size()), MPI_DOUBLE, h.neighbour[f], f, cart,
+                &requests[f]);
+      MPI_Isend(h.send[f].data(), static_cast<int>(h.send[f].size()), MPI_DOUBLE, h.neighbour[f], f ^ 1, cart,
+                &requests[6 + f]);
+    }
+    MPI_Waitall(12, requests, MPI_STATUSES_IGNORE);
+    for (int f = 0; f < 6; ++f) {
+      if (h.neighbour[f] == MPI_PROC_NULL) continue;
+      Face r = h.recv[f];
+      const int d = f / 2, at = f % 2 == 0 ? 0 : (d == 0 ? lx + 1 : d == 1 ? ly + 1 : lz + 1);
+      Kokkos::parallel_for(
+          "unpack", Kokkos::MDRangePolicy<Kokkos::Rank<2>>({0, 0}, {face_dims[f][0], face_dims[f][1]}),
+          KOKKOS_LAMBDA(int a, int b) {
+            if (d == 0)
+              u(at, a + 1, b + 1) = r(a, b);
+            else if (d == 1)
+              u(a + 1, at, b + 1) = r(a, b);
+            else
+              u(a + 1, b + 1, at) = r(a, b);
+          });
+    }
+    Kokkos::parallel_for(
+        "step", Kokkos::MDRangePolicy<Kokkos::Rank<3>>({1, 1, 1}, {lx + 1, ly + 1, lz + 1}),
+        KOKKOS_LAMBDA(int i, int j, int k) {
+          next(i, j, k) = u(i, j, k) + alpha * (u(i - 1, j, k) + u(i + 1, j, k) + u(i, j - 1, k) + u(i, j + 1, k) +
+                                                u(i, j, k - 1) + u(i, j, k + 1) - 6.0 * u(i, j, k));
+        });
+    Kokkos::fence();
+    std::swap(u, next);
+    double local = 0, energy = 0;
+    Kokkos::parallel_reduce(
+        "energy", Kokkos::MDRangePolicy<Kokkos::Rank<3>>({1, 1, 1}, {lx + 1, ly + 1, lz + 1}),
+        KOKKOS_LAMBDA(int i, int j, int k, double& e) { e += u(i, j, k); }, local);
+    MPI_Allreduce(&local, &energy, 1, MPI_DOUBLE, MPI_SUM, cart);
+    ++step;
+    if (me == 0 && step % 10 == 0) std::printf("step %ld energy %.17g\n", step, energy), std::fflush(stdout);
+#ifdef REPRISE_WRAPPED
+    if (step % o.every == 0) rt.checkpoint(static_cast<std::uint64_t>(step));
+#endif
+  }
+
+  // The checksum: every interior value's bits, mixed with its global position, summed over the ranks.
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), u);
+  std::uint64_t local = 0, total = 0;
+  for (int i = 1; i <= lx; ++i)
+    for (int j = 1; j <= ly; ++j)
+      for (int k = 1; k <= lz; ++k) {
+        std::uint64_t bits = 0;
+        std::memcpy(&bits, &host(i, j, k), sizeof bits);
+        const std::uint64_t at =
+            (static_cast<std::uint64_t>(x0 + i - 1) * o.ny + (y0 + j - 1)) * static_cast<std::uint64_t>(o.nz) +
+            (z0 + k - 1);
+        local += mix(bits ^ mix(at));
+      }
+  MPI_Reduce(&local, &total, 1, MPI_UINT64_T, MPI_SUM, 0, cart);
+  if (me == 0)
+    std::printf("ranks %d grid %dx%dx%d steps %ld\nchecksum 0x%016" PRIx64 "\n", size, o.nx, o.ny, o.nz, o.steps,
+                total);
+  MPI_Comm_free(&cart);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const Options o = parse(argc, argv, rank);
+  Kokkos::initialize(argc, argv);
+  run(o);
+  Kokkos::finalize();
+  MPI_Finalize();
+  return 0;
+}

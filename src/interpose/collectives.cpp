@@ -1,0 +1,384 @@
+// The program's collectives, built on reprise::Comm's point-to-point on the communicator's collective tag: logged
+// between groups and replayed like any message, so they stay correct when only some groups roll back. The same
+// trees every time: results are bit-reproducible (a reduction combines in rank order, as MPI requires of
+// non-commutative operations; MPI_Reduce_local applies the operation, so every predefined and user operation
+// works). Buffers of collectives are host memory, with contiguous datatypes.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "interpose/serve.hpp"
+#include "interpose/wrapped.hpp"
+
+namespace reprise::interpose {
+namespace {
+
+void send_to(VComm& c, int rank, const void* buf, std::size_t bytes) {
+  Comm& m = Wrapped::get().comm();
+  Comm::Request r = m.isend(buf, bytes, c.job_rank(rank), collective_tag(c));
+  m.wait(r);
+}
+
+std::size_t recv_from(VComm& c, int rank, void* buf, std::size_t bytes) {
+  Comm& m = Wrapped::get().comm();
+  Comm::Request r = m.irecv(buf, bytes, c.job_rank(rank), collective_tag(c));
+  return m.wait(r);
+}
+
+// Binomial tree from `root` (as reprise::Comm::bcast).
+void bcast(VComm& c, void* buf, std::size_t bytes, int root) {
+  const int n = c.size, vr = (c.rank - root + n) % n;
+  int mask = 1;
+  while (mask < n) {
+    if (vr & mask) {
+      recv_from(c, (vr - mask + root) % n, buf, bytes);
+      break;
+    }
+    mask <<= 1;
+  }
+  for (mask >>= 1; mask > 0; mask >>= 1)
+    if (vr + mask < n) send_to(c, (vr + mask + root) % n, buf, bytes);
+}
+
+// Reduces `acc` (this rank's contribution, replaced by the partial result) to rank 0 over a binomial tree: rank r
+// combines the ranks [r, r + 2^k) in rank order (acc = acc op higher).
+void reduce_to_zero(VComm& c, std::vector<std::byte>& acc, int count, MPI_Datatype type, MPI_Op op) {
+  std::vector<std::byte> other(acc.size());
+  for (int mask = 1; mask < c.size; mask <<= 1) {
+    if (c.rank & mask) {
+      send_to(c, c.rank - mask, acc.data(), acc.size());
+      return;
+    }
+    if (c.rank + mask < c.size) {
+      recv_from(c, c.rank + mask, other.data(), other.size());
+      PMPI_Reduce_local(acc.data(), other.data(), count, type, op);  // other = acc op other
+      acc.swap(other);
+    }
+  }
+}
+
+// The bytes a reduction's buffer spans: `count` elements of `type` laid out in memory as they are (gaps included,
+// e.g. MPI_DOUBLE_INT's padding), which MPI_Reduce_local reads and writes in place.
+std::size_t span_of(int count, MPI_Datatype type, const char* call) {
+  MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
+  PMPI_Type_get_extent(type, &lb, &extent);
+  PMPI_Type_get_true_extent(type, &true_lb, &true_extent);
+  if (lb != 0 || true_lb != 0) refuse(call, "a datatype with a non-zero lower bound is not supported in reductions");
+  return count > 0 ? static_cast<std::size_t>((count - 1) * extent + true_extent) : 0;
+}
+
+void require_contiguous(MPI_Datatype type, const char* call) {
+  if (!contiguous(type))
+    refuse(call,
+           "collectives take contiguous datatypes under Reprise (a derived datatype with gaps is not "
+           "supported yet)");
+}
+
+int check_root(const VComm& c, int root, const char* call) {
+  if (root < 0 || root >= c.size) refuse(call, "root " + std::to_string(root) + " is not in the communicator");
+  return root;
+}
+
+}  // namespace
+
+void allreduce_bits(VComm& c, std::uint64_t& bits) {
+  std::vector<std::byte> acc(sizeof bits);
+  std::memcpy(acc.data(), &bits, sizeof bits);
+  reduce_to_zero(c, acc, 1, MPI_UINT64_T, MPI_BOR);
+  bcast(c, acc.data(), acc.size(), 0);
+  std::memcpy(&bits, acc.data(), sizeof bits);
+}
+
+std::vector<std::int64_t> allgather_ints(VComm& c, const std::vector<std::int64_t>& mine) {
+  const std::size_t each = mine.size() * sizeof(std::int64_t);
+  std::vector<std::int64_t> all(mine.size() * static_cast<std::size_t>(c.size));
+  if (c.rank == 0) {
+    std::copy(mine.begin(), mine.end(), all.begin());
+    for (int r = 1; r < c.size; ++r) recv_from(c, r, all.data() + mine.size() * static_cast<std::size_t>(r), each);
+  } else {
+    send_to(c, 0, mine.data(), each);
+  }
+  bcast(c, all.data(), all.size() * sizeof(std::int64_t), 0);
+  return all;
+}
+
+}  // namespace reprise::interpose
+
+using reprise::interpose::ours;
+using reprise::interpose::serving;
+using reprise::interpose::VComm;
+using reprise::interpose::Wrapped;
+namespace ri = reprise::interpose;
+
+extern "C" int MPI_Barrier(MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Barrier(comm);
+  REPRISE_SERVE("MPI_Barrier", {
+    VComm& c = Wrapped::get().vcomm(comm, "MPI_Barrier");
+    std::uint64_t nothing = 0;
+    ri::allreduce_bits(c, nothing);
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Bcast(buf, count, type, root, comm);
+  REPRISE_SERVE("MPI_Bcast", {
+    VComm& c = Wrapped::get().vcomm(comm, "MPI_Bcast");
+    ri::require_contiguous(type, "MPI_Bcast");
+    ri::bcast(c, buf, ri::bytes_of(count, type), ri::check_root(c, root, "MPI_Bcast"));
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                          MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
+  REPRISE_SERVE("MPI_Reduce", {
+    VComm& c = Wrapped::get().vcomm(comm, "MPI_Reduce");
+
+    ri::check_root(c, root, "MPI_Reduce");
+    const std::size_t bytes = ri::span_of(count, type, "MPI_Reduce");
+    const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    std::vector<std::byte> acc(bytes);
+    if (bytes) std::memcpy(acc.data(), in, bytes);
+    ri::reduce_to_zero(c, acc, count, type, op);
+    if (root != 0) {
+      if (c.rank == 0) ri::send_to(c, root, acc.data(), bytes);
+      if (c.rank == root) ri::recv_from(c, 0, acc.data(), bytes);
+    }
+    if (c.rank == root && bytes) std::memcpy(recvbuf, acc.data(), bytes);
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                             MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+  REPRISE_SERVE("MPI_Allreduce", {
+    VComm& c = Wrapped::get().vcomm(comm, "MPI_Allreduce");
+
+    const std::size_t bytes = ri::span_of(count, type, "MPI_Allreduce");
+    const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    std::vector<std::byte> acc(bytes);
+    if (bytes) std::memcpy(acc.data(), in, bytes);
+    ri::reduce_to_zero(c, acc, count, type, op);
+    ri::bcast(c, acc.data(), bytes, 0);
+    if (bytes) std::memcpy(recvbuf, acc.data(), bytes);
+  });
+  return MPI_SUCCESS;
+}
+
+namespace {
+
+// Gathers each rank's block to `root` (rank order), at byte offsets `at` of recvbuf (root only).
+void gather_blocks(VComm& c, const void* sendbuf, std::size_t send_bytes, void* recvbuf,
+                   const std::vector<std::size_t>& bytes, const std::vector<std::size_t>& at, int root) {
+  if (c.rank != root) {
+    ri::send_to(c, root, sendbuf, send_bytes);
+    return;
+  }
+  auto* out = static_cast<std::byte*>(recvbuf);
+  for (int r = 0; r < c.size; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    if (r == root) {
+      if (sendbuf != MPI_IN_PLACE && bytes[i]) std::memmove(out + at[i], sendbuf, bytes[i]);
+    } else {
+      ri::recv_from(c, r, out + at[i], bytes[i]);
+    }
+  }
+}
+
+// Block sizes and offsets in bytes from counts and displacements (in elements of `type`).
+void layout_of(int n, const int* counts, const int* displs, MPI_Datatype type, std::vector<std::size_t>& bytes,
+               std::vector<std::size_t>& at) {
+  const MPI_Aint extent = ri::extent_of(type);
+  bytes.resize(static_cast<std::size_t>(n));
+  at.resize(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    bytes[static_cast<std::size_t>(r)] = ri::bytes_of(counts[r], type);
+    at[static_cast<std::size_t>(r)] = static_cast<std::size_t>(displs[r] * extent);
+  }
+}
+
+void uniform(int n, int count, std::vector<int>& counts, std::vector<int>& displs) {
+  counts.assign(static_cast<std::size_t>(n), count);
+  displs.resize(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) displs[static_cast<std::size_t>(r)] = r * count;
+}
+
+int gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int* recvcounts,
+            const int* displs, MPI_Datatype recvtype, int root, MPI_Comm comm, const char* call) {
+  REPRISE_SERVE(call, {
+    VComm& c = Wrapped::get().vcomm(comm, call);
+    ri::check_root(c, root, call);
+    if (sendbuf != MPI_IN_PLACE) ri::require_contiguous(sendtype, call);
+    std::vector<std::size_t> bytes, at;
+    if (c.rank == root) {
+      ri::require_contiguous(recvtype, call);
+      layout_of(c.size, recvcounts, displs, recvtype, bytes, at);
+    }
+    gather_blocks(c, sendbuf, sendbuf == MPI_IN_PLACE ? 0 : ri::bytes_of(sendcount, sendtype), recvbuf, bytes, at,
+                  root);
+  });
+  return MPI_SUCCESS;
+}
+
+// Gather to rank 0, then rank 0 broadcasts every block packed together.
+int allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int* recvcounts,
+               const int* displs, MPI_Datatype recvtype, MPI_Comm comm, const char* call) {
+  REPRISE_SERVE(call, {
+    VComm& c = Wrapped::get().vcomm(comm, call);
+    ri::require_contiguous(recvtype, call);
+    std::vector<std::size_t> bytes, at;
+    layout_of(c.size, recvcounts, displs, recvtype, bytes, at);
+    const void* mine = sendbuf;
+    std::size_t mine_bytes = sendbuf == MPI_IN_PLACE ? 0 : ri::bytes_of(sendcount, sendtype);
+    if (sendbuf == MPI_IN_PLACE) {  // this rank's block is already in place
+      mine = static_cast<std::byte*>(recvbuf) + at[static_cast<std::size_t>(c.rank)];
+      mine_bytes = bytes[static_cast<std::size_t>(c.rank)];
+    } else {
+      ri::require_contiguous(sendtype, call);
+    }
+    const std::size_t total = std::accumulate(bytes.begin(), bytes.end(), std::size_t{0});
+    std::vector<std::byte> packed(total);
+    std::vector<std::size_t> packed_at(bytes.size());
+    for (std::size_t i = 1; i < bytes.size(); ++i) packed_at[i] = packed_at[i - 1] + bytes[i - 1];
+    gather_blocks(c, mine, mine_bytes, packed.data(), bytes, packed_at, 0);
+    ri::bcast(c, packed.data(), total, 0);
+    auto* out = static_cast<std::byte*>(recvbuf);
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+      if (bytes[i]) std::memmove(out + at[i], packed.data() + packed_at[i], bytes[i]);
+  });
+  return MPI_SUCCESS;
+}
+
+int scatterv(const void* sendbuf, const int* sendcounts, const int* displs, MPI_Datatype sendtype, void* recvbuf,
+             int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, const char* call) {
+  REPRISE_SERVE(call, {
+    VComm& c = Wrapped::get().vcomm(comm, call);
+    ri::check_root(c, root, call);
+    if (recvbuf != MPI_IN_PLACE) ri::require_contiguous(recvtype, call);
+    if (c.rank != root) {
+      ri::recv_from(c, root, recvbuf, ri::bytes_of(recvcount, recvtype));
+      return MPI_SUCCESS;
+    }
+    ri::require_contiguous(sendtype, call);
+    std::vector<std::size_t> bytes, at;
+    layout_of(c.size, sendcounts, displs, sendtype, bytes, at);
+    const auto* in = static_cast<const std::byte*>(sendbuf);
+    for (int r = 0; r < c.size; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      if (r != root)
+        ri::send_to(c, r, in + at[i], bytes[i]);
+      else if (recvbuf != MPI_IN_PLACE && bytes[i])
+        std::memmove(recvbuf, in + at[i], bytes[i]);
+    }
+  });
+  return MPI_SUCCESS;
+}
+
+int alltoallv(const void* sendbuf, const int* sendcounts, const int* sdispls, MPI_Datatype sendtype, void* recvbuf,
+              const int* recvcounts, const int* rdispls, MPI_Datatype recvtype, MPI_Comm comm, const char* call) {
+  REPRISE_SERVE(call, {
+    VComm& c = Wrapped::get().vcomm(comm, call);
+    if (sendbuf == MPI_IN_PLACE) ri::refuse(call, "MPI_IN_PLACE is not supported for all-to-all yet");
+    ri::require_contiguous(sendtype, call);
+    ri::require_contiguous(recvtype, call);
+    std::vector<std::size_t> sbytes, sat, rbytes, rat;
+    layout_of(c.size, sendcounts, sdispls, sendtype, sbytes, sat);
+    layout_of(c.size, recvcounts, rdispls, recvtype, rbytes, rat);
+    reprise::Comm& m = Wrapped::get().comm();
+    std::vector<reprise::Comm::Request> reqs;
+    const auto* in = static_cast<const std::byte*>(sendbuf);
+    auto* out = static_cast<std::byte*>(recvbuf);
+    for (int r = 0; r < c.size; ++r)
+      if (r != c.rank)
+        reqs.push_back(m.irecv(out + rat[static_cast<std::size_t>(r)], rbytes[static_cast<std::size_t>(r)],
+                               c.job_rank(r), ri::collective_tag(c)));
+    for (int r = 0; r < c.size; ++r)
+      if (r != c.rank)
+        reqs.push_back(m.isend(in + sat[static_cast<std::size_t>(r)], sbytes[static_cast<std::size_t>(r)],
+                               c.job_rank(r), ri::collective_tag(c)));
+    const auto me = static_cast<std::size_t>(c.rank);
+    if (sbytes[me]) std::memmove(out + rat[me], in + sat[me], std::min(sbytes[me], rbytes[me]));
+    m.waitall(reqs);
+  });
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                           const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  if (!serving() || !ours(comm))
+    return PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
+  return gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, "MPI_Gatherv");
+}
+
+extern "C" int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                          MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  if (!serving() || !ours(comm))
+    return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+  std::vector<int> counts, displs;
+  uniform(Wrapped::get().vcomm(comm, "MPI_Gather").size, recvcount, counts, displs);
+  return gatherv(sendbuf, sendcount, sendtype, recvbuf, counts.data(), displs.data(), recvtype, root, comm,
+                 "MPI_Gather");
+}
+
+extern "C" int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                              const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
+  if (!serving() || !ours(comm))
+    return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+  return allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, "MPI_Allgatherv");
+}
+
+extern "C" int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                             MPI_Datatype recvtype, MPI_Comm comm) {
+  if (!serving() || !ours(comm))
+    return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  std::vector<int> counts, displs;
+  uniform(Wrapped::get().vcomm(comm, "MPI_Allgather").size, recvcount, counts, displs);
+  return allgatherv(sendbuf, sendcount, sendtype, recvbuf, counts.data(), displs.data(), recvtype, comm,
+                    "MPI_Allgather");
+}
+
+extern "C" int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                            void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  if (!serving() || !ours(comm))
+    return PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
+  return scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, "MPI_Scatterv");
+}
+
+extern "C" int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                           MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  if (!serving() || !ours(comm))
+    return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+  std::vector<int> counts, displs;
+  uniform(Wrapped::get().vcomm(comm, "MPI_Scatter").size, sendcount, counts, displs);
+  return scatterv(sendbuf, counts.data(), displs.data(), sendtype, recvbuf, recvcount, recvtype, root, comm,
+                  "MPI_Scatter");
+}
+
+extern "C" int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                             void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                             MPI_Comm comm) {
+  if (!serving() || !ours(comm))
+    return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+  return alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
+                   "MPI_Alltoallv");
+}
+
+extern "C" int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                            MPI_Datatype recvtype, MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  const int n = Wrapped::get().vcomm(comm, "MPI_Alltoall").size;
+  std::vector<int> scounts, sdispls, rcounts, rdispls;
+  uniform(n, sendcount, scounts, sdispls);
+  uniform(n, recvcount, rcounts, rdispls);
+  return alltoallv(sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(), rdispls.data(), recvtype,
+                   comm, "MPI_Alltoall");
+}

@@ -1,0 +1,391 @@
+// The program's point-to-point calls, served by reprise::Comm: logged between groups, replayed after a failure.
+// A non-contiguous datatype is packed (MPI_Pack) into a buffer of the request and unpacked when it completes.
+#include <mpi.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "interpose/serve.hpp"
+#include "interpose/wrapped.hpp"
+
+namespace reprise::interpose {
+
+std::size_t bytes_of(int count, MPI_Datatype type) {
+  int size = 0;
+  PMPI_Type_size(type, &size);
+  return static_cast<std::size_t>(count) * static_cast<std::size_t>(size);
+}
+
+bool contiguous(MPI_Datatype type) {
+  MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
+  int size = 0;
+  PMPI_Type_get_extent(type, &lb, &extent);
+  PMPI_Type_get_true_extent(type, &true_lb, &true_extent);
+  PMPI_Type_size(type, &size);
+  return lb == 0 && true_lb == 0 && extent == size && true_extent == size;
+}
+
+MPI_Aint extent_of(MPI_Datatype type) {
+  MPI_Aint lb = 0, extent = 0;
+  PMPI_Type_get_extent(type, &lb, &extent);
+  return extent;
+}
+
+int peer(const VComm& c, int rank, const char* call) {
+  if (rank == MPI_PROC_NULL) return MPI_PROC_NULL;
+  if (rank == MPI_ANY_SOURCE)
+    refuse(call,
+           "MPI_ANY_SOURCE is not supported: which message matches would depend on timing, and a replay "
+           "after a failure could deliver another one. Name the source rank");
+  if (rank < 0 || rank >= c.size)
+    refuse(call, "rank " + std::to_string(rank) + " is not in the communicator (" + std::to_string(c.size) + " ranks)");
+  return c.job_rank(rank);
+}
+
+int wire_tag(const VComm& c, int tag, const char* call) {
+  if (tag == MPI_ANY_TAG) refuse(call, "MPI_ANY_TAG is not supported: messages are matched by their tag. Name the tag");
+  if (tag < 0 || tag > kTagUb)
+    refuse(call, "tag " + std::to_string(tag) + " is outside 0.." + std::to_string(kTagUb) +
+                     " (MPI_TAG_UB under Reprise: each communicator takes a range of the protocol's tags)");
+  return c.context * kTagsPerContext + tag;
+}
+
+void fill_status(MPI_Status* status, int source, int tag, std::size_t bytes) {
+  if (status == MPI_STATUS_IGNORE) return;
+  status->MPI_SOURCE = source;
+  status->MPI_TAG = tag;
+  status->MPI_ERROR = MPI_SUCCESS;
+  PMPI_Status_set_elements_x(status, MPI_BYTE, static_cast<MPI_Count>(bytes));
+  PMPI_Status_set_cancelled(status, 0);
+}
+
+namespace {
+
+// A request of a served call: posted on Comm (host or device buffers: Comm finds out which), or done at once
+// (MPI_PROC_NULL).
+std::unique_ptr<VRequest> post(bool receive, const void* buf, int count, MPI_Datatype type, int rank, int tag,
+                               MPI_Comm comm, const char* call) {
+  Wrapped& w = Wrapped::get();
+  const VComm& c = w.vcomm(comm, call);
+  auto r = std::make_unique<VRequest>();
+  r->receive = receive;
+  r->source = rank;
+  r->tag = tag;
+  r->buf = const_cast<void*>(buf);
+  r->count = count;
+  r->type = type;
+  const int job = peer(c, rank, call);
+  const int wire = wire_tag(c, tag, call);
+  if (job == MPI_PROC_NULL) {
+    r->null_peer = true;
+    return r;
+  }
+  const std::size_t bytes = bytes_of(count, type);
+  void* data = const_cast<void*>(buf);
+  if (!contiguous(type) && bytes > 0) {
+    r->packed.resize(bytes);
+    data = r->packed.data();
+    if (!receive) {
+      int at = 0;
+      PMPI_Pack(buf, count, type, data, static_cast<int>(bytes), &at, MPI_COMM_SELF);
+    }
+  }
+  Comm& m = w.comm();
+  r->request = receive ? m.irecv(data, bytes, job, wire) : m.isend(data, bytes, job, wire);
+  return r;
+}
+
+// The program's view of a completed request: unpacked, its status filled.
+void complete(VRequest& r, std::size_t bytes, MPI_Status* status) {
+  if (r.null_peer) {
+    fill_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
+    return;
+  }
+  if (r.receive && !r.packed.empty()) {
+    int at = 0;
+    PMPI_Unpack(r.packed.data(), static_cast<int>(bytes), &at, r.buf, r.count, r.type, MPI_COMM_SELF);
+  }
+  if (r.receive) fill_status(status, r.source, r.tag, bytes);
+}
+
+std::size_t wait_one(VRequest& r) {
+  if (r.null_peer || r.done) return r.result;
+  return Wrapped::get().comm().wait(r.request);
+}
+
+// Completes `r` on Comm if it can (its bytes kept in it).
+bool test_one(VRequest& r) {
+  if (!r.null_peer && !r.done) r.done = Wrapped::get().comm().test(r.request, r.result);
+  return r.null_peer || r.done;
+}
+
+bool any_ours(int n, const MPI_Request* requests) {
+  for (int i = 0; i < n; ++i)
+    if (ours(requests[i])) return true;
+  return false;
+}
+
+MPI_Status* status_at(MPI_Status* statuses, int i) {
+  return statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i];
+}
+
+void empty_status(MPI_Status* status) {
+  fill_status(status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0);
+}
+
+}  // namespace
+}  // namespace reprise::interpose
+
+using reprise::interpose::ours;
+using reprise::interpose::serving;
+using reprise::interpose::VRequest;
+using reprise::interpose::Wrapped;
+namespace ri = reprise::interpose;
+
+extern "C" int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Send(buf, count, type, dest, tag, comm);
+  REPRISE_SERVE("MPI_Send", {
+    auto r = ri::post(false, buf, count, type, dest, tag, comm, "MPI_Send");
+    ri::wait_one(*r);
+  });
+  return MPI_SUCCESS;
+}
+
+// A synchronous send completes when its receive has started; Comm's send completes when MPI took the message,
+// which may be earlier: a correct program (one that does not rely on Ssend to order other events) cannot tell.
+extern "C" int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Ssend(buf, count, type, dest, tag, comm);
+  return MPI_Send(buf, count, type, dest, tag, comm);
+}
+
+extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                         MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Isend(buf, count, type, dest, tag, comm, request);
+  REPRISE_SERVE("MPI_Isend",
+                { *request = Wrapped::get().adopt(ri::post(false, buf, count, type, dest, tag, comm, "MPI_Isend")); });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                          MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Issend(buf, count, type, dest, tag, comm, request);
+  return MPI_Isend(buf, count, type, dest, tag, comm, request);
+}
+
+extern "C" int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                        MPI_Status* status) {
+  if (!serving() || !ours(comm)) return PMPI_Recv(buf, count, type, source, tag, comm, status);
+  REPRISE_SERVE("MPI_Recv", {
+    auto r = ri::post(true, buf, count, type, source, tag, comm, "MPI_Recv");
+    ri::complete(*r, ri::wait_one(*r), status);
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                         MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Irecv(buf, count, type, source, tag, comm, request);
+  REPRISE_SERVE("MPI_Irecv",
+                { *request = Wrapped::get().adopt(ri::post(true, buf, count, type, source, tag, comm, "MPI_Irecv")); });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                            void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
+                            MPI_Status* status) {
+  if (!serving() || !ours(comm))
+    return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
+                         comm, status);
+  REPRISE_SERVE("MPI_Sendrecv", {
+    auto r = ri::post(true, recvbuf, recvcount, recvtype, source, recvtag, comm, "MPI_Sendrecv");
+    auto s = ri::post(false, sendbuf, sendcount, sendtype, dest, sendtag, comm, "MPI_Sendrecv");
+    ri::wait_one(*s);
+    ri::complete(*r, ri::wait_one(*r), status);
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag, int source,
+                                    int recvtag, MPI_Comm comm, MPI_Status* status) {
+  if (!serving() || !ours(comm))
+    return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
+  REPRISE_SERVE("MPI_Sendrecv_replace", {
+    // The send goes from a packed copy, so the receive may overwrite the buffer.
+    const std::size_t bytes = ri::bytes_of(count, type);
+    std::vector<std::byte> copy(bytes);
+    int at = 0;
+    if (bytes) PMPI_Pack(buf, count, type, copy.data(), static_cast<int>(bytes), &at, MPI_COMM_SELF);
+    auto s =
+        ri::post(false, copy.data(), static_cast<int>(bytes), MPI_BYTE, dest, sendtag, comm, "MPI_Sendrecv_replace");
+    auto r = ri::post(true, buf, count, type, source, recvtag, comm, "MPI_Sendrecv_replace");
+    ri::wait_one(*s);
+    ri::complete(*r, ri::wait_one(*r), status);
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+  if (!serving() || !ours(*request)) return PMPI_Wait(request, status);
+  REPRISE_SERVE("MPI_Wait", {
+    std::unique_ptr<VRequest> r = Wrapped::get().release(request);
+    ri::complete(*r, ri::wait_one(*r), status);
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  if (!serving() || !ours(*request)) return PMPI_Test(request, flag, status);
+  REPRISE_SERVE("MPI_Test", {
+    *flag = ri::test_one(*Wrapped::get().find(*request)) ? 1 : 0;
+    if (*flag) {
+      std::unique_ptr<VRequest> done = Wrapped::get().release(request);
+      ri::complete(*done, done->result, status);
+    }
+  });
+  return MPI_SUCCESS;
+}
+
+// Requests of the library and of Reprise in one call: each is completed by its own (one after the other).
+extern "C" int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+  if (!serving() || !ri::any_ours(count, requests)) return PMPI_Waitall(count, requests, statuses);
+  REPRISE_SERVE("MPI_Waitall", {
+    for (int i = 0; i < count; ++i) {
+      MPI_Status* st = ri::status_at(statuses, i);
+      if (requests[i] == MPI_REQUEST_NULL) {
+        ri::empty_status(st);
+      } else if (!ours(requests[i])) {
+        const int rc = PMPI_Wait(&requests[i], st);
+        if (rc != MPI_SUCCESS) return rc;
+      } else {
+        std::unique_ptr<VRequest> r = Wrapped::get().release(&requests[i]);
+        ri::complete(*r, ri::wait_one(*r), st);
+      }
+    }
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+  if (!serving() || !ri::any_ours(count, requests)) return PMPI_Testall(count, requests, flag, statuses);
+  REPRISE_SERVE("MPI_Testall", {
+    // A request that completes keeps its bytes in its VRequest until all did (MPI_Testall completes all or none).
+    Wrapped& w = Wrapped::get();
+    bool all = true;
+    for (int i = 0; i < count; ++i) {
+      if (requests[i] == MPI_REQUEST_NULL) continue;
+      if (!ours(requests[i]))
+        ri::refuse("MPI_Testall", "a request of the MPI library and one of Reprise's in one call");
+      all = ri::test_one(*w.find(requests[i])) && all;
+    }
+    *flag = all ? 1 : 0;
+    if (all)
+      for (int i = 0; i < count; ++i) {
+        MPI_Status* st = ri::status_at(statuses, i);
+        if (requests[i] == MPI_REQUEST_NULL) {
+          ri::empty_status(st);
+          continue;
+        }
+        std::unique_ptr<VRequest> r = w.release(&requests[i]);
+        ri::complete(*r, r->result, st);
+      }
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
+  if (!serving() || !ri::any_ours(count, requests)) return PMPI_Waitany(count, requests, index, status);
+  REPRISE_SERVE("MPI_Waitany", {
+    for (int i = 0; i < count; ++i)
+      if (requests[i] != MPI_REQUEST_NULL && !ours(requests[i]))
+        ri::refuse("MPI_Waitany", "a request of the MPI library and one of Reprise's in one call");
+    *index = MPI_UNDEFINED;
+    ri::empty_status(status);
+    bool any = false;
+    for (int i = 0; i < count; ++i) any = any || requests[i] != MPI_REQUEST_NULL;
+    while (any) {
+      for (int i = 0; i < count; ++i) {
+        if (requests[i] == MPI_REQUEST_NULL) continue;
+        if (ri::test_one(*Wrapped::get().find(requests[i]))) {
+          std::unique_ptr<VRequest> r = Wrapped::get().release(&requests[i]);
+          ri::complete(*r, r->result, status);
+          *index = i;
+          return MPI_SUCCESS;
+        }
+      }
+    }
+  });
+  return MPI_SUCCESS;
+}
+
+namespace reprise::interpose {
+namespace {
+
+// One pass over `requests` (all Reprise's): completes those done, writing their indices; the number done, or
+// MPI_UNDEFINED when none is active.
+int some_done(int count, MPI_Request requests[], int indices[], MPI_Status statuses[], const char* call) {
+  bool active = false;
+  int done = 0;
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    if (!ours(requests[i])) ri::refuse(call, "a request of the MPI library and one of Reprise's in one call");
+    active = true;
+    if (ri::test_one(*Wrapped::get().find(requests[i]))) {
+      std::unique_ptr<VRequest> r = Wrapped::get().release(&requests[i]);
+      ri::complete(*r, r->result, ri::status_at(statuses, done));
+      indices[done++] = i;
+    }
+  }
+  return active ? done : MPI_UNDEFINED;
+}
+
+}  // namespace
+}  // namespace reprise::interpose
+
+extern "C" int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
+  if (!serving() || !ri::any_ours(incount, requests))
+    return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+  REPRISE_SERVE("MPI_Testsome", { *outcount = ri::some_done(incount, requests, indices, statuses, "MPI_Testsome"); });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
+  if (!serving() || !ri::any_ours(incount, requests))
+    return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
+  REPRISE_SERVE("MPI_Waitsome", {
+    do *outcount = ri::some_done(incount, requests, indices, statuses, "MPI_Waitsome");
+    while (*outcount == 0);
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
+  if (!serving() || !ri::any_ours(count, requests)) return PMPI_Testany(count, requests, index, flag, status);
+  REPRISE_SERVE("MPI_Testany", {
+    *index = MPI_UNDEFINED;
+    *flag = 1;  // (also when no request is active)
+    ri::empty_status(status);
+    for (int i = 0; i < count; ++i) {
+      if (requests[i] == MPI_REQUEST_NULL) continue;
+      if (!ours(requests[i]))
+        ri::refuse("MPI_Testany", "a request of the MPI library and one of Reprise's in one call");
+      *flag = 0;
+      if (ri::test_one(*Wrapped::get().find(requests[i]))) {
+        std::unique_ptr<VRequest> r = Wrapped::get().release(&requests[i]);
+        ri::complete(*r, r->result, status);
+        *index = i;
+        *flag = 1;
+        break;
+      }
+    }
+  });
+  return MPI_SUCCESS;
+}
+
+// Persistent requests are refused (MPI_Send_init, ...): the program cannot hold one of Reprise's to start.
+extern "C" int MPI_Startall(int count, MPI_Request requests[]) {
+  if (serving() && ri::any_ours(count, requests))
+    ri::refuse("MPI_Startall", "persistent requests are not supported yet (post the operation each time instead)");
+  return PMPI_Startall(count, requests);
+}

@@ -1,0 +1,54 @@
+// What the served calls share: the error rule, datatypes, the program's ranks and tags on Comm, statuses, and the
+// collectives the communicator calls need.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "interpose/wrapped.hpp"
+#include "reprise/errors.hpp"
+
+// A served call's body: the runtime's own MPI calls inside it go to the library (Serving); a rollback leaves the
+// call as it leaves any runtime call (reprise::Rollback); any other error stops the job with a message naming the
+// call (the program's calls on its communicators have no error to return that it could act on).
+#define REPRISE_SERVE(call, ...)                    \
+  do {                                              \
+    try {                                           \
+      ::reprise::interpose::Serving serving_guard_; \
+      __VA_ARGS__                                   \
+    } catch (const ::reprise::Rollback&) {          \
+      throw;                                        \
+    } catch (const std::exception& e) {             \
+      ::reprise::interpose::refuse(call, e.what()); \
+    }                                               \
+  } while (0)
+
+namespace reprise::interpose {
+
+/// Bytes of `count` elements of `type`; whether they lie contiguously from the buffer's address.
+std::size_t bytes_of(int count, MPI_Datatype type);
+bool contiguous(MPI_Datatype type);
+MPI_Aint extent_of(MPI_Datatype type);
+
+/// The job rank (Comm's) of `rank` in `c`; refuses MPI_ANY_SOURCE and ranks outside it. MPI_PROC_NULL passes.
+int peer(const VComm& c, int rank, const char* call);
+/// Comm's tag for the program's `tag` on `c`; refuses MPI_ANY_TAG and tags above kTagUb.
+int wire_tag(const VComm& c, int tag, const char* call);
+inline int collective_tag(const VComm& c) {
+  return c.context * kTagsPerContext + kTagsPerContext - 1;
+}
+
+/// A status as MPI fills it (MPI_Get_count reads the count set here).
+void fill_status(MPI_Status* status, int source, int tag, std::size_t bytes);
+
+// Collectives over Comm's point-to-point (collectives.cpp): the same tree every time, so results are
+// bit-reproducible and replayable.
+void allreduce_bits(VComm& c, std::uint64_t& bits);  // bitwise OR
+std::vector<std::int64_t> allgather_ints(VComm& c, const std::vector<std::int64_t>& mine);
+
+}  // namespace reprise::interpose

@@ -1,0 +1,398 @@
+// The interposition's state, MPI_Init/MPI_Finalize, and the program's communicators.
+#include "interpose/wrapped.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <thread>
+#include <utility>
+
+#include "interpose/serve.hpp"
+#include "reprise/errors.hpp"
+#include "reprise/interpose.hpp"
+
+namespace reprise::interpose {
+namespace {
+
+std::thread::id app_thread_id;
+
+}  // namespace
+
+Wrapped& Wrapped::get() {
+  static Wrapped w;
+  return w;
+}
+
+bool Wrapped::app_thread() const {
+  return std::this_thread::get_id() == app_thread_id;
+}
+
+bool serving() {
+  Wrapped& w = Wrapped::get();
+  return w.started() && w.depth == 0 && w.app_thread();
+}
+
+bool ours(MPI_Comm c) {
+  return c == MPI_COMM_WORLD || Wrapped::get().find(c) != nullptr;
+}
+
+bool ours(MPI_Request r) {
+  return Wrapped::get().find(r) != nullptr;
+}
+
+void refuse(const char* call, const std::string& why) {
+  int rank = -1;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "reprise: rank %d: %s: %s. The job stops here (MPI_Abort); committed checkpoints are kept.\n",
+               rank, call, why.c_str());
+  std::fflush(nullptr);
+  PMPI_Abort(MPI_COMM_WORLD, 2);
+  std::_Exit(2);
+}
+
+void Wrapped::start() {
+  app_thread_id = std::this_thread::get_id();
+  ++depth;  // the runtime's set-up calls MPI itself (MPI_Comm_dup(MPI_COMM_WORLD), ...): the library's
+  try {
+    rt_ = std::make_unique<MpiRuntime>(MPI_COMM_WORLD);
+  } catch (const std::exception& e) {
+    --depth;
+    refuse("MPI_Init", std::string("the Reprise runtime could not start: ") + e.what());
+  }
+  --depth;
+  world_.context = 0;
+  world_.rank = rt_->rank();
+  world_.size = rt_->size();
+}
+
+void Wrapped::stop() {
+  if (!rt_) return;
+  rt_->finish();  // uniform: every rank returns, or every rank takes part in a recovery
+  ++depth;
+  rt_.reset();
+  --depth;
+  for (VComm* c : comms_) delete c;
+  comms_.clear();
+  for (VRequest* r : requests_) delete r;
+  requests_.clear();
+}
+
+MpiRuntime& Wrapped::runtime() {
+  if (!rt_)
+    throw UsageError(
+        "the Reprise runtime is not running: call MPI_Init (or MPI_Init_thread) first, in a program "
+        "linked with libreprise_interpose.so");
+  return *rt_;
+}
+
+VComm* Wrapped::find(MPI_Comm c) {
+  if (c == MPI_COMM_WORLD) return rt_ ? &world_ : nullptr;
+  auto* v = reinterpret_cast<VComm*>(c);
+  return comms_.count(v) ? v : nullptr;
+}
+
+VComm& Wrapped::vcomm(MPI_Comm c, const char* call) {
+  if (VComm* v = find(c)) return *v;
+  refuse(call, c == MPI_COMM_NULL ? "the communicator is MPI_COMM_NULL"
+                                  : "the communicator is not MPI_COMM_WORLD or one derived from it with a call "
+                                    "Reprise serves (MPI_Comm_dup, MPI_Comm_split, MPI_Cart_create)");
+}
+
+MPI_Comm Wrapped::derive(VComm& parent, const std::vector<int>& members, bool in_it) {
+  // A context free at every member of the parent (disjoint communicators may share one: their messages never
+  // meet).
+  std::uint64_t used = contexts_used_;
+  allreduce_bits(parent, used);
+  int context = 0;
+  while (context < kContexts && (used >> context & 1u)) ++context;
+  if (context == kContexts)
+    throw UsageError("more than " + std::to_string(kContexts - 1) +
+                     " communicators derived from MPI_COMM_WORLD are alive at once (each takes a range of Comm's "
+                     "tags); free those no longer used with MPI_Comm_free");
+  if (!in_it) return MPI_COMM_NULL;
+  auto v = std::make_unique<VComm>();
+  v->context = context;
+  v->size = static_cast<int>(members.size());
+  v->rank = -1;
+  bool identity = parent.members.empty() && members.size() == static_cast<std::size_t>(parent.size);
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    identity = identity && members[i] == static_cast<int>(i);
+    v->members.push_back(parent.job_rank(members[i]));
+    if (members[i] == parent.rank) v->rank = static_cast<int>(i);
+  }
+  if (identity) v->members.clear();
+  contexts_used_ |= 1u << context;
+  VComm* raw = v.release();
+  comms_.insert(raw);
+  return handle(raw);
+}
+
+void Wrapped::free(MPI_Comm* c) {
+  VComm* v = find(*c);
+  if (!v || v == &world_) throw UsageError("MPI_Comm_free of a communicator that is not one derived here");
+  contexts_used_ &= ~(1u << v->context);
+  comms_.erase(v);
+  delete v;
+  *c = MPI_COMM_NULL;
+}
+
+VRequest* Wrapped::find(MPI_Request r) {
+  auto* v = reinterpret_cast<VRequest*>(r);
+  return requests_.count(v) ? v : nullptr;
+}
+
+MPI_Request Wrapped::adopt(std::unique_ptr<VRequest> r) {
+  VRequest* raw = r.release();
+  requests_.insert(raw);
+  return handle(raw);
+}
+
+std::unique_ptr<VRequest> Wrapped::release(MPI_Request* r) {
+  VRequest* v = find(*r);
+  if (v) requests_.erase(v);
+  *r = MPI_REQUEST_NULL;
+  return std::unique_ptr<VRequest>(v);
+}
+
+}  // namespace reprise::interpose
+
+namespace reprise {
+
+MpiRuntime& wrapped_runtime() {
+  return interpose::Wrapped::get().runtime();
+}
+
+}  // namespace reprise
+
+using reprise::interpose::serving;
+using reprise::interpose::VComm;
+using reprise::interpose::Wrapped;
+
+extern "C" int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  // The runtime's progress and drain threads call MPI: the library is asked for MPI_THREAD_MULTIPLE whatever the
+  // program asked for, and the program is told what it asked for (it gets more).
+  const int rc = PMPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, provided);
+  if (rc != MPI_SUCCESS) return rc;
+  if (*provided < MPI_THREAD_MULTIPLE)
+    reprise::interpose::refuse("MPI_Init",
+                               "this MPI library does not provide MPI_THREAD_MULTIPLE, which the Reprise "
+                               "runtime's threads need");
+  *provided = required;
+  Wrapped::get().start();
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Init(int* argc, char*** argv) {
+  int provided = 0;
+  return MPI_Init_thread(argc, argv, MPI_THREAD_SINGLE, &provided);
+}
+
+extern "C" int MPI_Finalize() {
+  if (Wrapped::get().started() && Wrapped::get().app_thread()) {
+    REPRISE_SERVE("MPI_Finalize", { Wrapped::get().stop(); });
+  }
+  return PMPI_Finalize();
+}
+
+extern "C" int MPI_Abort(MPI_Comm comm, int code) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Abort(comm, code);
+  return PMPI_Abort(Wrapped::get().runtime().comm(), code);
+}
+
+extern "C" int MPI_Comm_rank(MPI_Comm comm, int* rank) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_rank(comm, rank);
+  *rank = Wrapped::get().vcomm(comm, "MPI_Comm_rank").rank;
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Comm_size(MPI_Comm comm, int* size) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_size(comm, size);
+  *size = Wrapped::get().vcomm(comm, "MPI_Comm_size").size;
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* out) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_dup(comm, out);
+  REPRISE_SERVE("MPI_Comm_dup", {
+    Wrapped& w = Wrapped::get();
+    VComm& parent = w.vcomm(comm, "MPI_Comm_dup");
+    std::vector<int> all(static_cast<std::size_t>(parent.size));
+    std::iota(all.begin(), all.end(), 0);
+    *out = w.derive(parent, all, true);
+    VComm* v = w.find(*out);
+    v->dims = parent.dims;
+    v->periods = parent.periods;
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* out) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_split(comm, color, key, out);
+  REPRISE_SERVE("MPI_Comm_split", {
+    Wrapped& w = Wrapped::get();
+    VComm& parent = w.vcomm(comm, "MPI_Comm_split");
+    const std::vector<std::int64_t> mine{color, key};
+    const std::vector<std::int64_t> all = allgather_ints(parent, mine);
+    std::vector<std::pair<std::int64_t, int>> same;  // (key, parent rank) of this rank's colour
+    for (int r = 0; r < parent.size; ++r)
+      if (color != MPI_UNDEFINED && all[2 * static_cast<std::size_t>(r)] == color)
+        same.emplace_back(all[2 * static_cast<std::size_t>(r) + 1], r);
+    std::sort(same.begin(), same.end());
+    std::vector<int> members;
+    for (const auto& [k, r] : same) members.push_back(r);
+    *out = w.derive(parent, members, color != MPI_UNDEFINED);
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Comm_free(MPI_Comm* comm) {
+  if (!serving() || !reprise::interpose::ours(*comm)) return PMPI_Comm_free(comm);
+  REPRISE_SERVE("MPI_Comm_free", { Wrapped::get().free(comm); });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Comm_compare(MPI_Comm a, MPI_Comm b, int* result) {
+  if (!serving() || !(reprise::interpose::ours(a) || reprise::interpose::ours(b)))
+    return PMPI_Comm_compare(a, b, result);
+  REPRISE_SERVE("MPI_Comm_compare", {
+    Wrapped& w = Wrapped::get();
+    const VComm& x = w.vcomm(a, "MPI_Comm_compare");
+    const VComm& y = w.vcomm(b, "MPI_Comm_compare");
+    bool same = x.size == y.size;
+    for (int r = 0; same && r < x.size; ++r) same = x.job_rank(r) == y.job_rank(r);
+    *result = &x == &y ? MPI_IDENT : same ? MPI_CONGRUENT : MPI_UNEQUAL;
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Comm_test_inter(MPI_Comm comm, int* flag) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_test_inter(comm, flag);
+  *flag = 0;
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler handler) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_set_errhandler(comm, handler);
+  return MPI_SUCCESS;  // errors of served calls stop the job with a message (failures are the runtime's)
+}
+
+extern "C" int MPI_Comm_get_attr(MPI_Comm comm, int keyval, void* value, int* flag) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_get_attr(comm, keyval, value, flag);
+  if (keyval == MPI_TAG_UB) {
+    static int tag_ub = reprise::interpose::kTagUb;
+    *static_cast<int**>(value) = &tag_ub;
+    *flag = 1;
+    return MPI_SUCCESS;
+  }
+  return PMPI_Comm_get_attr(Wrapped::get().runtime().comm(), keyval, value, flag);  // the job's (MPI_WTIME_*, ...)
+}
+
+// ---- Cartesian communicators (row-major: the last dimension varies fastest, as MPI numbers them) ----------------
+
+namespace {
+
+std::vector<int> coords_of(const VComm& c, int rank) {
+  std::vector<int> out(c.dims.size());
+  for (std::size_t d = c.dims.size(); d-- > 0;) {
+    out[d] = rank % c.dims[d];
+    rank /= c.dims[d];
+  }
+  return out;
+}
+
+// MPI_PROC_NULL: outside a non-periodic dimension.
+int rank_of(const VComm& c, std::vector<int> coords) {
+  int rank = 0;
+  for (std::size_t d = 0; d < c.dims.size(); ++d) {
+    int x = coords[d];
+    if (x < 0 || x >= c.dims[d]) {
+      if (!c.periods[d]) return MPI_PROC_NULL;
+      x = ((x % c.dims[d]) + c.dims[d]) % c.dims[d];
+    }
+    rank = rank * c.dims[d] + x;
+  }
+  return rank;
+}
+
+VComm& cartesian(MPI_Comm comm, const char* call) {
+  VComm& c = Wrapped::get().vcomm(comm, call);
+  if (c.dims.empty()) reprise::interpose::refuse(call, "the communicator has no Cartesian topology");
+  return c;
+}
+
+}  // namespace
+
+extern "C" int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder,
+                               MPI_Comm* out) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Cart_create(comm, ndims, dims, periods, reorder, out);
+  REPRISE_SERVE("MPI_Cart_create", {
+    Wrapped& w = Wrapped::get();
+    VComm& parent = w.vcomm(comm, "MPI_Cart_create");
+    int cells = 1;
+    for (int d = 0; d < ndims; ++d) {
+      if (dims[d] <= 0)
+        throw reprise::UsageError("dimension " + std::to_string(d) + " has size " + std::to_string(dims[d]) +
+                                  " (MPI_Dims_create fills zeros)");
+      cells *= dims[d];
+    }
+    if (cells > parent.size)
+      throw reprise::UsageError("the grid has " + std::to_string(cells) + " cells, the communicator " +
+                                std::to_string(parent.size) + " ranks");
+    std::vector<int> members(static_cast<std::size_t>(cells));
+    std::iota(members.begin(), members.end(), 0);  // (reorder ignored: ranks keep their numbers)
+    *out = w.derive(parent, members, parent.rank < cells);
+    if (VComm* v = w.find(*out)) {
+      v->dims.assign(dims, dims + ndims);
+      v->periods.assign(periods, periods + ndims);
+    }
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Cartdim_get(MPI_Comm comm, int* ndims) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Cartdim_get(comm, ndims);
+  *ndims = static_cast<int>(cartesian(comm, "MPI_Cartdim_get").dims.size());
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Cart_get(comm, maxdims, dims, periods, coords);
+  const VComm& c = cartesian(comm, "MPI_Cart_get");
+  const std::vector<int> mine = coords_of(c, c.rank);
+  for (std::size_t d = 0; d < c.dims.size() && static_cast<int>(d) < maxdims; ++d) {
+    dims[d] = c.dims[d];
+    periods[d] = c.periods[d];
+    coords[d] = mine[d];
+  }
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Cart_coords(comm, rank, maxdims, coords);
+  const VComm& c = cartesian(comm, "MPI_Cart_coords");
+  const std::vector<int> out = coords_of(c, rank);
+  for (std::size_t d = 0; d < out.size() && static_cast<int>(d) < maxdims; ++d) coords[d] = out[d];
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Cart_rank(comm, coords, rank);
+  const VComm& c = cartesian(comm, "MPI_Cart_rank");
+  *rank = rank_of(c, std::vector<int>(coords, coords + c.dims.size()));
+  if (*rank == MPI_PROC_NULL)
+    reprise::interpose::refuse("MPI_Cart_rank", "the coordinates are outside a non-periodic dimension");
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* source, int* dest) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Cart_shift(comm, direction, disp, source, dest);
+  const VComm& c = cartesian(comm, "MPI_Cart_shift");
+  if (direction < 0 || direction >= static_cast<int>(c.dims.size()))
+    reprise::interpose::refuse("MPI_Cart_shift", "direction " + std::to_string(direction) + " is not a dimension");
+  std::vector<int> at = coords_of(c, c.rank);
+  at[static_cast<std::size_t>(direction)] += disp;
+  *dest = rank_of(c, at);
+  at[static_cast<std::size_t>(direction)] -= 2 * disp;
+  *source = rank_of(c, at);
+  return MPI_SUCCESS;
+}

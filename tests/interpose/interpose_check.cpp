@@ -1,0 +1,261 @@
+// interpose-check: a plain MPI program that uses every call the interposition serves, built twice: against MPI
+// (interpose-check-plain) and linked with libreprise_interpose.so (reprise-interpose-check). Both print the same
+// lines (each call's results, folded into digests); the wrapped one also checks that the messages went through
+// reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
+//   interpose-check [--refuse any-source|any-tag|tag|win|probe|comm-create|ibarrier]
+#include <mpi.h>
+
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#ifdef REPRISE_WRAPPED
+#include <nlohmann/json.hpp>
+
+#include "reprise/interpose.hpp"
+#endif
+
+namespace {
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+int world_rank = 0, world_size = 0;
+
+// Every rank's digest of `what`, gathered at rank 0 and printed there with `name`.
+void report(const char* name, std::uint64_t digest) {
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(world_size));
+  MPI_Gather(&digest, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  if (world_rank != 0) return;
+  std::uint64_t d = 0;
+  for (std::uint64_t x : all) d = mix(d ^ x);
+  std::printf("%-22s 0x%016" PRIx64 "\n", name, d);
+}
+
+template <class T>
+std::uint64_t digest(const T* p, std::size_t n) {
+  std::uint64_t d = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &p[i], sizeof(T) < 8 ? sizeof(T) : 8);
+    d = mix(d ^ bits ^ (i << 40));
+  }
+  return d;
+}
+
+void point_to_point() {
+  const int next = (world_rank + 1) % world_size, prev = (world_rank + world_size - 1) % world_size;
+  // Send/Recv, Isend/Irecv with statuses and counts, both sizes (packed and separate payload).
+  std::vector<double> out(1000), in(1000, 0);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = world_rank * 1000.0 + static_cast<double>(i) / 7;
+  MPI_Status st;
+  if (world_rank % 2 == 0) {
+    MPI_Send(out.data(), 1000, MPI_DOUBLE, next, 3, MPI_COMM_WORLD);
+    MPI_Recv(in.data(), 1000, MPI_DOUBLE, prev, 3, MPI_COMM_WORLD, &st);
+  } else {
+    MPI_Recv(in.data(), 1000, MPI_DOUBLE, prev, 3, MPI_COMM_WORLD, &st);
+    MPI_Send(out.data(), 1000, MPI_DOUBLE, next, 3, MPI_COMM_WORLD);
+  }
+  int count = 0;
+  MPI_Get_count(&st, MPI_DOUBLE, &count);
+  std::uint64_t d = mix(digest(in.data(), in.size()) ^ static_cast<std::uint64_t>(count) ^
+                        static_cast<std::uint64_t>(st.MPI_SOURCE * 100 + st.MPI_TAG));
+  report("send/recv", d);
+
+  // Two tags from one neighbour, waited for in the other order; a shorter message than the receive posted.
+  MPI_Request r[4];
+  std::vector<int> small(3, world_rank), got_small(8, -1);
+  MPI_Irecv(in.data(), 1000, MPI_DOUBLE, prev, 9, MPI_COMM_WORLD, &r[0]);
+  MPI_Irecv(got_small.data(), 8, MPI_INT, prev, 8, MPI_COMM_WORLD, &r[1]);
+  MPI_Isend(small.data(), 3, MPI_INT, next, 8, MPI_COMM_WORLD, &r[2]);
+  MPI_Isend(out.data(), 1000, MPI_DOUBLE, next, 9, MPI_COMM_WORLD, &r[3]);
+  MPI_Status sts[4];
+  MPI_Wait(&r[0], &sts[0]);
+  MPI_Waitall(3, &r[1], &sts[1]);
+  int small_count = 0;
+  MPI_Get_count(&sts[1], MPI_INT, &small_count);
+  d = mix(digest(in.data(), in.size()) ^ digest(got_small.data(), got_small.size()) ^
+          static_cast<std::uint64_t>(small_count) ^ static_cast<std::uint64_t>(r[0] == MPI_REQUEST_NULL));
+  report("isend/irecv/waitall", d);
+
+  // Sendrecv, MPI_PROC_NULL, Test until done, Waitany, Testall.
+  double a = world_rank + 0.5, b = -1;
+  MPI_Sendrecv(&a, 1, MPI_DOUBLE, next, 4, &b, 1, MPI_DOUBLE, prev, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  double none = 42;
+  MPI_Recv(&none, 1, MPI_DOUBLE, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st);
+  const std::uint64_t null_ok = none == 42 && st.MPI_SOURCE == MPI_PROC_NULL;
+  MPI_Irecv(&a, 1, MPI_DOUBLE, prev, 5, MPI_COMM_WORLD, &r[0]);
+  MPI_Isend(&b, 1, MPI_DOUBLE, next, 5, MPI_COMM_WORLD, &r[1]);
+  int flag = 0;
+  while (!flag) MPI_Test(&r[0], &flag, MPI_STATUS_IGNORE);
+  int index = -1;
+  MPI_Waitany(1, &r[1], &index, MPI_STATUS_IGNORE);
+  MPI_Irecv(&b, 1, MPI_DOUBLE, prev, 6, MPI_COMM_WORLD, &r[0]);
+  MPI_Isend(&a, 1, MPI_DOUBLE, next, 6, MPI_COMM_WORLD, &r[1]);
+  for (flag = 0; !flag;) MPI_Testall(2, r, &flag, MPI_STATUSES_IGNORE);
+  report("sendrecv/test/any/all", mix(digest(&a, 1) ^ digest(&b, 1) ^ null_ok ^ static_cast<std::uint64_t>(index)));
+
+  // A derived datatype with gaps (a column of a row-major 6x4 matrix), sent and received as it is.
+  MPI_Datatype column;
+  MPI_Type_vector(6, 1, 4, MPI_DOUBLE, &column);
+  MPI_Type_commit(&column);
+  double m[6][4], got[6][4];
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 4; ++j) m[i][j] = world_rank * 100 + i * 4 + j, got[i][j] = -1;
+  MPI_Sendrecv(&m[0][1], 1, column, next, 7, &got[0][2], 1, column, prev, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  MPI_Type_free(&column);
+  report("derived datatype", digest(&got[0][0], 24));
+}
+
+void collectives() {
+  const int n = world_size, me = world_rank;
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::vector<double> v(5);
+  // (dyadic values: their sums are exact, whatever order an MPI library adds them in)
+  for (int i = 0; i < 5; ++i) v[static_cast<std::size_t>(i)] = (me + 1) * 0.25 + i;
+  std::vector<double> sum(5), in_place = v;
+  MPI_Allreduce(v.data(), sum.data(), 5, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, in_place.data(), 5, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  std::int64_t prod = me + 2, minloc[2], q = me * 3 + 1;
+  std::int64_t p = 0;
+  MPI_Reduce(&prod, &p, 1, MPI_INT64_T, MPI_PROD, n - 1, MPI_COMM_WORLD);
+  if (me == 0)
+    MPI_Reduce(MPI_IN_PLACE, &q, 1, MPI_INT64_T, MPI_BXOR, 0, MPI_COMM_WORLD);
+  else
+    MPI_Reduce(&q, nullptr, 1, MPI_INT64_T, MPI_BXOR, 0, MPI_COMM_WORLD);
+  if (me != 0) q = 0;
+  struct {
+    double v;
+    int at;
+  } mine{static_cast<double>((me * 7) % n), me}, best{};
+  MPI_Allreduce(&mine, &best, 1, MPI_DOUBLE_INT, MPI_MINLOC, MPI_COMM_WORLD);
+  minloc[0] = static_cast<std::int64_t>(best.v);
+  minloc[1] = best.at;
+  report("allreduce/reduce",
+         mix(digest(sum.data(), 5) ^ digest(in_place.data(), 5) ^ digest(&p, 1) ^ digest(minloc, 2) ^ digest(&q, 1)));
+
+  std::vector<int> b(7, me == 2 % n ? 11 : 0);
+  MPI_Bcast(b.data(), 7, MPI_INT, 2 % n, MPI_COMM_WORLD);
+  std::vector<int> all(static_cast<std::size_t>(n) * 2), gathered(static_cast<std::size_t>(n) * 2);
+  int two[2] = {me, me * me};
+  MPI_Allgather(two, 2, MPI_INT, all.data(), 2, MPI_INT, MPI_COMM_WORLD);
+  MPI_Gather(two, 2, MPI_INT, gathered.data(), 2, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<int> counts(static_cast<std::size_t>(n)), displs(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r)
+    counts[static_cast<std::size_t>(r)] = r % 3 + 1, displs[static_cast<std::size_t>(r)] = 4 * r;
+  std::vector<int> var(static_cast<std::size_t>(4 * n), -1), mine_var(static_cast<std::size_t>(me % 3 + 1), me + 100);
+  MPI_Allgatherv(mine_var.data(), me % 3 + 1, MPI_INT, var.data(), counts.data(), displs.data(), MPI_INT,
+                 MPI_COMM_WORLD);
+  std::vector<int> scattered(2, -1), piece(3, -1);
+  MPI_Scatter(all.data(), 2, MPI_INT, scattered.data(), 2, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Scatterv(var.data(), counts.data(), displs.data(), MPI_INT, piece.data(), me % 3 + 1, MPI_INT, n - 1,
+               MPI_COMM_WORLD);
+  std::vector<int> to(static_cast<std::size_t>(n)), from(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) to[static_cast<std::size_t>(r)] = me * 1000 + r;
+  MPI_Alltoall(to.data(), 1, MPI_INT, from.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  std::uint64_t d = digest(b.data(), b.size()) ^ digest(all.data(), all.size()) ^ digest(var.data(), var.size()) ^
+                    digest(scattered.data(), 2) ^ digest(piece.data(), 3) ^ digest(from.data(), from.size());
+  if (me == 0) d ^= digest(gathered.data(), gathered.size());
+  report("bcast/gather/scatter/a2a", d);
+}
+
+void communicators() {
+  MPI_Comm dup, half, cart;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, -world_rank, &half);
+  int hr = 0, hs = 0, sum = 0;
+  MPI_Comm_rank(half, &hr);
+  MPI_Comm_size(half, &hs);
+  MPI_Allreduce(&world_rank, &sum, 1, MPI_INT, MPI_SUM, half);
+  int cmp = -1;
+  MPI_Comm_compare(dup, MPI_COMM_WORLD, &cmp);
+  int dims[2] = {0, 0}, periods[2] = {1, 0}, coords[2] = {0, 0};
+  MPI_Dims_create(world_size, 2, dims);
+  MPI_Cart_create(dup, 2, dims, periods, 0, &cart);
+  int cr = 0, src[2], dst[2];
+  MPI_Comm_rank(cart, &cr);
+  MPI_Cart_coords(cart, cr, 2, coords);
+  MPI_Cart_shift(cart, 0, 1, &src[0], &dst[0]);
+  MPI_Cart_shift(cart, 1, 1, &src[1], &dst[1]);
+  double x = cr, y = -1;
+  MPI_Sendrecv(&x, 1, MPI_DOUBLE, dst[0], 1, &y, 1, MPI_DOUBLE, src[0], 1, cart, MPI_STATUS_IGNORE);
+  int back = -1;
+  MPI_Cart_rank(cart, coords, &back);
+  int* tag_ub = nullptr;
+  int has = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &has);
+  const std::uint64_t d =
+      mix(static_cast<std::uint64_t>(hr) ^ static_cast<std::uint64_t>(hs) << 8 ^ static_cast<std::uint64_t>(sum) << 16 ^
+          static_cast<std::uint64_t>(cmp) << 24 ^ static_cast<std::uint64_t>(coords[0] * 10 + coords[1]) << 32 ^
+          static_cast<std::uint64_t>(src[1] + 2) << 40 ^ digest(&y, 1) ^ static_cast<std::uint64_t>(back == cr) << 48 ^
+          static_cast<std::uint64_t>(has && *tag_ub >= 2046) << 56);
+  MPI_Comm_free(&cart);
+  MPI_Comm_free(&half);
+  MPI_Comm_free(&dup);
+  report("communicators", d);
+}
+
+void refuse(const std::string& what) {
+  const int next = (world_rank + 1) % world_size;
+  double x = 0;
+  if (what == "any-source") {
+    if (world_rank == 0) MPI_Recv(&x, 1, MPI_DOUBLE, MPI_ANY_SOURCE, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  } else if (what == "any-tag") {
+    if (world_rank == 0) MPI_Recv(&x, 1, MPI_DOUBLE, 1, MPI_ANY_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  } else if (what == "tag") {
+    if (world_rank == 0) MPI_Send(&x, 1, MPI_DOUBLE, next, 5000, MPI_COMM_WORLD);
+  } else if (what == "win") {
+    MPI_Win win;
+    MPI_Win_create(&x, sizeof x, sizeof x, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+  } else if (what == "probe") {
+    if (world_rank == 0) MPI_Probe(1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  } else if (what == "comm-create") {
+    MPI_Group g;
+    MPI_Comm_group(MPI_COMM_WORLD, &g);
+  } else if (what == "ibarrier") {
+    MPI_Request r;
+    MPI_Ibarrier(MPI_COMM_WORLD, &r);
+  } else {
+    if (world_rank == 0) std::fprintf(stderr, "interpose-check: unknown --refuse %s\n", what.c_str());
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank == 0) std::printf("--refuse %s: the call was not refused\n", what.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  int rc = 0;
+  if (argc == 3 && std::string(argv[1]) == "--refuse") {
+    refuse(argv[2]);
+    rc = 1;
+  } else {
+    point_to_point();
+    collectives();
+    communicators();
+#ifdef REPRISE_WRAPPED
+    // The messages went through reprise::Comm: the runtime counted them.
+    const auto stats = nlohmann::json::parse(reprise::wrapped_runtime().messages().stats_json());
+    const std::uint64_t through = stats.value("intra_messages", 0ull) + stats.value("inter_messages", 0ull);
+    std::uint64_t total = 0;
+    MPI_Reduce(&through, &total, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (world_rank == 0) std::printf("wrapped: %" PRIu64 " messages went through reprise::Comm\n", total);
+    if (world_rank == 0 && total == 0) rc = 1;
+#endif
+    if (world_rank == 0) std::printf("interpose-check done: %d ranks\n", world_size);
+  }
+  MPI_Finalize();
+  return rc;
+}
