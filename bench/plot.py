@@ -134,6 +134,38 @@ def plot_logging(data, stem, outdir):
     return save(fig, outdir, stem + "-logging.png")
 
 
+def plot_interpose(data, stem, outdir):
+    rows = data["rows"]
+    sizes = [r["bytes"] for r in rows]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for key, label, style in [("raw_intra", "library, same group", "o-"),
+                              ("interposed_intra", "interposed, same group", "s--"),
+                              ("raw_inter", "library, other group", "o-"),
+                              ("interposed_inter", "interposed, other group (logged)", "s--"),
+                              ("library_allreduce", "MPI_Allreduce, library", "^-"),
+                              ("interposed_allreduce", "MPI_Allreduce, interposed", "v--")]:
+        ax.plot(sizes, [1e6 * r[key + "_seconds"] for r in rows], style, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message bytes")
+    ax.set_ylabel("time (us): one-way, or one allreduce")
+    ax.legend(fontsize=7)
+    ax2.plot(sizes, [r["interposed_intra_seconds"] / r["raw_intra_seconds"] for r in rows], "o-",
+             label="ping-pong, same group")
+    ax2.plot(sizes, [r["interposed_inter_seconds"] / r["raw_inter_seconds"] for r in rows], "s-",
+             label="ping-pong, other group (logged)")
+    ax2.plot(sizes, [r["interposed_allreduce_seconds"] / r["library_allreduce_seconds"] for r in rows], "^-",
+             label="allreduce")
+    ax2.axhline(1.5, color="red", ls=":", label="goal (allreduce, 1 MiB): 1.5")
+    ax2.set_xscale("log", base=2)
+    ax2.set_ylim(bottom=0)
+    ax2.set_xlabel("message bytes")
+    ax2.set_ylabel("interposed time / library time")
+    ax2.legend(fontsize=7)
+    fig.suptitle(f"MPI calls through libreprise_interpose.so vs the library, {data['ranks']} ranks", fontsize=10)
+    return save(fig, outdir, stem + "-interpose.png")
+
+
 def save(fig, outdir, name):
     fig.tight_layout()
     path = os.path.join(outdir, name)
@@ -149,7 +181,7 @@ def main():
     args = p.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
     plotters = {"checkpoint": plot_checkpoint, "dirty": plot_dirty, "d2h": plot_d2h, "overhead": plot_overhead,
-                "logging": plot_logging}
+                "logging": plot_logging, "interpose": plot_interpose}
     status = 0
     for f in args.files:
         try:

@@ -1,0 +1,174 @@
+// reprise-bench-interpose: an ordinary MPI program's calls served by libreprise_interpose.so against the same calls
+// made on the MPI library directly (PMPI_*, which the interposition does not see), side by side in one run.
+//
+//   REPRISE_RANKS_PER_NODE=2 scripts/mpirun.sh -n 8 -- reprise-bench-interpose --json interpose.json
+//
+// Ranks 0 and 1 share a group, rank 2 is in another. For every size, interleaved and repeated: ping-pong (0,1)
+// with PMPI_Send/PMPI_Recv and with MPI_Send/MPI_Recv (interposed: reprise::Comm, intra-group), the same on (0,2)
+// (inter-group: logged), and an allreduce of doubles over every rank, PMPI_Allreduce against MPI_Allreduce (a
+// binomial reduce and broadcast over Comm). Between batches every rank checkpoints, so the logs are released.
+// Headlines (at the smallest and largest sizes, 8 B and 1 MiB by default): interposed_added_latency_us_8B (intra-group;
+// goal <= 0.5), interposed_intra_over_raw_bw_1MiB (goal >= 0.95), interposed_allreduce_over_library_1MiB (time; goal
+// <= 1.5) and _8B.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <map>
+#include <thread>
+
+#include "bench/bench_common.hpp"
+#include "reprise/interpose.hpp"
+
+namespace reprise::bench {
+namespace {
+
+enum Variant { kRawIntra, kWrapIntra, kRawInter, kWrapInter, kRawAllreduce, kWrapAllreduce, kVariants };
+const char* kNames[kVariants] = {"raw_intra",        "interposed_intra",  "raw_inter",
+                                 "interposed_inter", "library_allreduce", "interposed_allreduce"};
+
+double now() {
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+// The ranks not in a ping-pong sleep until it is done (on 2 cores, spinning ranks would take the pair's CPU).
+void idle_barrier() {
+  MPI_Request b;
+  PMPI_Ibarrier(MPI_COMM_WORLD, &b);
+  for (int done = 0; !done;) {
+    PMPI_Test(&b, &done, MPI_STATUS_IGNORE);
+    if (!done) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+int run(int argc, char** argv) {
+  std::vector<std::string> size_texts = {"8", "4K", "64K", "1M"};
+  int repeat = 7;
+  std::string json;
+  CLI::App app{"reprise-bench-interpose: MPI calls through libreprise_interpose.so vs the library directly"};
+  app.add_option("--sizes", size_texts, "message sizes (K/M suffixes)");
+  app.add_option("--repeat", repeat, "interleaved repetitions (medians are reported)");
+  int max_iters = 1000;
+  app.add_option("--iters", max_iters, "at most this many operations per batch (fewer for large sizes)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--json", json, "write the results here (rank 0)")->check(kWritableFile);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  std::vector<std::size_t> sizes;
+  for (const auto& t : size_texts) sizes.push_back(parse_bytes(t, "--sizes"));
+  MPI_Init(&argc, &argv);  // interposed: starts the runtime
+  MpiRuntime& rt = wrapped_runtime();
+  int me = 0, n = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  Comm& c = rt.messages();
+  if (n < 3 || c.group_of(0) != c.group_of(1) || c.group_of(0) == c.group_of(2))
+    throw UsageError(
+        "reprise-bench-interpose needs ranks 0 and 1 in one group and rank 2 in another: run 4 or more "
+        "ranks with REPRISE_RANKS_PER_NODE=2");
+  std::uint64_t version = 0;
+  rt.protect("version", &version);
+  const std::size_t biggest = *std::max_element(sizes.begin(), sizes.end());
+  auto out = touched_buffer(biggest, 1), in = touched_buffer(biggest, 2);
+  std::map<std::size_t, std::vector<double>> per[kVariants];
+
+  auto pingpong = [&](Variant v, std::size_t bytes, int iters) {
+    const int peer = v == kRawIntra || v == kWrapIntra ? 1 : 2;
+    const bool raw = v == kRawIntra || v == kRawInter;
+    auto send = raw ? PMPI_Send : MPI_Send;
+    auto recv = raw ? PMPI_Recv : MPI_Recv;
+    const int count = static_cast<int>(bytes);
+    PMPI_Barrier(MPI_COMM_WORLD);
+    if (me != 0 && me != peer) {
+      idle_barrier();
+      return 0.0;
+    }
+    const double t0 = now();
+    for (int i = 0; i < iters; ++i) {
+      if (me == 0) {
+        send(out.data(), count, MPI_BYTE, peer, 5, MPI_COMM_WORLD);
+        recv(in.data(), count, MPI_BYTE, peer, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      } else {
+        recv(in.data(), count, MPI_BYTE, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        send(out.data(), count, MPI_BYTE, 0, 5, MPI_COMM_WORLD);
+      }
+    }
+    const double t = (now() - t0) / (2.0 * iters);
+    idle_barrier();
+    return t;
+  };
+  auto allreduce = [&](Variant v, std::size_t bytes, int iters) {
+    auto reduce = v == kRawAllreduce ? PMPI_Allreduce : MPI_Allreduce;
+    const int count = static_cast<int>(std::max<std::size_t>(bytes / sizeof(double), 1));
+    PMPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = now();
+    for (int i = 0; i < iters; ++i) reduce(out.data(), in.data(), count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    const double t = (now() - t0) / iters;
+    PMPI_Barrier(MPI_COMM_WORLD);
+    return t;
+  };
+  for (std::size_t bytes : sizes) {
+    const int iters =
+        static_cast<int>(std::clamp<std::size_t>((std::size_t{16} << 20) / std::max<std::size_t>(bytes, 1), 4,
+                                                 static_cast<std::size_t>(std::max(max_iters, 4))));
+    for (int r = -3; r < repeat; ++r) {  // three untimed batches first: buffers, pools and logs warm
+      for (int v = 0; v < kVariants; ++v) {
+        const auto var = static_cast<Variant>(v);
+        const double t = v < kRawAllreduce ? pingpong(var, bytes, iters) : allreduce(var, bytes, iters);
+        if (r >= 0 && me == 0) per[v][bytes].push_back(t);
+      }
+      rt.checkpoint(++version);  // the previous batch's version commits: logs are released
+      rt.wait();
+    }
+  }
+  if (me == 0) {
+    auto med = [&](int v, std::size_t b) { return median(per[v][b]); };
+    nlohmann::json rows = nlohmann::json::array();
+    std::printf("%10s", "bytes");
+    for (const char* name : kNames) std::printf(" %20s", name);
+    std::printf("  (microseconds: one-way for ping-pong; medians of %d)\n", repeat);
+    for (std::size_t b : sizes) {
+      nlohmann::json row = {{"bytes", b}};
+      std::printf("%10zu", b);
+      for (int v = 0; v < kVariants; ++v) {
+        row[std::string(kNames[v]) + "_seconds"] = med(v, b);
+        std::printf(" %20.2f", med(v, b) * 1e6);
+      }
+      std::printf("\n");
+      rows.push_back(row);
+    }
+    const std::size_t small = *std::min_element(sizes.begin(), sizes.end());
+    // Added latency: the median of the differences between adjacent batches (interposed right after raw).
+    std::vector<double> d;
+    for (std::size_t i = 0; i < per[kRawIntra][small].size(); ++i)
+      d.push_back(per[kWrapIntra][small][i] - per[kRawIntra][small][i]);
+    nlohmann::json j = {
+        {"kind", "interpose"},
+        {"ranks", n},
+        {"repeat", repeat},
+        {"machine", machine()},
+        {"rows", rows},
+        {"interposed_added_latency_us_8B", median(d) * 1e6},
+        {"interposed_intra_over_raw_bw_1MiB", med(kRawIntra, biggest) / med(kWrapIntra, biggest)},
+        {"interposed_inter_over_raw_bw_1MiB", med(kRawInter, biggest) / med(kWrapInter, biggest)},
+        {"interposed_allreduce_over_library_1MiB", med(kWrapAllreduce, biggest) / med(kRawAllreduce, biggest)},
+        {"interposed_allreduce_over_library_8B", med(kWrapAllreduce, small) / med(kRawAllreduce, small)}};
+    for (const char* key :
+         {"interposed_added_latency_us_8B", "interposed_intra_over_raw_bw_1MiB", "interposed_inter_over_raw_bw_1MiB",
+          "interposed_allreduce_over_library_1MiB", "interposed_allreduce_over_library_8B"})
+      print_key(key, j[key].get<double>());
+    if (!json.empty()) write_json(json, j);
+  }
+  MPI_Finalize();  // interposed: the runtime's uniform end
+  return 0;
+}
+
+}  // namespace
+}  // namespace reprise::bench
+
+int main(int argc, char** argv) {
+  return reprise::bench::guarded_main("reprise-bench-interpose", reprise::bench::run, argc, argv);
+}
