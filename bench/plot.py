@@ -166,6 +166,19 @@ def plot_interpose(data, stem, outdir):
     return save(fig, outdir, stem + "-interpose.png")
 
 
+def plot_heat3d(data, stem, outdir):
+    variants = data["variants"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    names = [v["name"].replace("_", " ") for v in variants]
+    ax.bar(names, [1e3 * v["median_seconds_per_step"] for v in variants], color="C0")
+    for i, v in enumerate(variants):
+        ax.plot([i] * len(v["seconds_per_step"]), [1e3 * x for x in v["seconds_per_step"]], "k.", ms=4)
+        ax.annotate(f"{v['over_plain']:.3f}", (i, 1e3 * v["median_seconds_per_step"]), ha="center", va="bottom")
+    ax.set_ylabel("ms per step (slowest rank; median, dots: runs)")
+    ax.set_title(f"heat3d {data['grid']}^3, {data['ranks']} ranks: plain MPI vs wrapped (ratio to plain)", fontsize=9)
+    return save(fig, outdir, stem + "-heat3d.png")
+
+
 def save(fig, outdir, name):
     fig.tight_layout()
     path = os.path.join(outdir, name)
@@ -181,7 +194,7 @@ def main():
     args = p.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
     plotters = {"checkpoint": plot_checkpoint, "dirty": plot_dirty, "d2h": plot_d2h, "overhead": plot_overhead,
-                "logging": plot_logging, "interpose": plot_interpose}
+                "logging": plot_logging, "interpose": plot_interpose, "heat3d": plot_heat3d}
     status = 0
     for f in args.files:
         try:
