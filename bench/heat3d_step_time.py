@@ -26,8 +26,6 @@ ROOT = os.path.dirname(HERE)
 def run(ranks, program, args):
     cmd = ["bash", os.path.join(ROOT, "scripts", "mpirun.sh"), "-n", str(ranks), "--timeout", "600", "--", program,
            *args]
-    # (Output to files, not pipes: mpirun.sh's watchdog keeps stderr open until the job's process is reaped, which
-    # a reader of pipes does only after their end.)
     with tempfile.TemporaryFile("w+") as o, tempfile.TemporaryFile("w+") as e:
         p = subprocess.run(cmd, stdout=o, stderr=e, text=True, cwd=ROOT)
         o.seek(0)

@@ -79,12 +79,15 @@ host_probe() {
 # replacements are the descendants of this script (in the sandbox too: it shares the host's process IDs) named
 # like PROGRAM.
 hang_stacks() {  # hang_stacks ROOT_PID NAME
-  local root=$1 name=${2##*/} after=$((timeout_s >= 80 ? timeout_s - 40 : timeout_s * 90 / 100)) p procs=()
+  local root=$1 name=${2##*/} after=$((timeout_s >= 80 ? timeout_s - 40 : timeout_s * 90 / 100)) p procs=() state
   [ "$after" -ge 20 ] || return 0
   local end=$((SECONDS + after))
   while [ "$SECONDS" -lt "$end" ]; do  # (gone within a second of the job: it holds the job's stderr open)
     sleep 1
-    kill -0 "$root" 2> /dev/null || return 0
+    # Ended: gone, or a zombie (a caller reading our output through pipes reaps the job only after their end,
+    # which this watchdog would otherwise hold off until the timeout).
+    state=$(sed 's/.*) //' /proc/"$root"/stat 2> /dev/null | cut -d' ' -f1)
+    [ -n "$state" ] && [ "$state" != Z ] || return 0
   done
   descendants() { local c; for c in $(cat /proc/"$1"/task/*/children 2> /dev/null); do echo "$c"; descendants "$c"; done; }
   for p in $(descendants "$root"); do
