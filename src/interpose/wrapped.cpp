@@ -168,17 +168,29 @@ using reprise::interpose::serving;
 using reprise::interpose::VComm;
 using reprise::interpose::Wrapped;
 
+namespace {
+int told_level = MPI_THREAD_SINGLE;  // the thread level the program was told (MPI_Init_thread, MPI_Query_thread)
+}  // namespace
+
 extern "C" int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   // The runtime's progress and drain threads call MPI: the library is asked for MPI_THREAD_MULTIPLE whatever the
-  // program asked for, and the program is told what it asked for (it gets more).
+  // program asked for. The program is told at most MPI_THREAD_FUNNELED: only the thread that called MPI_Init is
+  // served (calls of other threads would reach the library unprotected).
   const int rc = PMPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, provided);
   if (rc != MPI_SUCCESS) return rc;
   if (*provided < MPI_THREAD_MULTIPLE)
     reprise::interpose::refuse("MPI_Init",
                                "this MPI library does not provide MPI_THREAD_MULTIPLE, which the Reprise "
                                "runtime's threads need");
-  *provided = required;
+  told_level = required < MPI_THREAD_FUNNELED ? required : MPI_THREAD_FUNNELED;
+  *provided = told_level;
   Wrapped::get().start();
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Query_thread(int* provided) {
+  if (!serving()) return PMPI_Query_thread(provided);  // (the runtime's own question)
+  *provided = told_level;
   return MPI_SUCCESS;
 }
 

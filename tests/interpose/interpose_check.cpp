@@ -242,6 +242,9 @@ int main(int argc, char** argv) {
     refuse(argv[2]);
     rc = 1;
   } else {
+    int level = -1;
+    MPI_Query_thread(&level);  // wrapped: at most MPI_THREAD_FUNNELED, whatever the library runs with
+    if (world_rank == 0) std::printf("thread level %d\n", level);
     point_to_point();
     collectives();
     communicators();
