@@ -60,6 +60,11 @@ def prototypes(header):
             yield m.group(1), " ".join(statement[m.end():i - 1].split())
 
 
+def reads_requests(name):
+    """Whether the call reads the requests it is given (the others' requests are outputs: the library makes them)."""
+    return re.match(r"^MPI_(Wait|Test|Cancel|Request_|Start|Grequest_complete)", name) is not None
+
+
 def split_args(args):
     out, depth, cur = [], 0, ""
     for ch in args:
@@ -98,8 +103,7 @@ def main():
         if any("..." in p for p in parts):
             continue
         comms = [p for p in parts if re.match(r"^MPI_Comm\s+\w+$", p)]
-        # Requests the call reads (the others are outputs: the library makes them).
-        reads = re.match(r"^MPI_(Wait|Test|Cancel|Request_|Start|Grequest_complete)", name)
+        reads = reads_requests(name)
         reqs = [p for p in parts if reads and re.match(r"^MPI_Request\s*(\*\s*)?\w+$", p)]
         if not comms and not reqs:
             continue
