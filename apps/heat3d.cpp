@@ -80,7 +80,7 @@ struct Halo {
   int neighbour[6];
 };
 
-void run(const Options& o) {
+void solve(const Options& o) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -119,7 +119,10 @@ void run(const Options& o) {
   reprise::MpiRuntime& rt = reprise::wrapped_runtime();
   rt.protect(u);  // followed through the swaps below
   rt.protect("step", &step);
-  if (rt.restarted()) rt.restore();
+  if (rt.restarted()) {
+    rt.restore();
+    std::printf("rank %d restored step %ld\n", me, step), std::fflush(stdout);
+  }
 #endif
 
   const double alpha = 0.1;
@@ -215,7 +218,15 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const Options o = parse(argc, argv, rank);
   Kokkos::initialize(argc, argv);
-  run(o);
+#ifdef REPRISE_WRAPPED
+  // After a rollback of this rank's group, solve() runs again from its top and restores (no try/catch here).
+  reprise::run(argc, argv, [&o](int, char**) {
+    solve(o);
+    return 0;
+  });
+#else
+  solve(o);
+#endif
   Kokkos::finalize();
   MPI_Finalize();
   return 0;

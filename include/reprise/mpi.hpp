@@ -40,6 +40,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +52,9 @@ namespace reprise {
 
 namespace mpi {
 class MpiCoordination;
+}
+namespace interpose {
+class Wrapped;
 }
 
 class MpiRuntime : public Runtime {
@@ -121,6 +125,12 @@ class MpiRuntime : public Runtime {
   static int closest_gpu(MPI_Comm comm);
 
  private:
+  // The MPI interposition (libreprise_interpose.so) keeps its communicators in a region of its own
+  // (protect_resizable), reads them back before the program's set-up runs again after a rollback (restore_own), and
+  // learns when the program restored (on_restore).
+  friend class interpose::Wrapped;
+  void on_restore(std::function<void()> hook);
+  void collective_point();  // REPRISE_KILL RANK:STEP:collective, as the program enters a collective
   struct Parts;
   explicit MpiRuntime(Parts parts);
   mpi::MpiCoordination* coord_;  // owned by the Runtime

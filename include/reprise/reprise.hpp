@@ -73,7 +73,9 @@ class Runtime {
   /// Blocks until every checkpoint taken so far is durable in the store. Throws the first background error.
   void wait();
 
-  /// True when the store already holds a restorable version at startup (a restarted run).
+  /// True when the store already holds a restorable version at startup (a restarted run). The distributed
+  /// runtime also answers true after a rollback to a version (not a start over), so a program run again from its
+  /// top (reprise::run of the MPI interposition) restores with the same line.
   bool restarted() const;
 
   /// Restores the newest version whose whole chain is intact (a damaged newer version is skipped and reported
@@ -109,6 +111,13 @@ class Runtime {
   /// checkpoint(version) that the runtime decided on (its metrics say `forced`); nothing when `version` is not
   /// newer than the last one. Returns whether it was taken.
   bool forced_checkpoint(std::uint64_t version);
+  /// The names of the protected regions, in the order they were protected.
+  std::vector<std::string> region_names() const;
+  /// Writes only the regions named `names` (the runtime's own, or a layer's) from the version restore() would
+  /// restore now, before the application restores the rest (the MPI interposition reads its communicators back
+  /// this way before the program's set-up runs again). Regions that version lacks are left alone; returns how many
+  /// were written. Their next version stores them whole; the application's restore() writes them again.
+  std::size_t restore_own(const std::vector<std::string>& names);
 
  private:
   /// Where a followed region is now (protect(View&)): asked at every checkpoint and restore. No keepalive: the

@@ -14,18 +14,20 @@
 #include "reprise/errors.hpp"
 
 // A served call's body: the runtime's own MPI calls inside it go to the library (Serving); a rollback leaves the
-// call as it leaves any runtime call (reprise::Rollback); any other error stops the job with a message naming the
+// call as it leaves any runtime call (reprise::Rollback), the program's requests dropped first (their receives
+// cancelled before the unwinding frees their buffers); any other error stops the job with a message naming the
 // call (the program's calls on its communicators have no error to return that it could act on).
-#define REPRISE_SERVE(call, ...)                    \
-  do {                                              \
-    try {                                           \
-      ::reprise::interpose::Serving serving_guard_; \
-      __VA_ARGS__                                   \
-    } catch (const ::reprise::Rollback&) {          \
-      throw;                                        \
-    } catch (const std::exception& e) {             \
-      ::reprise::interpose::refuse(call, e.what()); \
-    }                                               \
+#define REPRISE_SERVE(call, ...)                               \
+  do {                                                         \
+    try {                                                      \
+      ::reprise::interpose::Serving serving_guard_;            \
+      __VA_ARGS__                                              \
+    } catch (const ::reprise::Rollback&) {                     \
+      ::reprise::interpose::Wrapped::get().abandon_requests(); \
+      throw;                                                   \
+    } catch (const std::exception& e) {                        \
+      ::reprise::interpose::refuse(call, e.what());            \
+    }                                                          \
   } while (0)
 
 namespace reprise::interpose {

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <thread>
 #include <utility>
@@ -54,20 +56,34 @@ void Wrapped::start() {
   app_thread_id = std::this_thread::get_id();
   ++depth;  // the runtime's set-up calls MPI itself (MPI_Comm_dup(MPI_COMM_WORLD), ...): the library's
   try {
-    rt_ = std::make_unique<MpiRuntime>(MPI_COMM_WORLD);
+    // Every message of the program goes through Comm: only the failed ranks' groups roll back, unless
+    // REPRISE_ROLLBACK says otherwise.
+    Config config = Config::from_env();
+    if (!std::getenv("REPRISE_ROLLBACK")) config.group_rollback = true;
+    rt_ = std::make_unique<MpiRuntime>(MPI_COMM_WORLD, config);
+    world_.context = 0;
+    world_.rank = rt_->rank();
+    world_.size = rt_->size();
+    rt_->protect_resizable(kTableRegion, [this](std::optional<std::size_t> bytes) { return locate_table(bytes); });
+    rt_->on_restore([this] { restored(); });
+    own_regions_ = rt_->region_names();
+    if (rt_->restarted()) begin_replay();  // a replacement, or a relaunch from files
   } catch (const std::exception& e) {
     --depth;
     refuse("MPI_Init", std::string("the Reprise runtime could not start: ") + e.what());
   }
   --depth;
-  world_.context = 0;
-  world_.rank = rt_->rank();
-  world_.size = rt_->size();
+}
+
+void Wrapped::finish() {
+  Serving guard;
+  runtime().finish();
+  finished_ = true;
 }
 
 void Wrapped::stop() {
   if (!rt_) return;
-  rt_->finish();  // uniform: every rank returns, or every rank takes part in a recovery
+  if (!finished_) rt_->finish();  // uniform: every rank returns, or every rank takes part in a recovery
   ++depth;
   rt_.reset();
   --depth;
@@ -75,6 +91,16 @@ void Wrapped::stop() {
   comms_.clear();
   for (VRequest* r : requests_) delete r;
   requests_.clear();
+}
+
+Comm& Wrapped::comm() {
+  if (replaying_)
+    throw UsageError(
+        "this rank runs the program again from its top after a rollback and has not restored yet; a message "
+        "before rt.restore() would wait for ranks that did not roll back. Restore (`if (rt.restarted()) "
+        "rt.restore();`) before the first message: only MPI_Comm_dup, MPI_Comm_split, MPI_Cart_create, "
+        "MPI_Barrier and calls without messages may come before it");
+  return runtime().messages();
 }
 
 MpiRuntime& Wrapped::runtime() {
@@ -96,6 +122,12 @@ VComm& Wrapped::vcomm(MPI_Comm c, const char* call) {
   refuse(call, c == MPI_COMM_NULL ? "the communicator is MPI_COMM_NULL"
                                   : "the communicator is not MPI_COMM_WORLD or one derived from it with a call "
                                     "Reprise serves (MPI_Comm_dup, MPI_Comm_split, MPI_Cart_create)");
+}
+
+VComm& Wrapped::collective(MPI_Comm c, const char* call) {
+  VComm& v = vcomm(c, call);
+  rt_->collective_point();
+  return v;
 }
 
 MPI_Comm Wrapped::derive(VComm& parent, const std::vector<int>& members, bool in_it) {
@@ -127,6 +159,27 @@ MPI_Comm Wrapped::derive(VComm& parent, const std::vector<int>& members, bool in
   return handle(raw);
 }
 
+MPI_Comm Wrapped::create(bool in_it, const char* call, const std::function<MPI_Comm()>& make) {
+  const std::uint64_t seq = created_++;
+  if (!replaying_) {
+    const MPI_Comm c = make();
+    if (VComm* v = find(c)) v->seq = seq;
+    return c;
+  }
+  if (!in_it) return MPI_COMM_NULL;
+  for (const VComm& r : recorded_)
+    if (r.seq == seq) {
+      VComm* raw = new VComm(r);
+      contexts_used_ |= 1u << raw->context;
+      comms_.insert(raw);
+      return handle(raw);
+    }
+  throw UsageError(std::string(call) + " runs again after a rollback, before rt.restore(), but the communicator it " +
+                   "made the first time (the program's communicator creation number " + std::to_string(seq + 1) +
+                   ") was no longer alive at the version restored, and only those are kept. Create the "
+                   "communicators the set-up needs once and keep them (MPI_Comm_free at the end)");
+}
+
 void Wrapped::free(MPI_Comm* c) {
   VComm* v = find(*c);
   if (!v || v == &world_) throw UsageError("MPI_Comm_free of a communicator that is not one derived here");
@@ -154,12 +207,124 @@ std::unique_ptr<VRequest> Wrapped::release(MPI_Request* r) {
   return std::unique_ptr<VRequest>(v);
 }
 
+// ---- The communicators at a version (region kTableRegion) and rollback --------------------------------------
+// Words of 64 bits: magic, creation calls so far, contexts in use, count; per communicator seq, context, rank,
+// size, members, dims, then the members, the dims and the periods.
+
+namespace {
+constexpr std::int64_t kTableMagic = 0x5250525443424c31;  // "RPRTCBL1"
+}
+
+std::pair<void*, std::size_t> Wrapped::locate_table(std::optional<std::size_t> bytes) {
+  if (bytes) {
+    table_.resize(*bytes);
+    return {table_.data(), table_.size()};
+  }
+  std::vector<const VComm*> live(comms_.begin(), comms_.end());
+  std::sort(live.begin(), live.end(), [](const VComm* a, const VComm* b) { return a->seq < b->seq; });
+  std::vector<std::int64_t> w{kTableMagic, static_cast<std::int64_t>(created_),
+                              static_cast<std::int64_t>(contexts_used_), static_cast<std::int64_t>(live.size())};
+  for (const VComm* c : live) {
+    w.insert(w.end(), {static_cast<std::int64_t>(c->seq), c->context, c->rank, c->size,
+                       static_cast<std::int64_t>(c->members.size()), static_cast<std::int64_t>(c->dims.size())});
+    w.insert(w.end(), c->members.begin(), c->members.end());
+    w.insert(w.end(), c->dims.begin(), c->dims.end());
+    w.insert(w.end(), c->periods.begin(), c->periods.end());
+  }
+  table_.resize(w.size() * sizeof(std::int64_t));  // (the same size: the same place, and the version differential)
+  std::memcpy(table_.data(), w.data(), table_.size());
+  return {table_.data(), table_.size()};
+}
+
+// The table in table_ (restored): its communicators into `comms`; created_ and contexts_used_ as they were.
+void Wrapped::read_table(std::vector<VComm>* comms) {
+  std::vector<std::int64_t> w(table_.size() / sizeof(std::int64_t));
+  std::memcpy(w.data(), table_.data(), w.size() * sizeof(std::int64_t));
+  std::size_t at = 0;
+  auto next = [&]() -> std::int64_t {
+    if (at >= w.size()) throw Error("the interposition's communicator table in the checkpoint is truncated");
+    return w[at++];
+  };
+  if (next() != kTableMagic) throw Error("the interposition's communicator table in the checkpoint is not one");
+  created_ = static_cast<std::uint64_t>(next());
+  contexts_used_ = static_cast<std::uint32_t>(next());
+  const std::int64_t count = next();
+  for (std::int64_t i = 0; i < count; ++i) {
+    VComm c;
+    c.seq = static_cast<std::uint64_t>(next());
+    c.context = static_cast<int>(next());
+    c.rank = static_cast<int>(next());
+    c.size = static_cast<int>(next());
+    const std::int64_t members = next(), dims = next();
+    for (std::int64_t k = 0; k < members; ++k) c.members.push_back(static_cast<int>(next()));
+    for (std::int64_t k = 0; k < dims; ++k) c.dims.push_back(static_cast<int>(next()));
+    for (std::int64_t k = 0; k < dims; ++k) c.periods.push_back(static_cast<int>(next()));
+    if (comms) comms->push_back(std::move(c));
+  }
+}
+
+void Wrapped::begin_replay() {
+  recorded_.clear();
+  replaying_ = false;
+  if (rt_->restore_own({kTableRegion}) == 0) return;  // a version without it: the program's restore says so
+  read_table(&recorded_);
+  created_ = 0;  // counted again as the set-up runs again
+  replaying_ = true;
+}
+
+void Wrapped::restored() {
+  read_table(nullptr);
+  for (const VComm* c : comms_) contexts_used_ |= 1u << c->context;  // (a program that kept its handles)
+  replaying_ = false;
+  recorded_.clear();
+}
+
+void Wrapped::abandon_requests() {
+  for (VRequest* r : requests_) delete r;  // Comm cancels their receives
+  requests_.clear();
+}
+
+void Wrapped::rolled_back(bool from_start) {
+  abandon_requests();
+  for (VComm* c : comms_) delete c;
+  comms_.clear();
+  contexts_used_ = 1;
+  for (const std::string& name : rt_->region_names())
+    if (std::find(own_regions_.begin(), own_regions_.end(), name) == own_regions_.end()) rt_->unprotect(name);
+  created_ = 0;
+  finished_ = false;
+  if (from_start) {
+    replaying_ = false;
+    recorded_.clear();
+  } else {
+    begin_replay();
+  }
+}
+
 }  // namespace reprise::interpose
 
 namespace reprise {
 
 MpiRuntime& wrapped_runtime() {
   return interpose::Wrapped::get().runtime();
+}
+
+int run(int argc, char** argv, const std::function<int(int, char**)>& body) {
+  interpose::Wrapped& w = interpose::Wrapped::get();
+  for (;;) {
+    try {
+      const int rc = body(argc, argv);
+      if (w.started()) w.finish();
+      return rc;
+    } catch (const Rollback& r) {
+      if (!w.started()) throw;
+      try {
+        w.rolled_back(r.from_start());
+      } catch (const std::exception& e) {
+        interpose::refuse("reprise::run", std::string("after a rollback: ") + e.what());
+      }
+    }
+  }
 }
 
 }  // namespace reprise
@@ -173,6 +338,10 @@ int told_level = MPI_THREAD_SINGLE;  // the thread level the program was told (M
 }  // namespace
 
 extern "C" int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  if (Wrapped::get().started() && Wrapped::get().app_thread()) {  // the program's top again (reprise::run)
+    *provided = told_level;
+    return MPI_SUCCESS;
+  }
   // The runtime's progress and drain threads call MPI: the library is asked for MPI_THREAD_MULTIPLE whatever the
   // program asked for. The program is told at most MPI_THREAD_FUNNELED: only the thread that called MPI_Init is
   // served (calls of other threads would reach the library unprotected).
@@ -228,12 +397,15 @@ extern "C" int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* out) {
   REPRISE_SERVE("MPI_Comm_dup", {
     Wrapped& w = Wrapped::get();
     VComm& parent = w.vcomm(comm, "MPI_Comm_dup");
-    std::vector<int> all(static_cast<std::size_t>(parent.size));
-    std::iota(all.begin(), all.end(), 0);
-    *out = w.derive(parent, all, true);
-    VComm* v = w.find(*out);
-    v->dims = parent.dims;
-    v->periods = parent.periods;
+    *out = w.create(true, "MPI_Comm_dup", [&] {
+      std::vector<int> all(static_cast<std::size_t>(parent.size));
+      std::iota(all.begin(), all.end(), 0);
+      const MPI_Comm c = w.derive(parent, all, true);
+      VComm* v = w.find(c);
+      v->dims = parent.dims;
+      v->periods = parent.periods;
+      return c;
+    });
   });
   return MPI_SUCCESS;
 }
@@ -243,16 +415,18 @@ extern "C" int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* out) 
   REPRISE_SERVE("MPI_Comm_split", {
     Wrapped& w = Wrapped::get();
     VComm& parent = w.vcomm(comm, "MPI_Comm_split");
-    const std::vector<std::int64_t> mine{color, key};
-    const std::vector<std::int64_t> all = allgather_ints(parent, mine);
-    std::vector<std::pair<std::int64_t, int>> same;  // (key, parent rank) of this rank's colour
-    for (int r = 0; r < parent.size; ++r)
-      if (color != MPI_UNDEFINED && all[2 * static_cast<std::size_t>(r)] == color)
-        same.emplace_back(all[2 * static_cast<std::size_t>(r) + 1], r);
-    std::sort(same.begin(), same.end());
-    std::vector<int> members;
-    for (const auto& [k, r] : same) members.push_back(r);
-    *out = w.derive(parent, members, color != MPI_UNDEFINED);
+    *out = w.create(color != MPI_UNDEFINED, "MPI_Comm_split", [&] {
+      const std::vector<std::int64_t> mine{color, key};
+      const std::vector<std::int64_t> all = allgather_ints(parent, mine);
+      std::vector<std::pair<std::int64_t, int>> same;  // (key, parent rank) of this rank's colour
+      for (int r = 0; r < parent.size; ++r)
+        if (color != MPI_UNDEFINED && all[2 * static_cast<std::size_t>(r)] == color)
+          same.emplace_back(all[2 * static_cast<std::size_t>(r) + 1], r);
+      std::sort(same.begin(), same.end());
+      std::vector<int> members;
+      for (const auto& [k, r] : same) members.push_back(r);
+      return w.derive(parent, members, color != MPI_UNDEFINED);
+    });
   });
   return MPI_SUCCESS;
 }
@@ -350,13 +524,16 @@ extern "C" int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const
     if (cells > parent.size)
       throw reprise::UsageError("the grid has " + std::to_string(cells) + " cells, the communicator " +
                                 std::to_string(parent.size) + " ranks");
-    std::vector<int> members(static_cast<std::size_t>(cells));
-    std::iota(members.begin(), members.end(), 0);  // (reorder ignored: ranks keep their numbers)
-    *out = w.derive(parent, members, parent.rank < cells);
-    if (VComm* v = w.find(*out)) {
-      v->dims.assign(dims, dims + ndims);
-      v->periods.assign(periods, periods + ndims);
-    }
+    *out = w.create(parent.rank < cells, "MPI_Cart_create", [&] {
+      std::vector<int> members(static_cast<std::size_t>(cells));
+      std::iota(members.begin(), members.end(), 0);  // (reorder ignored: ranks keep their numbers)
+      const MPI_Comm c = w.derive(parent, members, parent.rank < cells);
+      if (VComm* v = w.find(c)) {
+        v->dims.assign(dims, dims + ndims);
+        v->periods.assign(periods, periods + ndims);
+      }
+      return c;
+    });
   });
   return MPI_SUCCESS;
 }

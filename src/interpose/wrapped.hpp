@@ -11,9 +11,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "reprise/comm.hpp"
@@ -32,6 +35,7 @@ struct VComm {
   int size = 0;
   std::vector<int> members;        // comm rank -> job rank; empty: the identity (MPI_COMM_WORLD and its duplicates)
   std::vector<int> dims, periods;  // a Cartesian communicator (row-major, as MPI numbers it)
+  std::uint64_t seq = 0;           // made by the program's seq-th communicator creation call (from 0)
   int job_rank(int r) const { return members.empty() ? r : members[static_cast<std::size_t>(r)]; }
 };
 
@@ -54,6 +58,7 @@ struct VRequest {
 inline constexpr int kTagsPerContext = 2048;  // tags 0..2046 for the program; 2047 for collectives
 inline constexpr int kContexts = 15;          // 15 * 2048 tags: Comm takes 0..32766
 inline constexpr int kTagUb = kTagsPerContext - 2;
+inline constexpr const char* kTableRegion = "reprise.communicators";  // the program's communicators at a version
 
 /// True when the calling thread is the program's (the one that called MPI_Init) outside a served call: only then
 /// is a call the program's own.
@@ -73,15 +78,23 @@ class Wrapped {
   void stop();
   bool started() const { return rt_ != nullptr; }
   MpiRuntime& runtime();
-  Comm& comm() { return runtime().messages(); }
+  /// Comm, for a served call that communicates; refused while replaying (after a rollback, before the program
+  /// restored: the ranks that did not roll back would never answer).
+  Comm& comm();
 
   VComm* find(MPI_Comm c);
   /// The program's communicator `c`, or a refusal naming `call` (a handle not derived from MPI_COMM_WORLD).
   VComm& vcomm(MPI_Comm c, const char* call);
+  /// vcomm() for a collective call; first the failure injection's `collective` point (REPRISE_KILL).
+  VComm& collective(MPI_Comm c, const char* call);
   MPI_Comm handle(VComm* v) { return reinterpret_cast<MPI_Comm>(v); }
   /// A new communicator of `parent`'s members `members` (parent ranks, in the new order); collective over
   /// `parent` (every member calls it, `members` empty where this rank is not in it). Agrees on a free context.
   MPI_Comm derive(VComm& parent, const std::vector<int>& members, bool in_it);
+  /// A communicator creation call of the program (MPI_Comm_dup, MPI_Comm_split, MPI_Cart_create); `in_it`: this
+  /// rank gets a communicator. Live, `make` derives it (collective). While replaying, the communicator this call
+  /// made at its first execution is rebuilt from the checkpoint, with no message.
+  MPI_Comm create(bool in_it, const char* call, const std::function<MPI_Comm()>& make);
   void free(MPI_Comm* c);
 
   VRequest* find(MPI_Request r);
@@ -92,8 +105,33 @@ class Wrapped {
   bool app_thread() const;
   int depth = 0;  // served calls under way on the program's thread (their own MPI calls go to the library)
 
+  // Rollback without rewriting the program (reprise::run). After a rollback to a version (and in a replacement or
+  // a relaunch) the program runs again from its top; its set-up re-creates its communicators before it restores.
+  // Those calls are served from the checkpoint (replaying) until the program's restore(); every communicating call
+  // before it is refused, MPI_Barrier excepted (nothing to return: its messages are in the version's counters).
+  bool replaying() const { return replaying_; }
+  /// reprise::run caught a Rollback: the program's requests and communicators died with its stack and its
+  /// regions are unprotected (it protects them again); then replaying from the version's communicators, or, when
+  /// it starts over, live from MPI_COMM_WORLD alone.
+  void rolled_back(bool from_start);
+  /// A Rollback leaves a served call: the program's requests are dropped (receives cancelled) before its buffers.
+  void abandon_requests();
+  /// reprise::run, after the program's body: the runtime's uniform end (MpiRuntime::finish); MPI_Finalize then
+  /// does not repeat it.
+  void finish();
+
  private:
+  void begin_replay();
+  void restored();
+  std::pair<void*, std::size_t> locate_table(std::optional<std::size_t> bytes);
+  void read_table(std::vector<VComm>* comms);
+
   std::unique_ptr<MpiRuntime> rt_;
+  std::vector<std::byte> table_;          // the region "reprise.communicators": the live communicators at a version
+  std::vector<VComm> recorded_;           // while replaying: the version's communicators
+  std::vector<std::string> own_regions_;  // the runtime's and ours (not unprotected at a rollback)
+  std::uint64_t created_ = 0;             // the program's communicator creation calls so far
+  bool replaying_ = false, finished_ = false;
   VComm world_;
   std::unordered_set<VComm*> comms_;
   std::unordered_set<VRequest*> requests_;

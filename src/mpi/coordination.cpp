@@ -310,6 +310,10 @@ logging::MessageLog::Allocate MpiCoordination::log_memory() {
   }
 }
 
+void MpiCoordination::collective_point() {
+  if (should_die(current_step_, protocol::KillPoint::Collective)) die("collective", current_step_);
+}
+
 void MpiCoordination::step(std::uint64_t s) {
   trace_revoked("step");
   current_step_ = s;

@@ -76,7 +76,12 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   void attach(std::function<void()> quiesce) override { quiesce_ = std::move(quiesce); }
   void before_capture(std::uint64_t version) override;
   void after_wait() override;
-  void after_restore(std::uint64_t version) override { comm_state_->after_restore(version); }
+  void after_restore(std::uint64_t version) override {
+    comm_state_->after_restore(version);
+    if (restored_hook_) restored_hook_();
+  }
+  /// Called after every restore the application made (MpiRuntime::on_restore).
+  void on_restore(std::function<void()> hook) { restored_hook_ = std::move(hook); }
   std::optional<std::uint64_t> restore_target() const override { return recovery_.target(); }
   bool restarted() const override { return recovery_.restarted(); }
   bool take_start_over() override { return recovery_.take_start_over(); }
@@ -105,6 +110,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   void finish();
   void check(int rc);
   void step(std::uint64_t s);
+  void collective_point();  // REPRISE_KILL RANK:STEP:collective (the MPI interposition)
   bool log_checkpoint_due(std::uint64_t s) { return commit_.log_checkpoint_due(s); }
   std::string placement_json() const;
   std::string buddy_json();
@@ -144,7 +150,8 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   std::unique_ptr<core::VersionStore> local_;  // until make_store() wraps it
   protocol::BuddyStore* store_ = nullptr;      // owned by the Runtime
   std::function<void()> quiesce_;
-  std::vector<MPI_Comm> retired_;  // communicators of earlier epochs
+  std::function<void()> restored_hook_;  // on_restore
+  std::vector<MPI_Comm> retired_;        // communicators of earlier epochs
   // The parts with state of their own (they use the members above; declared last: built after them, destroyed
   // first, the progress thread with the buddy link, before the recovery whose epoch it reads).
   friend class Recovery;

@@ -658,6 +658,7 @@ void Recovery::start_over() {
 
 void Recovery::finish_recovery(std::uint64_t version) {
   target_ = version;
+  restarted_ = true;  // restarted(): there is a version to restore (a program run again from its top restores it)
   if (job_.store_) {
     job_.store_->reset_after_recovery(version);
     job_.buddy_.start();

@@ -38,6 +38,14 @@ MpiRuntime::MpiRuntime(Parts parts) : Runtime(std::move(parts.config), std::move
   protect_resizable("reprise.log", [&c](std::optional<std::size_t> bytes) { return c.locate_log_region(bytes); });
 }
 
+void MpiRuntime::on_restore(std::function<void()> hook) {
+  coord_->on_restore(std::move(hook));
+}
+
+void MpiRuntime::collective_point() {
+  coord_->collective_point();
+}
+
 Comm& MpiRuntime::messages() {
   return coord_->comm_state().comm();
 }

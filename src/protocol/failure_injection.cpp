@@ -27,6 +27,8 @@ const char* to_string(KillPoint p) {
       return "stall";
     case KillPoint::Join:
       return "join";
+    case KillPoint::Collective:
+      return "collective";
   }
   return "?";
 }
@@ -37,7 +39,7 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
   std::string entry;
   const std::string form =
       " (expected RANK:STEP[:POINT], POINT one of compute, checkpoint, drain, commit, recovery, "
-      "transfer, exchange, stall, join)";
+      "transfer, exchange, stall, join, collective)";
   while (std::getline(in, entry, ',')) {
     if (entry.empty()) continue;
     std::stringstream e(entry);
@@ -77,6 +79,8 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
       k.point = KillPoint::Stall;
     else if (point == "join")
       k.point = KillPoint::Join;
+    else if (point == "collective")
+      k.point = KillPoint::Collective;
     else
       throw ConfigError("REPRISE_KILL entry '" + entry + "': unknown point '" + point + "'" + form);
     out.push_back(k);

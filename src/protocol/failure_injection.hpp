@@ -14,8 +14,9 @@ namespace reprise::protocol {
 /// kill: as a recovery begins, the rank stops responding (sleeps forever), like a process hung inside the MPI
 /// library; the other survivors' recovery then cannot finish (tests the recovery timeout). `join`: every
 /// replacement of the rank started by a recovery at or after the step dies as it joins the survivors (after it got
-/// the recovery packet), like a replacement that cannot run where the MPI started it.
-enum class KillPoint { Compute, Checkpoint, Drain, Commit, Recovery, Transfer, Exchange, Stall, Join };
+/// the recovery packet), like a replacement that cannot run where the MPI started it. `collective`: as the rank
+/// enters the first collective of the step that the MPI interposition serves (a wrapped program's MPI_Allreduce, ...).
+enum class KillPoint { Compute, Checkpoint, Drain, Commit, Recovery, Transfer, Exchange, Stall, Join, Collective };
 const char* to_string(KillPoint point);
 
 struct KillOrder {

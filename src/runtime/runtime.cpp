@@ -829,6 +829,40 @@ std::uint64_t Runtime::restore(std::uint64_t version) {
   return version;
 }
 
+std::vector<std::string> Runtime::region_names() const {
+  std::vector<std::string> names;
+  for (const auto& e : impl_->entries) names.push_back(e.region.name);
+  return names;
+}
+
+std::size_t Runtime::restore_own(const std::vector<std::string>& names) {
+  Impl& d = *impl_;
+  d.wait_queue(0);
+  std::optional<std::uint64_t> version;
+  if (d.coord) {
+    version = d.coord->restore_target();
+  } else if (const std::vector<std::uint64_t> all = d.store->list(); !all.empty()) {
+    version = all.back();
+  }
+  if (!version) return 0;
+  const core::RestoreChain chain = core::load_chain(*d.store, *version);
+  std::vector<Impl::Entry*> picked;
+  for (auto& e : d.entries) {
+    if (std::find(names.begin(), names.end(), e.region.name) == names.end()) continue;
+    const core::RegionRecord* r = chain.target().find(e.region.name);
+    if (!r || e.region.space != MemorySpace::Host) continue;
+    if (e.locate && r->bytes != e.region.bytes) d.relocate(e, e.locate(r->bytes));
+    picked.push_back(&e);
+  }
+  std::vector<core::Region> regions;
+  for (const Impl::Entry* e : picked) regions.push_back(e->region);
+  core::verify_chain(chain, regions, d.cfg.verify_restore, d.pool);
+  core::apply_chain(chain, regions, d.backend.get(), d.cfg.staging_bytes);
+  for (Impl::Entry* e : picked) e->tracker = core::HostTracker(e->region, d.cfg.chunk_bytes);  // stored whole next
+  if (!picked.empty()) d.regions_changed = true;
+  return picked.size();
+}
+
 std::uint64_t Runtime::restore() {
   impl_->wait_queue(0);
   if (impl_->coord) {

@@ -2,7 +2,7 @@
 // (interpose-check-plain) and linked with libreprise_interpose.so (reprise-interpose-check). Both print the same
 // lines (each call's results, folded into digests); the wrapped one also checks that the messages went through
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
-//   interpose-check [--refuse any-source|any-tag|tag|win|probe|comm-create|ibarrier]
+//   interpose-check [--refuse any-source|any-tag|tag|win|probe|comm-create|ibarrier] [--message-before-restore]
 #include <mpi.h>
 
 #include <cinttypes>
@@ -231,6 +231,35 @@ void refuse(const std::string& what) {
   if (world_rank == 0) std::printf("--refuse %s: the call was not refused\n", what.c_str());
 }
 
+#ifdef REPRISE_WRAPPED
+// --message-before-restore: a body run through reprise::run that broadcasts before it restores. After a rollback
+// the ranks that run it again are refused at that MPI_Bcast (the ranks of other groups would never answer it).
+int message_before_restore(int argc, char** argv) {
+  return reprise::run(argc, argv, [](int, char**) {
+    int steps = 30;
+    MPI_Bcast(&steps, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    reprise::MpiRuntime& rt = reprise::wrapped_runtime();
+    long step = 0;
+    double sum = 0;
+    rt.protect("step", &step);
+    rt.protect("sum", &sum);
+    if (rt.restarted()) rt.restore();
+    while (step < steps) {
+      rt.step(static_cast<std::uint64_t>(step));
+      double x = static_cast<double>(step + world_rank), s = 0;
+      MPI_Allreduce(&x, &s, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      sum += s;
+      if (++step % 10 == 0) {
+        rt.checkpoint(static_cast<std::uint64_t>(step));
+        rt.wait();  // committed before the kill: the group rolls back to it (not over from the beginning)
+      }
+    }
+    if (world_rank == 0) std::printf("sum %.1f\n", sum);
+    return 0;
+  });
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -238,7 +267,12 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   int rc = 0;
-  if (argc == 3 && std::string(argv[1]) == "--refuse") {
+#ifdef REPRISE_WRAPPED
+  if (argc == 2 && std::string(argv[1]) == "--message-before-restore") {
+    rc = message_before_restore(argc, argv);
+  } else
+#endif
+      if (argc == 3 && std::string(argv[1]) == "--refuse") {
     refuse(argv[2]);
     rc = 1;
   } else {

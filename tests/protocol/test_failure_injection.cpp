@@ -47,6 +47,13 @@ TEST(FailureInjection, ParsesEntriesAndPoints) {
   EXPECT_TRUE(kill_due(join, 1, 40, KillPoint::Join));
   EXPECT_FALSE(kill_due(join, 2, 25, KillPoint::Join));
   EXPECT_STREQ(to_string(KillPoint::Join), "join");
+  const auto collective = parse_kill_spec("3:15:collective");  // as rank 3 enters a served collective of step 15
+  ASSERT_EQ(collective.size(), 1u);
+  EXPECT_EQ(collective[0].point, KillPoint::Collective);
+  EXPECT_TRUE(kill_due(collective, 3, 15, KillPoint::Collective));
+  EXPECT_FALSE(kill_due(collective, 3, 16, KillPoint::Collective));
+  EXPECT_FALSE(kill_due(collective, 3, 15, KillPoint::Compute));
+  EXPECT_STREQ(to_string(KillPoint::Collective), "collective");
 }
 
 TEST(FailureInjection, RejectsMalformedEntries) {
