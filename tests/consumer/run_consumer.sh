@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build tree into a scratch prefix, builds tests/consumer against it with find_package(Reprise)
-# and runs it; with MPI, also the wrapped MPI program (2 ranks, the host's mpirun: no failure, so no ULFM needed).
+# and runs it; with MPI, also a program written for MpiRuntime and a wrapped MPI program (2 ranks each, the host's
+# mpirun: no failure, so no ULFM needed).
 # Usage: run_consumer.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1; src=$2
@@ -12,9 +13,11 @@ cmake -S "$src/tests/consumer" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefi
 cmake --build "$work/build" > "$work/build.log" || { cat "$work/build.log"; exit 1; }
 LD_LIBRARY_PATH="$work/prefix/lib:${LD_LIBRARY_PATH:-}" "$work/build/consumer"
 if [ -n "$(find "$work/prefix" -name 'libreprise_interpose.so*' -print -quit)" ]; then
-  [ -x "$work/build/wrapped_consumer" ] ||
-    { echo "libreprise_interpose.so is installed, but find_package(Reprise) gave no Reprise::interpose"; exit 1; }
-  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mca_base_component_show_load_errors=0 \
-    REPRISE_RANKS_PER_NODE=1 LD_LIBRARY_PATH="$work/prefix/lib:${LD_LIBRARY_PATH:-}" \
-    timeout 120 mpirun --oversubscribe -x REPRISE_RANKS_PER_NODE -x LD_LIBRARY_PATH -n 2 "$work/build/wrapped_consumer"
+  for program in mpi_consumer wrapped_consumer; do
+    [ -x "$work/build/$program" ] ||
+      { echo "Reprise was installed with MPI, but find_package(Reprise) did not give what $program needs"; exit 1; }
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mca_base_component_show_load_errors=0 \
+      REPRISE_RANKS_PER_NODE=1 LD_LIBRARY_PATH="$work/prefix/lib:${LD_LIBRARY_PATH:-}" \
+      timeout 120 mpirun --oversubscribe -x REPRISE_RANKS_PER_NODE -x LD_LIBRARY_PATH -n 2 "$work/build/$program"
+  done
 fi
