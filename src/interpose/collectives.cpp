@@ -61,6 +61,95 @@ void reduce_to_zero(VComm& c, std::vector<std::byte>& acc, int count, MPI_Dataty
   }
 }
 
+// Exchanges with `partner` at once: `out` sent, `in` received (both posted before either is waited for).
+void exchange(VComm& c, int partner, const void* out, std::size_t out_bytes, void* in, std::size_t in_bytes) {
+  Comm& m = Wrapped::get().comm();
+  Comm::Request r = m.irecv(in, in_bytes, c.job_rank(partner), collective_tag(c));
+  Comm::Request s = m.isend(out, out_bytes, c.job_rank(partner), collective_tag(c));
+  m.wait(r);
+  m.wait(s);
+}
+
+// `mine` = (lower rank's op higher rank's) of `mine` and `theirs` (`count` elements at `at` bytes of both): the
+// same bits at both partners, whichever computes it.
+void combine(std::byte* mine, std::byte* theirs, bool mine_lower, int count, MPI_Datatype type, MPI_Op op,
+             std::size_t bytes) {
+  if (count == 0) return;
+  if (mine_lower) {
+    PMPI_Reduce_local(mine, theirs, count, type, op);  // theirs = mine op theirs
+    std::memcpy(mine, theirs, bytes);
+  } else {
+    PMPI_Reduce_local(theirs, mine, count, type, op);  // mine = theirs op mine
+  }
+}
+
+// Allreduce of a commutative operation (every predefined one) from kSegmentedBytes on, the same steps every
+// time (Rabenseifner's scheme): the ranks above the largest power of two p' fold into rank r - p' first and get
+// the result from it last; among the p' others, a reduce-scatter by recursive halving (rank r ends with segment r
+// reduced; each pair combines lower op higher) and an allgather by recursive doubling. Each rank sends 2 (p'-1)/p'
+// of the vector instead of the whole vector at each of the 2 log2 p' steps of a reduce and a broadcast on the
+// critical path. (Side by side on the 2-core VM, 8 ranks: faster than the tree from 512 KiB, even at 256 KiB,
+// slower at 128 KiB and below, where every rank working at once costs more than the shorter path saves; recursive
+// doubling for small vectors measured 10% slower than the tree there too.)
+constexpr std::size_t kSegmentedBytes = 256 * 1024;
+
+int power_of_two_below(int n) {
+  int p2 = 1;
+  while (p2 * 2 <= n) p2 *= 2;
+  return p2;
+}
+
+bool segmented(const VComm& c, int count, std::size_t bytes) {
+  return c.size > 1 && bytes >= kSegmentedBytes && count >= power_of_two_below(c.size);
+}
+
+void allreduce_segmented(VComm& c, std::vector<std::byte>& acc, int count, MPI_Datatype type, MPI_Op op,
+                         MPI_Aint extent) {
+  const int n = c.size, me = c.rank, p2 = power_of_two_below(n);
+  const std::size_t bytes = acc.size();
+  std::vector<std::byte> other(bytes);
+  if (me >= p2) {  // folded: contributes, then receives the result
+    send_to(c, me - p2, acc.data(), bytes);
+    recv_from(c, me - p2, acc.data(), bytes);
+    return;
+  }
+  if (me + p2 < n) {
+    recv_from(c, me + p2, other.data(), bytes);
+    combine(acc.data(), other.data(), true, count, type, op, bytes);
+  }
+  // Segment s: elements [first(s), first(s + 1)); the bytes of segments [lo, hi) span the last element's true
+  // extent, not its padding.
+  const std::size_t tail = bytes - static_cast<std::size_t>(count - 1) * static_cast<std::size_t>(extent);
+  auto first = [&](int seg) { return static_cast<int>(static_cast<long long>(count) * seg / p2); };
+  auto at = [&](int seg) { return static_cast<std::size_t>(first(seg)) * static_cast<std::size_t>(extent); };
+  auto length = [&](int lo, int hi) {
+    const int elements = first(hi) - first(lo);
+    return elements > 0 ? static_cast<std::size_t>(elements - 1) * static_cast<std::size_t>(extent) + tail : 0;
+  };
+  int lo = 0, hi = p2;  // the segments this rank still reduces
+  for (int mask = p2 / 2; mask > 0; mask >>= 1) {
+    const int partner = me ^ mask, mid = (lo + hi) / 2;
+    const bool lower = (me & mask) == 0;
+    const int keep_lo = lower ? lo : mid, keep_hi = lower ? mid : hi;
+    const int give_lo = lower ? mid : lo, give_hi = lower ? hi : mid;
+    exchange(c, partner, acc.data() + at(give_lo), length(give_lo, give_hi), other.data() + at(keep_lo),
+             length(keep_lo, keep_hi));
+    combine(acc.data() + at(keep_lo), other.data() + at(keep_lo), lower, first(keep_hi) - first(keep_lo), type, op,
+            length(keep_lo, keep_hi));
+    lo = keep_lo;
+    hi = keep_hi;
+  }
+  for (int mask = 1; mask < p2; mask <<= 1) {  // from [me, me + 1) to [0, p2)
+    const int partner = me ^ mask;
+    const bool lower = (me & mask) == 0;
+    const int their_lo = lower ? hi : lo - (hi - lo), their_hi = lower ? hi + (hi - lo) : lo;
+    exchange(c, partner, acc.data() + at(lo), length(lo, hi), acc.data() + at(their_lo), length(their_lo, their_hi));
+    lo = std::min(lo, their_lo);
+    hi = std::max(hi, their_hi);
+  }
+  if (me + p2 < n) send_to(c, me + p2, acc.data(), bytes);
+}
+
 // The bytes a reduction's buffer spans: `count` elements of `type` laid out in memory as they are (gaps included,
 // e.g. MPI_DOUBLE_INT's padding), which MPI_Reduce_local reads and writes in place.
 std::size_t span_of(int count, MPI_Datatype type, const char* call) {
@@ -169,8 +258,14 @@ extern "C" int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_
     const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     std::vector<std::byte> acc(bytes);
     if (bytes) std::memcpy(acc.data(), in, bytes);
-    ri::reduce_to_zero(c, acc, count, type, op);
-    ri::bcast(c, acc.data(), bytes, 0);
+    int commutative = 0;
+    PMPI_Op_commutative(op, &commutative);
+    if (commutative && ri::segmented(c, count, bytes)) {
+      ri::allreduce_segmented(c, acc, count, type, op, ri::extent_of(type));
+    } else {  // a reduction to rank 0 in rank order (as MPI requires of a non-commutative operation), a broadcast
+      ri::reduce_to_zero(c, acc, count, type, op);
+      ri::bcast(c, acc.data(), bytes, 0);
+    }
     if (bytes) std::memcpy(recvbuf, acc.data(), bytes);
   });
   return MPI_SUCCESS;

@@ -141,6 +141,24 @@ void collectives() {
   minloc[1] = best.at;
   report("allreduce/reduce",
          mix(digest(sum.data(), 5) ^ digest(in_place.data(), 5) ^ digest(&p, 1) ^ digest(minloc, 2) ^ digest(&q, 1)));
+  // Large enough for the segmented allreduce (reduce-scatter + allgather), with an element count that does not
+  // divide among the ranks, and a pair type with a gap (MPI_DOUBLE_INT: 12 bytes of data every 16).
+  const int large = 40009;  // (320 KB: above kSegmentedBytes, 256 KiB)
+  std::vector<double> big(static_cast<std::size_t>(large)), big_sum(static_cast<std::size_t>(large));
+  for (int i = 0; i < large; ++i) big[static_cast<std::size_t>(i)] = (me + 1) * 0.5 + (i % 97);
+  MPI_Allreduce(big.data(), big_sum.data(), large, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  struct Pair {
+    double v;
+    int at;
+  };
+  std::vector<Pair> pairs(20011), lowest(20011);
+  for (std::size_t i = 0; i < pairs.size(); ++i)
+    pairs[i] = {static_cast<double>((static_cast<int>(i) + me * 5) % (n + 1)), me};
+  MPI_Allreduce(pairs.data(), lowest.data(), static_cast<int>(pairs.size()), MPI_DOUBLE_INT, MPI_MINLOC,
+                MPI_COMM_WORLD);
+  std::vector<std::int64_t> flat;
+  for (const Pair& x : lowest) flat.push_back(static_cast<std::int64_t>(x.v) * 1000 + x.at);
+  report("allreduce large", mix(digest(big_sum.data(), big_sum.size()) ^ digest(flat.data(), flat.size())));
 
   std::vector<int> b(7, me == 2 % n ? 11 : 0);
   MPI_Bcast(b.data(), 7, MPI_INT, 2 % n, MPI_COMM_WORLD);
