@@ -40,7 +40,8 @@ MpiRuntime& wrapped_runtime();
 /// the top of `body` after every rollback of this rank's group (a Rollback from any MPI or runtime call inside it).
 /// Returns the body's result. Everything that communicates belongs inside the body; before its restore(), a body
 /// run again may only create communicators, call MPI_Barrier and make calls without messages (anything else stops
-/// the job with a message naming the call).
+/// the job with a message naming the call). An UnrecoverableFailure prints its message and exits with status 3
+/// (no MPI_Finalize); another reprise::Error stops the job (MPI_Abort, status 2) with its message.
 int run(int argc, char** argv, const std::function<int(int, char**)>& body);
 
 }  // namespace reprise

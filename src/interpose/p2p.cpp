@@ -12,19 +12,44 @@
 
 namespace reprise::interpose {
 
-std::size_t bytes_of(int count, MPI_Datatype type) {
-  int size = 0;
-  PMPI_Type_size(type, &size);
-  return static_cast<std::size_t>(count) * static_cast<std::size_t>(size);
-}
+namespace {
 
-bool contiguous(MPI_Datatype type) {
+// What the served calls ask of a datatype, asked of MPI once per datatype (four queries a call cost more than the
+// rest of a small message's path here). Only the program's thread uses it; MPI_Type_free forgets the handle.
+struct TypeInfo {
+  MPI_Datatype type;
+  std::size_t size;
+  bool contiguous;
+};
+std::vector<TypeInfo> known_types;
+
+const TypeInfo& info(MPI_Datatype type) {
+  for (const TypeInfo& t : known_types)
+    if (t.type == type) return t;
   MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
   int size = 0;
   PMPI_Type_get_extent(type, &lb, &extent);
   PMPI_Type_get_true_extent(type, &true_lb, &true_extent);
   PMPI_Type_size(type, &size);
-  return lb == 0 && true_lb == 0 && extent == size && true_extent == size;
+  known_types.push_back(
+      {type, static_cast<std::size_t>(size), lb == 0 && true_lb == 0 && extent == size && true_extent == size});
+  return known_types.back();
+}
+
+}  // namespace
+
+void forget_type(MPI_Datatype type) {
+  known_types.erase(
+      std::remove_if(known_types.begin(), known_types.end(), [type](const TypeInfo& t) { return t.type == type; }),
+      known_types.end());
+}
+
+std::size_t bytes_of(int count, MPI_Datatype type) {
+  return static_cast<std::size_t>(count) * info(type).size;
+}
+
+bool contiguous(MPI_Datatype type) {
+  return info(type).contiguous;
 }
 
 MPI_Aint extent_of(MPI_Datatype type) {
@@ -65,11 +90,10 @@ namespace {
 
 // A request of a served call: posted on Comm (host or device buffers: Comm finds out which), or done at once
 // (MPI_PROC_NULL).
-std::unique_ptr<VRequest> post(bool receive, const void* buf, int count, MPI_Datatype type, int rank, int tag,
-                               MPI_Comm comm, const char* call) {
+void post(VRequest* r, bool receive, const void* buf, int count, MPI_Datatype type, int rank, int tag, MPI_Comm comm,
+          const char* call) {
   Wrapped& w = Wrapped::get();
   const VComm& c = w.vcomm(comm, call);
-  auto r = std::make_unique<VRequest>();
   r->receive = receive;
   r->source = rank;
   r->tag = tag;
@@ -80,7 +104,7 @@ std::unique_ptr<VRequest> post(bool receive, const void* buf, int count, MPI_Dat
   const int wire = wire_tag(c, tag, call);
   if (job == MPI_PROC_NULL) {
     r->null_peer = true;
-    return r;
+    return;
   }
   const std::size_t bytes = bytes_of(count, type);
   void* data = const_cast<void*>(buf);
@@ -94,6 +118,12 @@ std::unique_ptr<VRequest> post(bool receive, const void* buf, int count, MPI_Dat
   }
   Comm& m = w.comm();
   r->request = receive ? m.irecv(data, bytes, job, wire) : m.isend(data, bytes, job, wire);
+}
+
+std::unique_ptr<VRequest> post(bool receive, const void* buf, int count, MPI_Datatype type, int rank, int tag,
+                               MPI_Comm comm, const char* call) {
+  auto r = std::make_unique<VRequest>();
+  post(r.get(), receive, buf, count, type, rank, tag, comm, call);
   return r;
 }
 
@@ -144,11 +174,18 @@ using reprise::interpose::VRequest;
 using reprise::interpose::Wrapped;
 namespace ri = reprise::interpose;
 
+// Not a call on a communicator: the library's, once the handle (which MPI may give to a new datatype) is forgotten.
+extern "C" int MPI_Type_free(MPI_Datatype* type) {
+  if (Wrapped::get().app_thread()) ri::forget_type(*type);
+  return PMPI_Type_free(type);
+}
+
 extern "C" int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
   if (!serving() || !ours(comm)) return PMPI_Send(buf, count, type, dest, tag, comm);
   REPRISE_SERVE("MPI_Send", {
-    auto r = ri::post(false, buf, count, type, dest, tag, comm, "MPI_Send");
-    ri::wait_one(*r);
+    VRequest r;  // (blocking: never the program's, no handle)
+    ri::post(&r, false, buf, count, type, dest, tag, comm, "MPI_Send");
+    ri::wait_one(r);
   });
   return MPI_SUCCESS;
 }
@@ -178,8 +215,9 @@ extern "C" int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int
                         MPI_Status* status) {
   if (!serving() || !ours(comm)) return PMPI_Recv(buf, count, type, source, tag, comm, status);
   REPRISE_SERVE("MPI_Recv", {
-    auto r = ri::post(true, buf, count, type, source, tag, comm, "MPI_Recv");
-    ri::complete(*r, ri::wait_one(*r), status);
+    VRequest r;
+    ri::post(&r, true, buf, count, type, source, tag, comm, "MPI_Recv");
+    ri::complete(r, ri::wait_one(r), status);
   });
   return MPI_SUCCESS;
 }

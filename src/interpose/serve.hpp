@@ -35,6 +35,8 @@ namespace reprise::interpose {
 /// Bytes of `count` elements of `type`; whether they lie contiguously from the buffer's address.
 std::size_t bytes_of(int count, MPI_Datatype type);
 bool contiguous(MPI_Datatype type);
+/// MPI_Type_free: the handle's cached size and layout are forgotten.
+void forget_type(MPI_Datatype type);
 MPI_Aint extent_of(MPI_Datatype type);
 
 /// The job rank (Comm's) of `rank` in `c`; refuses MPI_ANY_SOURCE and ranks outside it. MPI_PROC_NULL passes.

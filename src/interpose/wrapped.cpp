@@ -323,6 +323,13 @@ int run(int argc, char** argv, const std::function<int(int, char**)>& body) {
       } catch (const std::exception& e) {
         interpose::refuse("reprise::run", std::string("after a rollback: ") + e.what());
       }
+    } catch (const UnrecoverableFailure& e) {
+      // As the apps do: no MPI_Finalize (it would wait for the lost ranks); files already written stay.
+      std::fprintf(stderr, "reprise: %s\n", e.what());
+      std::fflush(nullptr);
+      std::_Exit(3);
+    } catch (const Error& e) {  // the runtime's (ProtocolError, UsageError, ...): the job cannot go on
+      interpose::refuse("reprise::run", e.what());
     }
   }
 }
