@@ -4,11 +4,12 @@
 # mpirun: no failure, so no ULFM needed).
 # Usage: run_consumer.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-build=$1; src=$2
+build=$(cd "$1" && pwd); src=$(cd "$2" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
-cmake -S "$src/tests/consumer" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/configure.log" \
+cmake -S "$src/tests/consumer" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" -DREPRISE_SOURCE_DIR="$src" \
+  > "$work/configure.log" \
   || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/build" > "$work/build.log" || { cat "$work/build.log"; exit 1; }
 LD_LIBRARY_PATH="$work/prefix/lib:${LD_LIBRARY_PATH:-}" "$work/build/consumer"
@@ -20,4 +21,17 @@ if [ -n "$(find "$work/prefix" -name 'libreprise_interpose.so*' -print -quit)" ]
       REPRISE_RANKS_PER_NODE=1 LD_LIBRARY_PATH="$work/prefix/lib:${LD_LIBRARY_PATH:-}" \
       timeout 120 mpirun --oversubscribe -x REPRISE_RANKS_PER_NODE -x LD_LIBRARY_PATH -n 2 "$work/build/$program"
   done
+  # heat3d built outside the tree (with Kokkos): the same checksum as the tree's plain MPI build.
+  if [ -x "$work/build/heat3d_consumer" ] && [ -x "$build/apps/heat3d-plain" ]; then
+    args=(--nx 16 --ny 8 --nz 8 --steps 20 --checkpoint-every 5)
+    for program in "$work/build/heat3d_consumer" "$build/apps/heat3d-plain"; do
+      OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mca_base_component_show_load_errors=0 \
+        REPRISE_RANKS_PER_NODE=1 LD_LIBRARY_PATH="$work/prefix/lib:${LD_LIBRARY_PATH:-}" \
+        timeout 120 mpirun --oversubscribe -x REPRISE_RANKS_PER_NODE -x LD_LIBRARY_PATH -n 2 "$program" "${args[@]}" \
+        | grep -a '^checksum' >> "$work/checksums"
+    done
+    [ "$(sort -u "$work/checksums" | wc -l)" = 1 ] && [ "$(wc -l < "$work/checksums")" = 2 ] ||
+      { echo "heat3d outside the tree and heat3d-plain differ:"; cat "$work/checksums"; exit 1; }
+    echo "heat3d consumer: $(head -1 "$work/checksums"), as heat3d-plain"
+  fi
 fi
