@@ -123,6 +123,13 @@ int verify(const std::string& dir) {
   if (int rc = check_dir(dir, ranks)) return rc;
   int bad = 0, good = 0;
   core::WorkPool pool(2);
+  try {  // the rank count of the job that wrote it (a relaunch reads it first)
+    if (const auto n = core::read_job_ranks(dir))
+      std::cout << "ok       " << dir << "/job.reprise (" << *n << " ranks)\n";
+  } catch (const Error& e) {
+    ++bad;
+    std::cout << "DAMAGED  " << e.what() << "\n";  // (it names the file)
+  }
   for (int rank : ranks) {
     auto store = core::make_directory_store(dir, rank);
     for (auto v : store->list()) {
@@ -142,11 +149,11 @@ int verify(const std::string& dir) {
       }
     }
   }
-  std::cout << good << " version(s) sound, " << bad << " damaged\n";
+  std::cout << good << " version(s) sound, " << bad << " damaged file(s)\n";
   if (bad)
-    std::cerr << "reprise verify: " << bad << " version(s) in " << dir
-              << " cannot be restored (see DAMAGED lines); intact versions are still restorable with "
-                 "Runtime::restore(version)\n";
+    std::cerr << "reprise verify: " << bad << " file(s) in " << dir
+              << " are damaged (see DAMAGED lines); intact versions are still restorable with "
+                 "Runtime::restore(version), a relaunch of the job needs its job.reprise\n";
   return bad ? 1 : 0;
 }
 

@@ -233,6 +233,18 @@ namespace {
 constexpr const char* kJobRecord = "/job.reprise";
 }  // namespace
 
+namespace {
+// "reprise job\nranks N\n" and the XXH3-64 of those lines: a flipped or truncated record is told apart.
+std::string job_record_text(int ranks) {
+  return "reprise job\nranks " + std::to_string(ranks) + "\n";
+}
+std::string job_record_checksum(const std::string& text) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(checksum64(text.data(), text.size())));
+  return hex;
+}
+}  // namespace
+
 std::optional<int> read_job_ranks(const std::string& dir) {
   const std::string path = dir + kJobRecord;
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -240,23 +252,37 @@ std::optional<int> read_job_ranks(const std::string& dir) {
     if (errno == ENOENT) return std::nullopt;
     throw StoreError("cannot open " + path + ": " + errno_text());
   }
-  char text[128] = {};
-  ssize_t n = 0;
-  do n = ::read(fd.get(), text, sizeof text - 1);
-  while (n < 0 && errno == EINTR);
-  if (n < 0) throw StoreError("cannot read " + path + ": " + errno_text());
+  char text[256] = {};
+  std::size_t got = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), text + got, sizeof text - 1 - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw StoreError("cannot read " + path + ": " + errno_text());
+    if (n == 0 || (got += static_cast<std::size_t>(n)) == sizeof text - 1) break;
+  }
+  const std::string all(text, got);
   int ranks = 0;
+  char sum[17] = {};
   char tail = 0;
-  if (std::sscanf(text, "reprise job\nranks %d\n%c", &ranks, &tail) != 1 || ranks < 1)
+  const int fields = std::sscanf(all.c_str(), "reprise job\nranks %d\nchecksum %16[0-9a-f]\n%c", &ranks, sum, &tail);
+  if (fields < 1 || ranks < 1 ||
+      all != job_record_text(ranks) + (fields >= 2 ? "checksum " + std::string(sum) + "\n" : ""))
     throw CorruptCheckpointError(path,
-                                 "not a Reprise job record (expected \"reprise job\" and \"ranks N\"): restore "
-                                 "it, or move the directory aside to start afresh");
+                                 "not a Reprise job record (expected \"reprise job\", \"ranks N\" and its checksum): "
+                                 "restore it, or move the directory aside to start afresh");
+  // (A record of two lines is one written before the checksum existed: accepted, as it was then.)
+  if (fields >= 2 && job_record_checksum(job_record_text(ranks)) != sum)
+    throw CorruptCheckpointError(path, "the job record's checksum does not match its rank count (" +
+                                           std::to_string(ranks) +
+                                           "): it was damaged. Restore it, or move the directory aside to start "
+                                           "afresh");
   return ranks;
 }
 
 void write_job_ranks(const std::string& dir, int ranks) {
   make_dirs(dir);
-  const std::string text = "reprise job\nranks " + std::to_string(ranks) + "\n";
+  const std::string lines = job_record_text(ranks);
+  const std::string text = lines + "checksum " + job_record_checksum(lines) + "\n";
   write_durably(dir + kJobRecord, {{text.data(), text.size()}});
 }
 

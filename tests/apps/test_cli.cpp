@@ -95,6 +95,24 @@ TEST_F(Cli, VerifyNamesTheDamagedFileAndFails) {
   EXPECT_NE(r.output.find("2 damaged"), std::string::npos) << r.output;
 }
 
+TEST_F(Cli, VerifyChecksTheJobRecord) {
+  core::write_job_ranks(dir_.path(), 2);
+  Result r = run_cli("verify " + dir_.path());
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("ok       " + dir_.path() + "/job.reprise (2 ranks)"), std::string::npos) << r.output;
+  const std::string record = dir_.path() + "/job.reprise";
+  test::flip_byte(record, 18);  // the rank count's digit
+  r = run_cli("verify " + dir_.path());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("DAMAGED  " + record + ": "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("8 version(s) sound, 1 damaged"), std::string::npos) << r.output;
+  core::write_job_ranks(dir_.path(), 2);
+  test::truncate_file(record, std::filesystem::file_size(record) - 5);
+  r = run_cli("verify " + dir_.path());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("DAMAGED  " + record + ": not a Reprise job record"), std::string::npos) << r.output;
+}
+
 TEST_F(Cli, VerifyReportsAMissingLinkAndATruncatedFile) {
   std::filesystem::remove(core::version_file_path(dir_.path(), 0, 20));
   test::truncate_file(core::version_file_path(dir_.path(), 1, 40), 70);

@@ -117,6 +117,19 @@ TEST(DirectoryStore, JobRecordKeepsTheRankCountAndNamesADamagedOne) {
   EXPECT_EQ(read_job_ranks(dir.path()), 12);
   write_job_ranks(dir.path(), 4);  // replaced whole
   EXPECT_EQ(read_job_ranks(dir.path()), 4);
+  // A flipped digit, a truncated record: told apart by the checksum line.
+  const std::vector<char> raw = test::read_file(dir.path() + "/job.reprise");
+  const std::string good(raw.begin(), raw.end());
+  ASSERT_EQ(good.rfind("reprise job\nranks 4\nchecksum ", 0), 0u) << good;
+  std::string flipped = good;
+  flipped[18] = '5';  // ranks 5
+  for (const std::string& bad : {flipped, good.substr(0, good.size() - 3)}) {
+    test::write_file(dir.path() + "/job.reprise", std::vector<char>(bad.begin(), bad.end()));
+    EXPECT_THROW(read_job_ranks(dir.path()), CorruptCheckpointError) << bad;
+  }
+  const std::string two_lines = "reprise job\nranks 3\n";
+  test::write_file(dir.path() + "/job.reprise", std::vector<char>(two_lines.begin(), two_lines.end()));
+  EXPECT_EQ(read_job_ranks(dir.path()), 3);  // a record written before the checksum line existed
   for (const std::string bad :
        {"reprise job\nranks 0\n", "reprise job\nranks four\n", "ranks 4\n", "reprise job\nranks 4\nmore\n", ""}) {
     test::write_file(dir.path() + "/job.reprise", std::vector<char>(bad.begin(), bad.end()));
