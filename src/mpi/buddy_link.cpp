@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 
 #include "core/format.hpp"
@@ -63,6 +64,19 @@ class BuddyLink::Stream : public protocol::ShipStream {
       REPRISE_MPI_CHECK(polled::send(&checksum, 1, MPI_UINT64_T, buddy_, kPutPiece, data_));
       std::uint64_t v = 0;
       REPRISE_MPI_CHECK(polled::recv(&v, 1, MPI_UINT64_T, buddy_, kAck, c_.ack_, MPI_STATUS_IGNORE));
+      if (v == kRefused) {  // damaged on the way: once more, whole
+        std::fprintf(stderr, "reprise: rank %d: version %llu reached buddy rank %d damaged; sending it again\n",
+                     c_.rank_, static_cast<unsigned long long>(m_.version), buddy_);
+        send_version(data_, buddy_, kPutHead, kPutPiece, m_, *payload_, checksum);
+        REPRISE_MPI_CHECK(polled::recv(&v, 1, MPI_UINT64_T, buddy_, kAck, c_.ack_, MPI_STATUS_IGNORE));
+        if (v == kRefused)
+          throw Error("rank " + std::to_string(c_.rank_) + "'s version " + std::to_string(m_.version) +
+                      " reached its buddy rank " + std::to_string(buddy_) +
+                      " damaged twice (its payload did not match its checksum there): the memory or the link "
+                      "between ranks " +
+                      std::to_string(c_.rank_) + " and " + std::to_string(buddy_) +
+                      " corrupts data. The version is not committed; earlier committed versions are intact");
+      }
       acked_ = v == m_.version;
     });
   }
@@ -232,6 +246,16 @@ void BuddyLink::progress_loop() {
           ++(reused ? reused_ : fresh_);
           if (passed_over) ++passed_over_;
           const std::uint64_t v = r.manifest.version;
+          if (corrupt_due(src, v) && r.payload->size()) r.payload->data()[r.payload->size() / 2] ^= std::byte{1};
+          // Verified before it is acknowledged: a damaged copy is refused (the owner sends it once more).
+          if (core::payload_checksum(r.payload->data(), r.payload->size(), 1) != r.checksum) {
+            std::fprintf(stderr,
+                         "reprise: rank %d: version %llu from rank %d arrived damaged (its payload does not match "
+                         "its checksum): refused\n",
+                         job_.rank_, static_cast<unsigned long long>(v), src);
+            REPRISE_MPI_CHECK(polled::send(&kRefused, 1, MPI_UINT64_T, src, kAck, job_.ack_));
+            continue;
+          }
           ward_store(src).put(r.manifest, std::move(r.payload), r.checksum);
           REPRISE_MPI_CHECK(polled::send(&v, 1, MPI_UINT64_T, src, kAck, job_.ack_));
         } else {
@@ -255,6 +279,17 @@ void BuddyLink::progress_loop() {
       job_.link_down("progress thread error");
       return;
     }
+}
+
+// REPRISE_CORRUPT_SHIPPED=OWNER:VERSION[:TIMES] (tests): this rank, OWNER's buddy, flips a byte of the first TIMES
+// (default 1) copies of that version it receives, as a faulty link would.
+bool BuddyLink::corrupt_due(int owner, std::uint64_t version) {
+  static const char* spec = std::getenv("REPRISE_CORRUPT_SHIPPED");
+  if (!spec) return false;
+  int o = -1, times = 1;
+  unsigned long long v = 0;
+  if (std::sscanf(spec, "%d:%llu:%d", &o, &v, &times) < 2 || o != owner || v != version) return false;
+  return corrupted_++ < times;
 }
 
 void BuddyLink::for_each_ward(const std::function<void(int, core::VersionStore&)>& f) {

@@ -1,7 +1,7 @@
 // The buddy level over MPI (a part of MpiCoordination with its own state): the owner ships each version to its
-// buddy while the drain fills it; the progress thread receives and stores its wards' versions and acknowledges
-// them, so a version reaches the buddy while the application computes without calling the runtime. It also
-// receives the job floor's messages for GroupCommit.
+// buddy while the drain fills it; the progress thread receives its wards' versions, checks each against its
+// checksum, stores and acknowledges it, so a version reaches the buddy while the application computes without
+// calling the runtime. It also receives the job floor's messages for GroupCommit.
 #pragma once
 
 #include <atomic>
@@ -51,6 +51,7 @@ class BuddyLink {
   class Link;    // the owner side: ships this rank's versions to its buddy (drain thread)
   class Stream;  // one version on its way, piece by piece as the drain fills it
   void progress_loop();
+  bool corrupt_due(int owner, std::uint64_t version);  // REPRISE_CORRUPT_SHIPPED (tests)
 
   // Idle, the progress thread polls less and less often: kPollMin after a message, doubling up to kPollMax while
   // nothing comes (each wake-up takes a core from the application for a moment; bench/results has the cost).
@@ -71,6 +72,7 @@ class BuddyLink {
   std::shared_ptr<core::BufferPool> ward_pool_ = std::make_shared<core::BufferPool>(8);
   std::atomic<std::uint64_t> fresh_{0}, reused_{0};
   std::atomic<std::uint64_t> passed_over_{0};  // fresh although the pool kept buffers (all too large)
+  int corrupted_ = 0;                          // copies damaged on purpose (progress thread)
 };
 
 }  // namespace reprise::mpi

@@ -18,7 +18,7 @@ enum Tag : int {
   kPutHead = 11,      // owner -> buddy (data): a version's head
   kPutPiece = 12,     // owner -> buddy (data): its payload pieces and trailer
   kRelease = 13,      // owner -> buddy (data): a version no chain needs any more
-  kAck = 14,          // buddy -> owner (ack): the version is stored
+  kAck = 14,          // buddy -> owner (ack): the version is stored (or kRefused)
   kFloorReport = 15,  // a group's first rank to rank 0: {group, committed version}
   kFloor = 16,        // rank 0 to every rank: the job floor (protocol/job_floor.hpp)
   kMoveCount = 21,    // recovery (world): how many versions follow
@@ -26,6 +26,9 @@ enum Tag : int {
   kMovePiece = 23,
   kMoveList = 24,  // recovery (world): the versions a buddy holds for its ward
 };
+
+/// The acknowledgement of a version whose payload did not match its checksum at the buddy: not stored.
+constexpr std::uint64_t kRefused = ~std::uint64_t{0};
 
 // The checksum is known only once a streamed payload is whole, hence the trailer. Pieces small enough that the
 // buddy transfer starts early.
