@@ -71,6 +71,9 @@ class Comm {
   std::size_t recv(void* buf, std::size_t bytes, int src, int tag);
   Request isend(const void* buf, std::size_t bytes, int dest, int tag);
   Request irecv(void* buf, std::size_t bytes, int src, int tag);
+  /// A receive whose size is not known beforehand: `into` (host memory) is resized to the message's bytes when it
+  /// arrives (the MPI interposition's probes). `into` must outlive the request.
+  Request irecv_any_size(std::vector<std::byte>& into, int src, int tag);
   /// Returns the bytes received (irecv) or sent.
   std::size_t wait(Request& request);
   void waitall(std::vector<Request>& requests);

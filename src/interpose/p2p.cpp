@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -106,6 +107,8 @@ void post(VRequest* r, bool receive, const void* buf, int count, MPI_Datatype ty
     r->null_peer = true;
     return;
   }
+  if (receive)
+    if ((r->probed = w.take(job, wire))) return;  // a probe received it ahead: completes from it
   const std::size_t bytes = bytes_of(count, type);
   void* data = const_cast<void*>(buf);
   if (!contiguous(type) && bytes > 0) {
@@ -140,13 +143,38 @@ void complete(VRequest& r, std::size_t bytes, MPI_Status* status) {
   if (r.receive) fill_status(status, r.source, r.tag, bytes);
 }
 
+// A receive of a probed message: complete once the probe's receive is (its bytes copied into the program's
+// buffer, or into `packed` for a non-contiguous datatype).
+bool from_probe(VRequest& r, bool block) {
+  Probed& p = *r.probed;
+  if (!Wrapped::get().settle(p, block)) return false;
+  const std::size_t room = bytes_of(r.count, r.type);
+  if (p.data.size() > room)
+    throw UsageError("the probed message from rank " + std::to_string(r.source) + " (tag " + std::to_string(r.tag) +
+                     ") has " + std::to_string(p.data.size()) + " bytes, the receive room for " + std::to_string(room) +
+                     " (MPI_ERR_TRUNCATE)");
+  if (!contiguous(r.type))
+    r.packed = p.data;
+  else if (!p.data.empty())
+    std::memcpy(r.buf, p.data.data(), p.data.size());
+  r.result = p.data.size();
+  r.done = true;
+  r.probed.reset();
+  return true;
+}
+
 std::size_t wait_one(VRequest& r) {
   if (r.null_peer || r.done) return r.result;
+  if (r.probed) {
+    from_probe(r, true);
+    return r.result;
+  }
   return Wrapped::get().comm().wait(r.request);
 }
 
 // Completes `r` on Comm if it can (its bytes kept in it).
 bool test_one(VRequest& r) {
+  if (r.probed && !r.done) return from_probe(r, false);
   if (!r.null_peer && !r.done) r.done = Wrapped::get().comm().test(r.request, r.result);
   return r.null_peer || r.done;
 }
@@ -173,6 +201,43 @@ using reprise::interpose::serving;
 using reprise::interpose::VRequest;
 using reprise::interpose::Wrapped;
 namespace ri = reprise::interpose;
+
+// Probes with a named source and tag: the message is received ahead into the interposition (Wrapped::probe), and
+// the next receive of that source and tag takes it; the status gives its size (MPI_Get_count).
+extern "C" int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  if (!serving() || !ours(comm)) return PMPI_Probe(source, tag, comm, status);
+  REPRISE_SERVE("MPI_Probe", {
+    Wrapped& w = Wrapped::get();
+    const reprise::interpose::VComm& c = w.vcomm(comm, "MPI_Probe");
+    const int job = ri::peer(c, source, "MPI_Probe");
+    if (job == MPI_PROC_NULL) {
+      ri::fill_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
+    } else {
+      reprise::interpose::Probed& p = w.probe(job, ri::wire_tag(c, tag, "MPI_Probe"));
+      w.settle(p, true);
+      ri::fill_status(status, source, tag, p.data.size());
+    }
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  if (!serving() || !ours(comm)) return PMPI_Iprobe(source, tag, comm, flag, status);
+  REPRISE_SERVE("MPI_Iprobe", {
+    Wrapped& w = Wrapped::get();
+    const reprise::interpose::VComm& c = w.vcomm(comm, "MPI_Iprobe");
+    const int job = ri::peer(c, source, "MPI_Iprobe");
+    *flag = 1;
+    if (job == MPI_PROC_NULL) {
+      ri::fill_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
+    } else {
+      reprise::interpose::Probed& p = w.probe(job, ri::wire_tag(c, tag, "MPI_Iprobe"));
+      *flag = w.settle(p, false) ? 1 : 0;
+      if (*flag) ri::fill_status(status, source, tag, p.data.size());
+    }
+  });
+  return MPI_SUCCESS;
+}
 
 // Not a call on a communicator: the library's, once the handle (which MPI may give to a new datatype) is forgotten.
 extern "C" int MPI_Type_free(MPI_Datatype* type) {

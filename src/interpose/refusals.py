@@ -30,8 +30,8 @@ WHY = [
      "non-blocking collectives are not supported yet (use the blocking one)"),
     (r"^MPI_(Bsend|Buffer_attach|Buffer_detach|Rsend|Ibsend|Irsend)", "buffered and ready sends are not supported "
      "(use MPI_Send or MPI_Isend)"),
-    (r"^MPI_(Probe|Iprobe|Mprobe|Improbe|Mrecv|Imrecv)", "probes are not supported yet (post the receive with "
-     "the largest size and read the count from its status)"),
+    (r"^MPI_(Mprobe|Improbe|Mrecv|Imrecv)", "matched probes are not supported yet (MPI_Probe and MPI_Iprobe "
+     "with a named source are: probe, then receive)"),
     (r"^MPI_Cancel", "a cancelled message would leave its channel's order undefined for the replay"),
     (r"^MPI_Comm_(group|remote_group)", "groups of the program's communicators are not supported yet (use "
      "MPI_Comm_split to make a communicator of some ranks)"),

@@ -83,14 +83,15 @@ void Wrapped::finish() {
 
 void Wrapped::stop() {
   if (!rt_) return;
-  if (!finished_) rt_->finish();  // uniform: every rank returns, or every rank takes part in a recovery
+  if (!finished_) rt_->finish();           // uniform: every rank returns, or every rank takes part in a recovery
+  for (VRequest* r : requests_) delete r;  // (their Comm requests before Comm goes)
+  requests_.clear();
+  probed_.clear();
   ++depth;
   rt_.reset();
   --depth;
   for (VComm* c : comms_) delete c;
   comms_.clear();
-  for (VRequest* r : requests_) delete r;
-  requests_.clear();
 }
 
 Comm& Wrapped::comm() {
@@ -189,6 +190,38 @@ void Wrapped::free(MPI_Comm* c) {
   *c = MPI_COMM_NULL;
 }
 
+Probed& Wrapped::probe(int source, int wire_tag) {
+  for (const auto& p : probed_)
+    if (p->source == source && p->wire_tag == wire_tag) return *p;
+  auto p = std::make_shared<Probed>();
+  p->source = source;
+  p->wire_tag = wire_tag;
+  p->request = comm().irecv_any_size(p->data, source, wire_tag);
+  probed_.push_back(p);
+  return *p;
+}
+
+bool Wrapped::settle(Probed& p, bool block) {
+  if (!p.done) {
+    if (block)
+      comm().wait(p.request);
+    else
+      p.done = comm().test(p.request);
+    p.done = p.done || block;
+  }
+  return p.done;
+}
+
+std::shared_ptr<Probed> Wrapped::take(int source, int wire_tag) {
+  for (auto it = probed_.begin(); it != probed_.end(); ++it)
+    if ((*it)->source == source && (*it)->wire_tag == wire_tag) {
+      std::shared_ptr<Probed> p = *it;
+      probed_.erase(it);
+      return p;
+    }
+  return nullptr;
+}
+
 VRequest* Wrapped::find(MPI_Request r) {
   auto* v = reinterpret_cast<VRequest*>(r);
   return requests_.count(v) ? v : nullptr;
@@ -209,7 +242,8 @@ std::unique_ptr<VRequest> Wrapped::release(MPI_Request* r) {
 
 // ---- The communicators at a version (region kTableRegion) and rollback --------------------------------------
 // Words of 64 bits: magic, creation calls so far, contexts in use, count; per communicator seq, context, rank,
-// size, members, dims, then the members, the dims and the periods.
+// size, members, dims, then the members, the dims and the periods; then the count of probed messages, and per
+// message its source, wire tag, bytes and the bytes themselves (padded to a word).
 
 namespace {
 constexpr std::int64_t kTableMagic = 0x5250525443424c31;  // "RPRTCBL1"
@@ -230,6 +264,17 @@ std::pair<void*, std::size_t> Wrapped::locate_table(std::optional<std::size_t> b
     w.insert(w.end(), c->members.begin(), c->members.end());
     w.insert(w.end(), c->dims.begin(), c->dims.end());
     w.insert(w.end(), c->periods.begin(), c->periods.end());
+  }
+  // The messages probes received that no receive took yet: delivered, so kept with the version.
+  std::size_t done = 0;
+  for (const auto& p : probed_) done += p->done ? 1 : 0;
+  w.push_back(static_cast<std::int64_t>(done));
+  for (const auto& p : probed_) {
+    if (!p->done) continue;
+    w.insert(w.end(), {p->source, p->wire_tag, static_cast<std::int64_t>(p->data.size())});
+    const std::size_t at = w.size();
+    w.resize(at + (p->data.size() + sizeof(std::int64_t) - 1) / sizeof(std::int64_t));
+    if (!p->data.empty()) std::memcpy(w.data() + at, p->data.data(), p->data.size());
   }
   table_.resize(w.size() * sizeof(std::int64_t));  // (the same size: the same place, and the version differential)
   std::memcpy(table_.data(), w.data(), table_.size());
@@ -261,6 +306,20 @@ void Wrapped::read_table(std::vector<VComm>* comms) {
     for (std::int64_t k = 0; k < dims; ++k) c.periods.push_back(static_cast<int>(next()));
     if (comms) comms->push_back(std::move(c));
   }
+  probed_.clear();  // (pending ones: their receives are abandoned; the version's received ones come back)
+  const std::int64_t probes = next();
+  for (std::int64_t i = 0; i < probes; ++i) {
+    auto p = std::make_shared<Probed>();
+    p->source = static_cast<int>(next());
+    p->wire_tag = static_cast<int>(next());
+    p->data.resize(static_cast<std::size_t>(next()));
+    const std::size_t words = (p->data.size() + sizeof(std::int64_t) - 1) / sizeof(std::int64_t);
+    if (at + words > w.size()) throw Error("the interposition's communicator table in the checkpoint is truncated");
+    if (!p->data.empty()) std::memcpy(p->data.data(), w.data() + at, p->data.size());
+    at += words;
+    p->done = true;
+    probed_.push_back(std::move(p));
+  }
 }
 
 void Wrapped::begin_replay() {
@@ -286,6 +345,7 @@ void Wrapped::abandon_requests() {
 
 void Wrapped::rolled_back(bool from_start) {
   abandon_requests();
+  probed_.clear();
   for (VComm* c : comms_) delete c;
   comms_.clear();
   contexts_used_ = 1;

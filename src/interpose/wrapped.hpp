@@ -39,6 +39,17 @@ struct VComm {
   int job_rank(int r) const { return members.empty() ? r : members[static_cast<std::size_t>(r)]; }
 };
 
+/// A message a probe received ahead of the program's receive (MPI_Probe, MPI_Iprobe): the next receive of its
+/// source and tag on its communicator takes it. One received (`done`) is delivered as far as the protocol is
+/// concerned, so it is part of the checkpointed state (the region kTableRegion) until a receive takes it.
+struct Probed {
+  int source = 0;  // Comm's (job) rank
+  int wire_tag = 0;
+  Comm::Request request;
+  std::vector<std::byte> data;
+  bool done = false;
+};
+
 /// A request made by a served call.
 struct VRequest {
   static constexpr std::uint64_t kMagic = 0x5250525652455155ull;  // "RPRVREQU"
@@ -50,9 +61,10 @@ struct VRequest {
   void* buf = nullptr;                  // the program's buffer (a non-contiguous type: unpacked into it)
   int count = 0;
   MPI_Datatype type = MPI_DATATYPE_NULL;
-  std::vector<std::byte> packed;  // a non-contiguous datatype's bytes
-  bool done = false;              // completed on Comm (by a test that could not yet complete all it was given)
-  std::size_t result = 0;         // then, the bytes received or sent
+  std::vector<std::byte> packed;   // a non-contiguous datatype's bytes
+  bool done = false;               // completed on Comm (by a test that could not yet complete all it was given)
+  std::size_t result = 0;          // then, the bytes received or sent
+  std::shared_ptr<Probed> probed;  // a receive of a message a probe received: completes from it
 };
 
 inline constexpr int kTagsPerContext = 2048;  // tags 0..2046 for the program; 2047 for collectives
@@ -97,6 +109,12 @@ class Wrapped {
   MPI_Comm create(bool in_it, const char* call, const std::function<MPI_Comm()>& make);
   void free(MPI_Comm* c);
 
+  /// The message the next receive of (source, wire tag) gets, received ahead by a probe (a receive posted on Comm
+  /// when none is under way). settle() completes it, blocking or not; take() hands it to a receive.
+  Probed& probe(int source, int wire_tag);
+  bool settle(Probed& p, bool block);
+  std::shared_ptr<Probed> take(int source, int wire_tag);
+
   VRequest* find(MPI_Request r);
   MPI_Request handle(VRequest* r) { return reinterpret_cast<MPI_Request>(r); }
   MPI_Request adopt(std::unique_ptr<VRequest> r);
@@ -135,7 +153,8 @@ class Wrapped {
   VComm world_;
   std::unordered_set<VComm*> comms_;
   std::unordered_set<VRequest*> requests_;
-  std::uint32_t contexts_used_ = 1;  // bit c: context c is in use here (0: MPI_COMM_WORLD)
+  std::vector<std::shared_ptr<Probed>> probed_;  // in the order the probes came
+  std::uint32_t contexts_used_ = 1;              // bit c: context c is in use here (0: MPI_COMM_WORLD)
 };
 
 /// Inside a served call: the runtime's MPI calls go to the library.

@@ -87,6 +87,10 @@ Comm::Request Comm::irecv(void* buf, std::size_t bytes, int src, int tag) {
   s_->check_tag(tag);
   return s_->irecv(buf, bytes, src, tag);
 }
+Comm::Request Comm::irecv_any_size(std::vector<std::byte>& into, int src, int tag) {
+  s_->check_tag(tag);
+  return s_->irecv_any_size(into, src, tag);
+}
 Comm::Request Comm::isend(const void* buf, std::size_t bytes, int dest, int tag, MemorySpace space) {
   s_->check_tag(tag);
   return s_->isend(buf, bytes, dest, tag, space);

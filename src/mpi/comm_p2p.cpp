@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "mpi/check.hpp"
@@ -181,6 +182,22 @@ Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag, s
   return Comm::Request(std::move(m));
 }
 
+Comm::Request CommState::irecv_any_size(std::vector<std::byte>& into, int src, int tag) {
+  check_peer(src, size(), "irecv");
+  enter();
+  auto m = std::make_unique<PendingMessage>();
+  m->receive = true;
+  m->peer = src;
+  m->tag = tag;
+  m->grow = &into;
+  m->buf = into.data();
+  m->bytes = std::numeric_limits<std::size_t>::max();  // (whatever comes: the buffer grows to it)
+  m->owner = this;
+  live_.push_back(m.get());
+  post_receive(*m);
+  return Comm::Request(std::move(m));
+}
+
 void CommState::post_receive(PendingMessage& m) {
   m.held = false;
   // The header, and the payload when it is small: a buffer of an earlier receive when there is one (a new one
@@ -270,6 +287,10 @@ void CommState::header_arrived(PendingMessage& m, const MPI_Status& st) {
   if (m.header.magic != kMagic)
     throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + " received a message from rank " +
                         std::to_string(m.peer) + " with a damaged header");
+  if (m.grow) {  // a receive of any size: its buffer takes the message's
+    m.grow->resize(m.header.bytes);
+    m.buf = m.grow->data();
+  }
   if (m.header.bytes > m.bytes)
     throw UsageError("reprise::Comm: rank " + std::to_string(rank_) + " received a message of " +
                      std::to_string(m.header.bytes) + " bytes from rank " + std::to_string(m.peer) + " (tag " +

@@ -114,6 +114,7 @@ struct PendingMessage {
   std::shared_ptr<gpu::Event> log_copy;
   CommState* owner = nullptr;  // pending messages are registered there (repairs reach them)
   bool held = false;           // arrived before an earlier message of its sender: held until that one is delivered
+  std::vector<std::byte>* grow = nullptr;  // irecv_any_size: resized to the message's bytes when its header arrives
   ~PendingMessage();
 };
 
@@ -144,6 +145,7 @@ class CommState {
   Comm::Request isend(const void* buf, std::size_t bytes, int dest, int tag,
                       std::optional<MemorySpace> space = std::nullopt);
   Comm::Request irecv(void* buf, std::size_t bytes, int src, int tag, std::optional<MemorySpace> space = std::nullopt);
+  Comm::Request irecv_any_size(std::vector<std::byte>& into, int src, int tag);
   std::size_t wait(Comm::Request& r);
   bool test(Comm::Request& r, std::size_t* bytes = nullptr);  ///< bytes: received (or sent) once complete
 

@@ -2,7 +2,8 @@
 // (interpose-check-plain) and linked with libreprise_interpose.so (reprise-interpose-check). Both print the same
 // lines (each call's results, folded into digests); the wrapped one also checks that the messages went through
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
-//   interpose-check [--refuse any-source|any-tag|tag|win|probe|comm-create|ibarrier] [--message-before-restore]
+//   interpose-check [--refuse any-source|any-tag|tag|win|mprobe|comm-create|ibarrier]
+//   reprise-interpose-check --message-before-restore | --probe-across-checkpoints  (reprise::run; tests with kills)
 #include <mpi.h>
 
 #include <cinttypes>
@@ -113,6 +114,32 @@ void point_to_point() {
   MPI_Sendrecv(&m[0][1], 1, column, next, 7, &got[0][2], 1, column, prev, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   MPI_Type_free(&column);
   report("derived datatype", digest(&got[0][0], 24));
+
+  // Probes with a named source: the size learnt from the status, then the receive (blocking and not); a probe
+  // repeated sees the same message; one message small (packed with its header), one large (separate payload).
+  std::vector<int> p_small(static_cast<std::size_t>(3 * (world_rank + 1)), world_rank), p_large(70000, world_rank + 7);
+  MPI_Request probe_sent[2];
+  MPI_Isend(p_small.data(), static_cast<int>(p_small.size()), MPI_INT, next, 21, MPI_COMM_WORLD, &probe_sent[0]);
+  MPI_Isend(p_large.data(), static_cast<int>(p_large.size()), MPI_INT, next, 22, MPI_COMM_WORLD, &probe_sent[1]);
+  int ready = 0, n_p_small = 0, n_again = 0, n_p_large = 0;
+  MPI_Probe(prev, 21, MPI_COMM_WORLD, &st);
+  MPI_Get_count(&st, MPI_INT, &n_p_small);
+  MPI_Probe(prev, 21, MPI_COMM_WORLD, &st);
+  MPI_Get_count(&st, MPI_INT, &n_again);
+  std::vector<int> got_p_small(static_cast<std::size_t>(n_p_small));
+  MPI_Recv(got_p_small.data(), n_p_small, MPI_INT, prev, 21, MPI_COMM_WORLD, &st);
+  while (!ready) MPI_Iprobe(prev, 22, MPI_COMM_WORLD, &ready, &st);
+  MPI_Get_count(&st, MPI_INT, &n_p_large);
+  std::vector<int> got_p_large(static_cast<std::size_t>(n_p_large) + 5, -1);  // room to spare, as MPI allows
+  MPI_Request probe_recv;
+  MPI_Irecv(got_p_large.data(), n_p_large + 5, MPI_INT, prev, 22, MPI_COMM_WORLD, &probe_recv);
+  MPI_Wait(&probe_recv, &st);
+  int n_received = 0;
+  MPI_Get_count(&st, MPI_INT, &n_received);
+  MPI_Waitall(2, probe_sent, MPI_STATUSES_IGNORE);
+  const std::int64_t counts[4] = {n_p_small, n_again, n_p_large, n_received};
+  report("probes", mix(digest(got_p_small.data(), got_p_small.size()) ^ digest(got_p_large.data(), got_p_large.size()) ^
+                       digest(counts, 4)));
 }
 
 void collectives() {
@@ -233,8 +260,9 @@ void refuse(const std::string& what) {
   } else if (what == "win") {
     MPI_Win win;
     MPI_Win_create(&x, sizeof x, sizeof x, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-  } else if (what == "probe") {
-    if (world_rank == 0) MPI_Probe(1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  } else if (what == "mprobe") {
+    MPI_Message m;
+    if (world_rank == 0) MPI_Mprobe(1, 0, MPI_COMM_WORLD, &m, MPI_STATUS_IGNORE);
   } else if (what == "comm-create") {
     MPI_Group g;
     MPI_Comm_group(MPI_COMM_WORLD, &g);
@@ -276,6 +304,48 @@ int message_before_restore(int argc, char** argv) {
     return 0;
   });
 }
+// --probe-across-checkpoints: every step each rank receives the message it probed at the previous step, then
+// sends one of a size that changes and probes the next one (left unreceived across the checkpoint every 10 steps:
+// delivered, so kept in the version with the interposition's state). Prints `probed sum S` (the same with a
+// killed rank).
+int probe_across_checkpoints(int argc, char** argv) {
+  return reprise::run(argc, argv, [](int, char**) {
+    reprise::MpiRuntime& rt = reprise::wrapped_runtime();
+    const int next = (world_rank + 1) % world_size, prev = (world_rank + world_size - 1) % world_size;
+    long step = 0;
+    std::int64_t sum = 0;
+    rt.protect("step", &step);
+    rt.protect("sum", &sum);
+    if (rt.restarted()) rt.restore();
+    auto receive_probed = [&] {
+      MPI_Status st;
+      int n = 0;
+      MPI_Probe(prev, 5, MPI_COMM_WORLD, &st);
+      MPI_Get_count(&st, MPI_INT, &n);
+      std::vector<int> in(static_cast<std::size_t>(n));
+      MPI_Recv(in.data(), n, MPI_INT, prev, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      for (int v : in) sum = sum * 31 + v;
+    };
+    const long steps = 30;
+    while (step < steps) {
+      rt.step(static_cast<std::uint64_t>(step));
+      if (step > 0) receive_probed();
+      std::vector<int> out(static_cast<std::size_t>(1 + (step * 7 + world_rank) % 2000), static_cast<int>(step));
+      MPI_Send(out.data(), static_cast<int>(out.size()), MPI_INT, next, 5, MPI_COMM_WORLD);
+      MPI_Status st;
+      MPI_Probe(prev, 5, MPI_COMM_WORLD, &st);  // received at the next step
+      if (++step % 10 == 0) {
+        rt.checkpoint(static_cast<std::uint64_t>(step));
+        rt.wait();
+      }
+    }
+    receive_probed();
+    std::int64_t all = 0;
+    MPI_Allreduce(&sum, &all, 1, MPI_INT64_T, MPI_BXOR, MPI_COMM_WORLD);
+    if (world_rank == 0) std::printf("probed sum %" PRId64 "\n", all);
+    return 0;
+  });
+}
 #endif
 
 }  // namespace
@@ -288,6 +358,8 @@ int main(int argc, char** argv) {
 #ifdef REPRISE_WRAPPED
   if (argc == 2 && std::string(argv[1]) == "--message-before-restore") {
     rc = message_before_restore(argc, argv);
+  } else if (argc == 2 && std::string(argv[1]) == "--probe-across-checkpoints") {
+    rc = probe_across_checkpoints(argc, argv);
   } else
 #endif
       if (argc == 3 && std::string(argv[1]) == "--refuse") {
