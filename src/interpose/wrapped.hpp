@@ -45,8 +45,8 @@ struct VComm {
 struct Probed {
   int source = 0;  // Comm's (job) rank
   int wire_tag = 0;
+  std::vector<std::byte> data;  // (declared before the request: destroyed after it, once its receive is cancelled)
   Comm::Request request;
-  std::vector<std::byte> data;
   bool done = false;
 };
 
@@ -54,6 +54,7 @@ struct Probed {
 struct VRequest {
   static constexpr std::uint64_t kMagic = 0x5250525652455155ull;  // "RPRVREQU"
   std::uint64_t magic = kMagic;
+  std::vector<std::byte> packed;  // a non-contiguous datatype's bytes (before the request: destroyed after it)
   Comm::Request request;
   bool receive = false;
   bool null_peer = false;               // MPI_PROC_NULL: complete at once
@@ -61,7 +62,6 @@ struct VRequest {
   void* buf = nullptr;                  // the program's buffer (a non-contiguous type: unpacked into it)
   int count = 0;
   MPI_Datatype type = MPI_DATATYPE_NULL;
-  std::vector<std::byte> packed;   // a non-contiguous datatype's bytes
   bool done = false;               // completed on Comm (by a test that could not yet complete all it was given)
   std::size_t result = 0;          // then, the bytes received or sent
   std::shared_ptr<Probed> probed;  // a receive of a message a probe received: completes from it
