@@ -204,38 +204,35 @@ namespace ri = reprise::interpose;
 
 // Probes with a named source and tag: the message is received ahead into the interposition (Wrapped::probe), and
 // the next receive of that source and tag takes it; the status gives its size (MPI_Get_count).
+namespace reprise::interpose {
+namespace {
+// A probe of (source, tag) on the program's communicator: whether its message is here (waiting for it when
+// `block`), the status then filled.
+bool probe(int source, int tag, MPI_Comm comm, MPI_Status* status, bool block, const char* call) {
+  Wrapped& w = Wrapped::get();
+  const VComm& c = w.vcomm(comm, call);
+  const int job = peer(c, source, call);
+  if (job == MPI_PROC_NULL) {
+    fill_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
+    return true;
+  }
+  Probed& p = w.probe(job, wire_tag(c, tag, call));
+  if (!w.settle(p, block)) return false;
+  fill_status(status, source, tag, p.data.size());
+  return true;
+}
+}  // namespace
+}  // namespace reprise::interpose
+
 extern "C" int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
   if (!serving() || !ours(comm)) return PMPI_Probe(source, tag, comm, status);
-  REPRISE_SERVE("MPI_Probe", {
-    Wrapped& w = Wrapped::get();
-    const reprise::interpose::VComm& c = w.vcomm(comm, "MPI_Probe");
-    const int job = ri::peer(c, source, "MPI_Probe");
-    if (job == MPI_PROC_NULL) {
-      ri::fill_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
-    } else {
-      reprise::interpose::Probed& p = w.probe(job, ri::wire_tag(c, tag, "MPI_Probe"));
-      w.settle(p, true);
-      ri::fill_status(status, source, tag, p.data.size());
-    }
-  });
+  REPRISE_SERVE("MPI_Probe", { ri::probe(source, tag, comm, status, true, "MPI_Probe"); });
   return MPI_SUCCESS;
 }
 
 extern "C" int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
   if (!serving() || !ours(comm)) return PMPI_Iprobe(source, tag, comm, flag, status);
-  REPRISE_SERVE("MPI_Iprobe", {
-    Wrapped& w = Wrapped::get();
-    const reprise::interpose::VComm& c = w.vcomm(comm, "MPI_Iprobe");
-    const int job = ri::peer(c, source, "MPI_Iprobe");
-    *flag = 1;
-    if (job == MPI_PROC_NULL) {
-      ri::fill_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
-    } else {
-      reprise::interpose::Probed& p = w.probe(job, ri::wire_tag(c, tag, "MPI_Iprobe"));
-      *flag = w.settle(p, false) ? 1 : 0;
-      if (*flag) ri::fill_status(status, source, tag, p.data.size());
-    }
-  });
+  REPRISE_SERVE("MPI_Iprobe", { *flag = ri::probe(source, tag, comm, status, false, "MPI_Iprobe") ? 1 : 0; });
   return MPI_SUCCESS;
 }
 

@@ -183,19 +183,10 @@ Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag, s
 }
 
 Comm::Request CommState::irecv_any_size(std::vector<std::byte>& into, int src, int tag) {
-  check_peer(src, size(), "irecv");
-  enter();
-  auto m = std::make_unique<PendingMessage>();
-  m->receive = true;
-  m->peer = src;
-  m->tag = tag;
-  m->grow = &into;
-  m->buf = into.data();
-  m->bytes = std::numeric_limits<std::size_t>::max();  // (whatever comes: the buffer grows to it)
-  m->owner = this;
-  live_.push_back(m.get());
-  post_receive(*m);
-  return Comm::Request(std::move(m));
+  // (whatever comes: the buffer grows to it when its header arrives, in header_arrived)
+  Comm::Request r = irecv(into.data(), std::numeric_limits<std::size_t>::max(), src, tag, MemorySpace::Host);
+  r.p_->grow = &into;
+  return r;
 }
 
 void CommState::post_receive(PendingMessage& m) {
