@@ -1,4 +1,5 @@
-// main() of the MPI applications: MPI (MPI_THREAD_MULTIPLE, which MpiRuntime needs) and Kokkos around `run`, the
+// main() of the MPI applications: MPI (MPI_THREAD_MULTIPLE, which MpiRuntime needs; in an application built with
+// REPRISE_WRAPPED and linked with the interposition, MPI_Init also starts the runtime) and Kokkos around `run`, the
 // GPU closest to each rank (hwloc) given to Kokkos unless the command line or the environment picks one, and the
 // exit paths after an error:
 //  - UnrecoverableFailure (e.g. a rank and its buddy lost together): the message, then exit 3 without
@@ -22,6 +23,11 @@
 
 #include "reprise/errors.hpp"
 #include "reprise/mpi.hpp"
+#ifdef REPRISE_WRAPPED
+#include <nlohmann/json.hpp>
+
+#include "reprise/interpose.hpp"
+#endif
 
 namespace reprise::apps {
 
@@ -62,11 +68,24 @@ inline int mpi_app_main(const char* name, int argc, char** argv, const std::func
   std::string device_arg;
   if (!device_chosen(argc, argv)) {
     int gpu = -1;
+#ifdef REPRISE_WRAPPED
+    // Linked with the interposition: MPI_Init started the runtime, which found the closest GPU (hwloc); a
+    // replacement's place is that of the rank it replaces, and it says so, as closest_gpu does.
+    const nlohmann::json placement = nlohmann::json::parse(wrapped_runtime().placement_json());
+    gpu = placement.value("gpu", -1);
+    MPI_Comm parent = MPI_COMM_NULL;
+    MPI_Comm_get_parent(&parent);
+    if (parent != MPI_COMM_NULL)
+      std::fprintf(stderr, "reprise: replacement of rank %d: takes the GPU of local index %d on its node (%s)\n",
+                   placement.value("rank", -1), placement.value("local_index", -1),
+                   gpu >= 0 ? ("CUDA device " + std::to_string(gpu)).c_str() : "no GPU usable here");
+#else
     try {
       gpu = MpiRuntime::closest_gpu(MPI_COMM_WORLD);  // collective; -1 without GPUs
     } catch (const std::exception&) {
       // A bad layout (REPRISE_GROUPS, ...): the runtime's constructor reports it, with the usual exit path.
     }
+#endif
     if (gpu >= 0) {
       device_arg = "--kokkos-device-id=" + std::to_string(gpu);
       args.push_back(device_arg.data());

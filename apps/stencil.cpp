@@ -1,8 +1,11 @@
 // reprise-stencil: a Kokkos 2D heat equation (5-point Jacobi, double) on a 2D process grid, halo exchange through
-// reprise::Comm (--messages reprise, the default: halos to another group are logged by their sender) or raw MPI on
-// the runtime's communicator (--messages mpi), the field and the step protected by Reprise. Ranks killed with
-// REPRISE_KILL are replaced, the job rolls back to the last version every rank holds and goes on; the final checksum is
-// the same as without failures, and does not depend on the rank count.
+// reprise::Comm (--messages reprise, the default) or plain MPI calls on MPI_COMM_WORLD (--messages mpi), the field
+// and the step protected by Reprise. It is linked with the MPI interposition (libreprise_interpose.so: MPI_Init
+// starts the runtime), so its plain MPI calls go through the protocol too: either way the halos to another group
+// are logged by their sender and only the groups of failed ranks roll back. It catches reprise::Rollback itself
+// and restores in place (a wrapped program may instead run its body through reprise::run: apps/heat3d.cpp). Ranks
+// killed with REPRISE_KILL are replaced, their groups roll back to their last version and go on; the final
+// checksum is the same as without failures, and does not depend on the rank count.
 //
 //   scripts/mpirun.sh -n 8 -- reprise-stencil --nx 512 --ny 512 --steps 200 --checkpoint-every 20
 //   REPRISE_RANKS_PER_NODE=2 REPRISE_KILL=3:90 scripts/mpirun.sh -n 8 -- reprise-stencil ...
@@ -17,7 +20,6 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +28,7 @@
 #include <xxhash.h>
 
 #include "mpi_app_main.hpp"
+#include "reprise/interpose.hpp"
 #include "reprise/kokkos.hpp"
 #include "reprise/mpi.hpp"
 
@@ -111,8 +114,9 @@ void copy_row(const Field& u, const Line& line, int i, bool to_line) {
 }
 
 // Halo exchange: pack into lines where the field lives, then reprise::Comm moves them as they are (a device line
-// is staged through pinned memory by Comm, or handed to a CUDA-aware MPI), or raw MPI through host mirrors (no
-// Debian MPI is CUDA-aware).
+// is staged through pinned memory by Comm, or handed to a CUDA-aware MPI), or plain MPI calls through host
+// mirrors, as a program written without Reprise for an MPI that is not CUDA-aware does (served by the
+// interposition: the same protocol underneath).
 struct Halo {
   Line send, recv;
   Line::HostMirror hsend, hrecv;
@@ -138,8 +142,8 @@ struct Halo {
     // Irecv + Isend + two waits rather than MPI_Sendrecv: Open MPI 5.0.7's MPI_Sendrecv can crash when its peer
     // has just failed (seen with ULFM here); the separate requests report MPI_ERR_PROC_FAILED instead.
     MPI_Request rr = MPI_REQUEST_NULL, sr = MPI_REQUEST_NULL;
-    rt.check(MPI_Irecv(hrecv.data(), n, MPI_DOUBLE, from, tag, rt.comm(), &rr));
-    rt.check(MPI_Isend(hsend.data(), n, MPI_DOUBLE, to, tag, rt.comm(), &sr));
+    rt.check(MPI_Irecv(hrecv.data(), n, MPI_DOUBLE, from, tag, MPI_COMM_WORLD, &rr));
+    rt.check(MPI_Isend(hsend.data(), n, MPI_DOUBLE, to, tag, MPI_COMM_WORLD, &sr));
     rt.check(MPI_Wait(&sr, MPI_STATUS_IGNORE));
     rt.check(MPI_Wait(&rr, MPI_STATUS_IGNORE));
     Kokkos::deep_copy(recv, hrecv);
@@ -179,7 +183,8 @@ std::uint64_t global_checksum(reprise::MpiRuntime& rt, const Field& u, const Blo
   }
   std::vector<double> all(rt.rank() == 0 ? static_cast<std::size_t>(total) : 0);
   if (o.messages == "reprise") {
-    // Through reprise::Comm, so that it goes on across a group rollback of other ranks meanwhile.
+    // Through reprise::Comm (as MPI_Gatherv below, served by the interposition): it goes on across a group
+    // rollback of other ranks meanwhile.
     reprise::Comm& c = rt.messages();
     if (rt.rank() != 0) {
       c.send(mine.data(), mine.size(), 0, 9);
@@ -193,7 +198,7 @@ std::uint64_t global_checksum(reprise::MpiRuntime& rt, const Field& u, const Blo
     }
   } else {
     rt.check(MPI_Gatherv(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), counts.data(),
-                         displs.data(), MPI_DOUBLE, 0, rt.comm()));
+                         displs.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD));
   }
   std::uint64_t sum = 0;
   if (rt.rank() == 0) {
@@ -216,10 +221,9 @@ double now() {
 }
 
 int run(const Options& o) {
-  // Every message goes through reprise::Comm (the default): only the groups of failed ranks roll back.
-  const std::optional<reprise::Config> config = reprise::apps::app_config("reprise-stencil", o.messages);
-  if (!config) return 2;
-  reprise::MpiRuntime rt(MPI_COMM_WORLD, *config);
+  // Started by MPI_Init (the interposition): every message goes through reprise::Comm, so only the groups of
+  // failed ranks roll back unless REPRISE_ROLLBACK=all says otherwise.
+  reprise::MpiRuntime& rt = reprise::wrapped_runtime();
   const int rank = rt.rank(), size = rt.size();
   if (o.nx < 4 * size || o.ny < 4 * size) {
     if (rank == 0) std::fprintf(stderr, "reprise-stencil: --nx and --ny must be at least 4 x the rank count\n");

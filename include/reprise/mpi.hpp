@@ -134,6 +134,9 @@ class MpiRuntime : public Runtime {
   struct Parts;
   explicit MpiRuntime(Parts parts);
   mpi::MpiCoordination* coord_;  // owned by the Runtime
+  // finish() returned and no step() came since: MPI_Finalize of a wrapped program that called finish() itself (a
+  // program catching Rollback) does not agree once more.
+  bool finished_ = false;
 };
 
 }  // namespace reprise

@@ -52,6 +52,14 @@ void refuse(const char* call, const std::string& why) {
   std::_Exit(2);
 }
 
+void stop_unrecoverable(const UnrecoverableFailure& e) {
+  // As the apps do: exit status 3 and no MPI_Finalize (it would wait for the lost ranks); files already written
+  // stay.
+  std::fprintf(stderr, "reprise: %s\n", e.what());
+  std::fflush(nullptr);
+  std::_Exit(3);
+}
+
 void Wrapped::start() {
   app_thread_id = std::this_thread::get_id();
   ++depth;  // the runtime's set-up calls MPI itself (MPI_Comm_dup(MPI_COMM_WORLD), ...): the library's
@@ -67,7 +75,9 @@ void Wrapped::start() {
     rt_->protect_resizable(kTableRegion, [this](std::optional<std::size_t> bytes) { return locate_table(bytes); });
     rt_->on_restore([this] { restored(); });
     own_regions_ = rt_->region_names();
-    if (rt_->restarted()) begin_replay();  // a replacement, or a relaunch from files
+    if (rt_->restarted()) begin_replay();    // a replacement, or a relaunch from files
+  } catch (const UnrecoverableFailure& e) {  // e.g. a replacement whose data were lost with its buddy
+    stop_unrecoverable(e);
   } catch (const std::exception& e) {
     --depth;
     refuse("MPI_Init", std::string("the Reprise runtime could not start: ") + e.what());
@@ -78,12 +88,11 @@ void Wrapped::start() {
 void Wrapped::finish() {
   Serving guard;
   runtime().finish();
-  finished_ = true;
 }
 
 void Wrapped::stop() {
   if (!rt_) return;
-  if (!finished_) rt_->finish();           // uniform: every rank returns, or every rank takes part in a recovery
+  if (!rt_->finished_) rt_->finish();      // uniform: every rank returns, or every rank takes part in a recovery
   for (VRequest* r : requests_) delete r;  // (their Comm requests before Comm goes)
   requests_.clear();
   probed_.clear();
@@ -352,7 +361,6 @@ void Wrapped::rolled_back(bool from_start) {
   for (const std::string& name : rt_->region_names())
     if (std::find(own_regions_.begin(), own_regions_.end(), name) == own_regions_.end()) rt_->unprotect(name);
   created_ = 0;
-  finished_ = false;
   if (from_start) {
     replaying_ = false;
     recorded_.clear();
@@ -384,10 +392,7 @@ int run(int argc, char** argv, const std::function<int(int, char**)>& body) {
         interpose::refuse("reprise::run", std::string("after a rollback: ") + e.what());
       }
     } catch (const UnrecoverableFailure& e) {
-      // As the apps do: no MPI_Finalize (it would wait for the lost ranks); files already written stay.
-      std::fprintf(stderr, "reprise: %s\n", e.what());
-      std::fflush(nullptr);
-      std::_Exit(3);
+      interpose::stop_unrecoverable(e);
     } catch (const Error& e) {  // the runtime's (ProtocolError, UsageError, ...): the job cannot go on
       interpose::refuse("reprise::run", e.what());
     }

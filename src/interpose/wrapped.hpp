@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "reprise/comm.hpp"
+#include "reprise/errors.hpp"
 #include "reprise/mpi.hpp"
 
 namespace reprise::interpose {
@@ -80,6 +81,8 @@ bool ours(MPI_Comm c);
 bool ours(MPI_Request r);
 /// Stops the job: `call` is refused on the program's handles, and why (MPI_Abort, exit status 2).
 [[noreturn]] void refuse(const char* call, const std::string& why);
+/// Stops this process after an unrecoverable failure: the message, exit status 3, no MPI_Finalize.
+[[noreturn]] void stop_unrecoverable(const UnrecoverableFailure& e);
 
 class Wrapped {
  public:
@@ -149,7 +152,7 @@ class Wrapped {
   std::vector<VComm> recorded_;           // while replaying: the version's communicators
   std::vector<std::string> own_regions_;  // the runtime's and ours (not unprotected at a rollback)
   std::uint64_t created_ = 0;             // the program's communicator creation calls so far
-  bool replaying_ = false, finished_ = false;
+  bool replaying_ = false;
   VComm world_;
   std::unordered_set<VComm*> comms_;
   std::unordered_set<VRequest*> requests_;

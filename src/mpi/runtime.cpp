@@ -68,14 +68,17 @@ int MpiRuntime::buddy() const {
   return coord_->layout().buddy_of[static_cast<std::size_t>(coord_->rank())];
 }
 void MpiRuntime::finish() {
+  finished_ = false;
   wait();
   coord_->finish();
+  finished_ = true;
 }
 
 void MpiRuntime::check(int mpi_result) {
   coord_->check(mpi_result);
 }
 void MpiRuntime::step(std::uint64_t s) {
+  finished_ = false;
   coord_->step(s);
   // Log bound: the group checkpoints here when one of its members was asked to (see Config::log_bound_bytes).
   if (coord_->log_checkpoint_due(s) && forced_checkpoint(s)) coord_->comm_state().note_forced_checkpoint();
