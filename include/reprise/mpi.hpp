@@ -62,7 +62,8 @@ class MpiRuntime : public Runtime {
   /// Collective over `comm` (normally MPI_COMM_WORLD; MPI must be initialised with MPI_THREAD_MULTIPLE). Reads
   /// the layout (REPRISE_RANKS_PER_NODE, REPRISE_GROUPS, REPRISE_BUDDIES) and REPRISE_KILL. In a replacement
   /// process spawned by a recovery it joins the repaired job and fetches its checkpoints from its buddy.
-  /// Throws ConfigError (bad layout, no buddy on another node, MPI without thread support).
+  /// Throws ConfigError (bad layout, no buddy on another node without REPRISE_DIR, MPI without thread support).
+  /// Every rank on one node with REPRISE_DIR: no buddy (buddy() is -1), checkpoints in files only.
   explicit MpiRuntime(MPI_Comm comm, Config config = Config::from_env());
   ~MpiRuntime() override;
 

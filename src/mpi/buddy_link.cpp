@@ -176,7 +176,10 @@ class BuddyLink::Link : public protocol::Shipper {
 
 // The store of this rank's versions: its own (memory or files) and, through the link, its buddy's copy.
 std::unique_ptr<protocol::BuddyStore> BuddyLink::make_store(std::unique_ptr<core::VersionStore> local) {
-  shipper_ = std::make_shared<Link>(job_);
+  if (job_.layout_.has_buddies())
+    shipper_ = std::make_shared<Link>(job_);
+  else
+    shipper_ = std::make_shared<protocol::FilesOnly>();  // one node, files only
   return std::make_unique<protocol::BuddyStore>(std::move(local), shipper_);
 }
 

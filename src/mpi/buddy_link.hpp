@@ -59,7 +59,7 @@ class BuddyLink {
   static constexpr std::chrono::microseconds kPollMin{500}, kPollMax{10000};
 
   MpiCoordination& job_;
-  std::shared_ptr<Link> shipper_;
+  std::shared_ptr<protocol::Shipper> shipper_;  // a Link; FilesOnly without a buddy
   std::atomic<bool> stop_{false};
   std::mutex poll_mutex_;  // the progress thread's idle wait, cut short by hurry()
   std::condition_variable poll_cv_;

@@ -384,9 +384,18 @@ void MpiCoordination::adopt(MPI_Comm world, bool keep_group) {
   // repair and given to the replacements in the recovery packet, wherever the MPI started them. Discovered
   // again, a replacement started on another node would move ranks between groups and buddies mid-run.
   if (layout_.size() == 0) {
-    const mpi::TopologyConfig topology = mpi::TopologyConfig::from_env();
+    mpi::TopologyConfig topology = mpi::TopologyConfig::from_env();
+    topology.spec.files_only_allowed = !cfg_.dir.empty();
     layout_ = mpi::discover_layout(world_, topology);
     node_key_ = mpi::own_node_key(topology, layout_.node_of.at(static_cast<std::size_t>(rank_)));
+    if (!layout_.has_buddies() && rank_ == 0)
+      std::fprintf(stderr,
+                   "reprise: all %d ranks run on one node: no rank has a buddy on another node, so checkpoints are "
+                   "kept in files only (%s). A failed rank cannot be recovered online: the job stops, and run "
+                   "again with the same REPRISE_DIR it restarts from the newest version every rank has in files. "
+                   "Keep REPRISE_DIR on storage that outlives the node; run on two or more nodes for online "
+                   "recovery.\n",
+                   size_, cfg_.dir.c_str());
   } else if (layout_.size() != size_) {
     throw Error("rank " + std::to_string(rank_) + ": the repaired communicator has " + std::to_string(size_) +
                 " ranks, the job's layout " + std::to_string(layout_.size()));

@@ -199,6 +199,16 @@ void Recovery::recover(const std::string& why) {
                              "; this MPI has no ULFM, so the job cannot be repaired. Run through "
                              "scripts/mpirun.sh, which uses an MPI whose ULFM works.");
 #else
+  if (!job_.layout_.has_buddies()) {  // one node, files only (MpiCoordination::adopt said so at the start)
+    job_.link_down("recover");
+    throw UnrecoverableFailure(
+        "rank " + std::to_string(job_.rank_) + ": " + why +
+        "; the job's ranks all run on one node, so no rank has a buddy and its checkpoints are in files only: a "
+        "failed rank cannot be recovered online. The files in " +
+        job_.cfg_.dir +
+        " were left intact: run the job again with the same REPRISE_DIR and it restarts from the newest version "
+        "every rank has in files");
+  }
   const auto t0 = Clock::now();
   // One watch for a recovery and the new ones that interrupt it (recover() is re-entered from inside).
   std::optional<RecoveryWatch> watch;

@@ -131,7 +131,9 @@ int MpiRuntime::closest_gpu(MPI_Comm comm) {
                  r.local_index, gpu >= 0 ? ("CUDA device " + std::to_string(gpu)).c_str() : "no GPU usable here");
     return gpu;
   }
-  const protocol::Layout layout = mpi::discover_layout(comm, mpi::TopologyConfig::from_env());
+  mpi::TopologyConfig topology = mpi::TopologyConfig::from_env();
+  topology.spec.files_only_allowed = true;  // only the ranks' places on their nodes matter here
+  const protocol::Layout layout = mpi::discover_layout(comm, topology);
   return protocol::locate(layout.local_index.at(static_cast<std::size_t>(rank)), gpu::cuda_pci_bus_ids()).gpu;
 }
 

@@ -59,7 +59,8 @@ BuddyStore::BuddyStore(std::unique_ptr<core::VersionStore> local, std::shared_pt
     : local_(std::move(local)), shipper_(std::move(shipper)) {}
 
 std::string BuddyStore::describe() const {
-  return local_->describe() + " + buddy host memory";
+  const std::string where = shipper_->where();
+  return where.empty() ? local_->describe() : local_->describe() + " + " + where;
 }
 
 std::string BuddyStore::locate(std::uint64_t version) const {

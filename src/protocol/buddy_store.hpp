@@ -39,6 +39,18 @@ class Shipper {
                                              std::shared_ptr<const core::HostBytes> payload);
   /// Tells the buddy to drop a version.
   virtual void release(std::uint64_t version) = 0;
+  /// Where the copy goes, for BuddyStore::describe ("": nowhere but the local store).
+  virtual std::string where() const { return "buddy host memory"; }
+};
+
+/// No buddy: a job whose ranks all share one node, with a persistent level. The local store's files are the only
+/// copy, so a version counts as acknowledged once they are written and fsync'ed (BuddyStore's put writes them
+/// before it ships): the group then commits versions that are in files.
+class FilesOnly final : public Shipper {
+ public:
+  bool ship(const core::Manifest&, const core::HostBytes&, std::uint64_t) override { return true; }
+  void release(std::uint64_t) override {}
+  std::string where() const override { return ""; }
 };
 
 /// One version as the protocol sees it: enough to know whether a chain is complete.

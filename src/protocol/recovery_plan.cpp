@@ -42,7 +42,8 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,
     // got its chain back), in its files when they were read (a persistent level: written before shipped), and in
     // its buddy's copy while that one lives (unless the buddy is such a replacement).
     const bool own_proves = (!failed.count(r) || h.files_read) && !h.replacing;
-    const bool buddy_proves = !failed.count(b) && !holdings[static_cast<std::size_t>(b)].replacing;
+    const bool buddy_proves =
+        b >= 0 && !failed.count(b) && !holdings[static_cast<std::size_t>(b)].replacing;  // (-1: files only)
     if (own_proves || buddy_proves) {
       never_committed.push_back(r);
       continue;

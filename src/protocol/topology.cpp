@@ -63,6 +63,10 @@ std::vector<int> Layout::wards_of(int rank) const {
   return out;
 }
 
+bool Layout::has_buddies() const {
+  return std::none_of(buddy_of.begin(), buddy_of.end(), [](int b) { return b < 0; });
+}
+
 std::vector<std::pair<int, int>> buddies_sharing_a_node(const Layout& layout, const std::vector<long>& node_key) {
   if (node_key.size() != layout.node_of.size())
     throw Error("buddies_sharing_a_node: " + std::to_string(node_key.size()) + " node keys for a layout of " +
@@ -70,6 +74,7 @@ std::vector<std::pair<int, int>> buddies_sharing_a_node(const Layout& layout, co
   std::vector<std::pair<int, int>> out;
   for (int r = 0; r < layout.size(); ++r) {
     const int b = layout.buddy_of[static_cast<std::size_t>(r)];
+    if (b < 0) continue;  // files only: no buddy
     if (node_key[static_cast<std::size_t>(r)] == node_key[static_cast<std::size_t>(b)]) out.emplace_back(r, b);
   }
   return out;
@@ -109,10 +114,15 @@ Layout make_layout(const std::vector<long>& node_key, const LayoutSpec& spec) {
 
   // Buddies: same local index on the next node (ring); a smaller next node wraps the index around.
   if (spec.buddies.empty()) {
+    if (nodes < 2 && spec.files_only_allowed) {  // checkpoints in files only
+      L.buddy_of.assign(static_cast<std::size_t>(n), -1);
+      return L;
+    }
     if (nodes < 2)
       throw ConfigError("no buddy on another node: all " + std::to_string(n) +
                         " ranks are on one node, so a node failure would lose every checkpoint copy. Run on two or "
-                        "more nodes, or emulate nodes on one machine with REPRISE_RANKS_PER_NODE=k");
+                        "more nodes, emulate nodes on one machine with REPRISE_RANKS_PER_NODE=k, or set REPRISE_DIR "
+                        "to keep checkpoints in files only (a failure then needs a relaunch)");
     L.buddy_of.resize(n);
     std::vector<std::vector<int>> ranks(nodes);
     for (int r = 0; r < n; ++r) ranks[L.node_of[r]].push_back(r);

@@ -15,6 +15,9 @@ struct Layout {
   std::vector<int> buddy_of;     ///< rank -> rank on another node that holds its checkpoints in host memory
 
   int size() const { return static_cast<int>(node_of.size()); }
+  /// False in a job whose ranks all share one node and that has a persistent level: no rank has a buddy
+  /// (buddy_of is -1), checkpoints are kept in files only.
+  bool has_buddies() const;
   int nodes() const;
   int groups() const;
   std::vector<int> ranks_of_node(int node) const;
@@ -28,10 +31,14 @@ struct LayoutSpec {
   std::string groups;
   /// REPRISE_BUDDIES: empty (same local index on the next node, ring over nodes) or one buddy rank per rank.
   std::string buddies;
+  /// A persistent level exists (REPRISE_DIR): a job whose ranks all share one node then runs without buddies
+  /// (files only) instead of being refused.
+  bool files_only_allowed = false;
 };
 
 /// `node_key[r]` says which node rank r is on (equal keys = same node). Throws ConfigError with what to change
-/// when the spec does not fit the job (wrong length, bad ids) or no buddy on another node exists.
+/// when the spec does not fit the job (wrong length, bad ids) or no buddy on another node exists (all ranks on one
+/// node: allowed without buddies when spec.files_only_allowed).
 Layout make_layout(const std::vector<long>& node_key, const LayoutSpec& spec);
 
 /// Pairs {rank, its buddy} that run on one node now, by `node_key` (per rank; equal keys = same node), in rank order.

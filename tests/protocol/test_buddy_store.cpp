@@ -162,6 +162,25 @@ TEST(BuddyStore, AStreamedVersionReachesTheBuddyPartByPartAndIsStoredAtFinish) {
   EXPECT_FALSE(p->streams());  // the drain does not report its parts to it
 }
 
+// One node with a persistent level: no buddy. A version counts once it is in the files; a new store over the same
+// directory (a relaunch) finds it; nothing is said about a buddy.
+TEST(BuddyStore, FilesOnlyCountsAVersionOnceItIsInFiles) {
+  test::ScratchDir dir;
+  {
+    BuddyStore store(core::make_directory_store(dir.path(), 0), std::make_shared<FilesOnly>());
+    EXPECT_EQ(store.describe().find("buddy"), std::string::npos) << store.describe();
+    EXPECT_FALSE(store.newest_acked_chain());
+    put(store, 10, 10);
+    put(store, 20, 10);
+    EXPECT_EQ(store.newest_acked_chain(), 20u);
+    store.set_committed(20);
+    store.release(10);  // the committed chain's base: kept until a newer commit
+    EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{10, 20}));
+  }
+  auto again = core::make_directory_store(dir.path(), 0);
+  EXPECT_EQ(again->list(), (std::vector<std::uint64_t>{10, 20}));
+}
+
 TEST(BuddyStore, VersionsNotAcknowledgedStayLocalAndDoNotCount) {
   auto ship = std::make_shared<InProcessShipper>();
   BuddyStore store(core::make_memory_store(), ship);

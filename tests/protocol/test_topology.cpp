@@ -62,6 +62,25 @@ TEST(Layout, BadSpecsSayWhatToChange) {
   EXPECT_THROW(emulated_node_keys(4, 0), ConfigError);
 }
 
+// All ranks on one node: refused without a persistent level (saying how to get one), without buddies with one.
+TEST(Layout, OneNodeRunsWithFilesOnlyWhenAllowed) {
+  const std::string refused = error_of(emulated_node_keys(4, 4), {});
+  EXPECT_NE(refused.find("REPRISE_DIR"), std::string::npos) << refused;
+  LayoutSpec spec;
+  spec.files_only_allowed = true;
+  for (int n : {1, 4}) {
+    const Layout L = make_layout(emulated_node_keys(n, 4), spec);
+    EXPECT_EQ(L.buddy_of, std::vector<int>(static_cast<std::size_t>(n), -1));
+    EXPECT_FALSE(L.has_buddies());
+    EXPECT_EQ(L.groups(), 1);
+    EXPECT_TRUE(buddies_sharing_a_node(L, emulated_node_keys(n, 4)).empty());
+  }
+  // Two nodes or more: buddies as always, whatever the spec allows.
+  EXPECT_TRUE(make_layout(emulated_node_keys(4, 2), spec).has_buddies());
+  spec.buddies = "1,0,3,2";  // explicit buddies on the one node: still refused
+  EXPECT_NE(error_of(emulated_node_keys(4, 4), spec).find("same node"), std::string::npos);
+}
+
 TEST(Layout, BuddiesSharingANodeAfterAReplacementStartedElsewhere) {
   const Layout L = make_layout(emulated_node_keys(8, 2), {});  // buddies 2 3 4 5 6 7 0 1
   std::vector<long> now = emulated_node_keys(8, 2);

@@ -29,6 +29,11 @@
 #               than the receivers' newest commits, and the restart exchange replays what the receivers took
 #               after it from the senders' restored log snapshots (before the views waited for the job floor,
 #               those had already released them: a ProtocolError).
+#   one_node    every rank on one node (REPRISE_RANKS_PER_NODE=4; then one rank, nodes as the host names say): no
+#               buddy on another node, so checkpoints are kept in files only and the start says so. Rank 1 killed
+#               at step 25: the survivors stop with the unrecoverable failure's exit status 3 and say to run again;
+#               the relaunch restarts from the files and ends with the checksum. Then one rank: a run, and its
+#               relaunch from version 40 in the files.
 #   rank_count  a 4-rank run ends normally; relaunches with 2 and with 8 ranks are refused with a message naming
 #               both counts, and leave the directory exactly as it was.
 set -u
@@ -119,7 +124,7 @@ fi
 # Every version of this small field changes all over, so each is stored as a full one (Config::full_at_dirty_percent)
 # and keep_chains counts versions: newer keeps four, so that 10..40 are all in the files.
 [ "$mode" = newer ] && export REPRISE_KEEP_CHAINS=4
-if [ "$mode" != whole ] && [ "$mode" != one_chain ]; then
+if [ "$mode" != whole ] && [ "$mode" != one_chain ] && [ "$mode" != one_node ]; then
   echo "== run 1: 4 ranks, no failure"
   stencil 4 --match "checksum $checksum" || exit 1
   [ -n "$(ls "$dir"/rank-3)" ] || { echo "relaunch.sh: run 1 left no file of rank 3"; exit 1; }
@@ -153,6 +158,26 @@ if [ "$mode" = one_chain ]; then
   for r in 0 1 2 3 4 5 6 7; do echo "rank $r: $(ls "$dir/rank-$r" | tr "\n" " ")"; done
   echo "== run 2: relaunch on the same directory"
   stencil 8 --match "restarted from step [1-9][0-9]*$" --match "checksum $checksum"
+  exit
+fi
+if [ "$mode" = one_node ]; then
+  files_only="reprise: all [14] ranks run on one node: no rank has a buddy on another node, so checkpoints are kept in files only"
+  echo "== run 1: 4 ranks on one node, rank 1 killed at step 25"
+  REPRISE_RANKS_PER_NODE=4 REPRISE_KILL=1:25 stencil 4 --rc "*" --match "$files_only" \
+    --match "rank [023]: .*one node, so no rank has a buddy and its checkpoints are in files only: a failed rank cannot be recovered online" \
+    --absent "^checksum" || exit 1
+  echo "== run 2: relaunch on the same directory"
+  REPRISE_RANKS_PER_NODE=4 stencil 4 --match "$files_only" --match "restarted from step (10|20)$|the job starts from the beginning" \
+    --match "checksum $checksum" || exit 1
+  rm -rf "${root:?}/$dir"
+  # One rank killed a few steps after a checkpoint may die before that version's file is fsync'ed (a 64x64 step
+  # takes microseconds, a file some milliseconds): the 4 ranks above cover the kill. Here a whole run, then its
+  # relaunch, which finds version 40 in the files.
+  echo "== run 3: one rank, nodes as the host names say"
+  unset REPRISE_RANKS_PER_NODE
+  stencil 1 --match "$files_only" --match "checksum $checksum" || exit 1
+  echo "== run 4: relaunch on the same directory"
+  stencil 1 --match "$files_only" --match "restarted from step 40$" --match "checksum $checksum"
   exit
 fi
 if [ "$mode" = whole ]; then
