@@ -1,16 +1,25 @@
-// `reprise`: look into checkpoint directories.
+// `reprise`: look into checkpoint directories, and choose groups.
 //   reprise inspect DIR   versions, kinds, chains, regions, sizes and dirty ratios of every rank
 //   reprise verify DIR    checks every checksum and every chain link; exit 0 when sound, 1 otherwise
+//   reprise groups --matrix PATH --ranks-per-node K [--max-group-ranks M] [--alpha A]
+//                         groups of whole nodes from a communication matrix (REPRISE_COMM_MATRIX): each level of
+//                         METIS's recursive bisection with its logged and rolled-back shares, then the chosen
+//                         REPRISE_GROUPS line
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
 #include "core/restore.hpp"
 #include "core/version_store.hpp"
 #include "reprise/errors.hpp"
+#ifdef REPRISE_HAVE_GROUPING
+#include "protocol/grouping.hpp"
+#endif
 
 namespace {
 
@@ -157,10 +166,29 @@ int verify(const std::string& dir) {
   return bad ? 1 : 0;
 }
 
+// The levels, then the chosen one as a line to paste into the job's environment.
+int groups(const std::string& path, int ranks_per_node, std::optional<int> max_group_ranks, double alpha) {
+#ifdef REPRISE_HAVE_GROUPING
+  const protocol::CommMatrix m = protocol::read_matrix_path(path);
+  const auto levels = protocol::bisection_levels(m, ranks_per_node);
+  for (const auto& g : levels)
+    std::printf("level groups %d max_group_ranks %d logged_share %.4f rolled_back_share %.4f\n", g.groups,
+                g.max_group_ranks, g.logged_share, g.rolled_back_share);
+  const protocol::Grouping& best = protocol::choose(levels, max_group_ranks, alpha);
+  std::printf("REPRISE_GROUPS=%s\n", protocol::groups_value(best.group_of).c_str());
+  std::printf("groups %d logged_share %.4f rolled_back_share %.4f\n", best.groups, best.logged_share,
+              best.rolled_back_share);
+  return 0;
+#else
+  (void)path, (void)ranks_per_node, (void)max_group_ranks, (void)alpha;
+  throw UsageError("this build has no METIS (Debian's libmetis-dev; scripts/setup.sh installs it): rebuild with it");
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"reprise: inspect and verify Reprise checkpoint directories"};
+  CLI::App app{"reprise: inspect and verify Reprise checkpoint directories, choose groups"};
   app.require_subcommand(1);
   std::string dir;
   bool as_json = false;
@@ -169,8 +197,22 @@ int main(int argc, char** argv) {
   ins->add_flag("--json", as_json, "print JSON instead of a table");
   auto* ver = app.add_subcommand("verify", "check every checksum and chain link; exit 0 when sound");
   ver->add_option("DIR", dir, "checkpoint directory (REPRISE_DIR of a run)")->required();
+  std::string matrix;
+  int ranks_per_node = 0;
+  std::optional<int> max_group_ranks;
+  double alpha = 0.5;
+  auto* grp = app.add_subcommand("groups", "choose groups of whole nodes from a communication matrix (METIS)");
+  grp->add_option("--matrix", matrix, "a matrix file, or the directory REPRISE_COMM_MATRIX wrote")->required();
+  grp->add_option("--ranks-per-node", ranks_per_node, "ranks of a node (consecutive)")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  grp->add_option("--max-group-ranks", max_group_ranks, "the least logged share with groups of at most M ranks")
+      ->check(CLI::PositiveNumber);
+  grp->add_option("--alpha", alpha, "without --max-group-ranks: minimise A*logged + (1-A)*rolled back (0.5)")
+      ->check(CLI::Range(0.0, 1.0));
   CLI11_PARSE(app, argc, argv);
   try {
+    if (grp->parsed()) return groups(matrix, ranks_per_node, max_group_ranks, alpha);
     if (ins->parsed()) return inspect(dir, as_json);
     return verify(dir);
   } catch (const std::exception& e) {

@@ -9,6 +9,7 @@ PACKAGES=(
   libtrilinos-kokkos-dev
   libhwloc-dev libhwloc-plugins libopenblas-dev liblapacke-dev
   libxxhash-dev nlohmann-json3-dev libcli11-dev
+  libmetis-dev  # `reprise groups`: groups from the communication pattern
   libopenmpi-dev openmpi-bin
   python3-matplotlib
   clang-format clang-tidy  # scripts/check-sources.sh (ctest: sources_formatted, clang_tidy_clean)

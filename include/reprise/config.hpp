@@ -69,6 +69,10 @@ struct Config {
   DeviceBackendKind device_backend = DeviceBackendKind::Auto;
   /// When not empty, metrics JSON is written there by wait() and at shutdown.
   std::string metrics_file;
+  /// MpiRuntime: when not empty, a directory where every rank writes at finish() the bytes its reprise::Comm sent
+  /// to each peer (`row-<rank>.matrix`; re-sent duplicates and replays not counted), the input of `reprise groups`.
+  /// REPRISE_COMM_MATRIX=DIR.
+  std::string comm_matrix_dir;
   /// MpiRuntime: after a process failure only the groups of the failed ranks roll back (each to its newest
   /// committed version); the other ranks go on, replaying the logged messages the rolled-back ranks need. Needs
   /// every application message to go through MpiRuntime::messages() (reprise::Comm): raw MPI traffic on comm()

@@ -90,6 +90,7 @@ Config Config::from_env(Config c) {
     c.group_rollback = parse_choice<bool>(v, "REPRISE_ROLLBACK", {{"group", true}, {"all", false}},
                                           "use group: only the groups of failed ranks roll back, their messages "
                                           "replayed from the senders' logs; or all: every rank rolls back");
+  if (auto v = env("REPRISE_COMM_MATRIX")) c.comm_matrix_dir = v;
   if (auto v = env("REPRISE_LOG_BOUND")) c.log_bound_bytes = parse_bytes(v, "REPRISE_LOG_BOUND");
   if (auto v = env("REPRISE_LOG_CHECK_EVERY")) c.log_check_every = parse_unsigned(v, "REPRISE_LOG_CHECK_EVERY");
   if (auto v = env("REPRISE_RECOVERY_WATCH_MS")) c.recovery_watch_ms = parse_unsigned(v, "REPRISE_RECOVERY_WATCH_MS");

@@ -1,15 +1,34 @@
 // reprise::Comm (include/reprise/comm.hpp): the public face over CommState, its statistics, and the collectives.
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <type_traits>
 #include <utility>
 
 #include "mpi/comm_state.hpp"
+#include "protocol/grouping.hpp"
 #include "reprise/errors.hpp"
 
 namespace reprise {
 namespace mpi {
+
+void CommState::write_matrix_row(const std::string& dir) const {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string path = dir + "/row-" + std::to_string(rank_) + ".matrix", tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << protocol::kCommMatrixHeader << "\nranks " << size() << "\n";
+    for (const auto& [peer, bytes] : sent_to_) out << rank_ << " " << peer << " " << bytes << "\n";
+    if (!out.flush())
+      throw ConfigError("REPRISE_COMM_MATRIX: cannot write " + tmp + " (is " + dir + " a writable directory?)");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw ConfigError("REPRISE_COMM_MATRIX: cannot rename " + tmp + " to " + path);
+}
 
 std::string CommState::stats_json() const {
   const logging::MessageLog& log = p_->log();

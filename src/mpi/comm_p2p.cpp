@@ -110,6 +110,7 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
   m->result = bytes;
   m->device = bytes > 0 && on_device(buf, space);
   const protocol::Process::Send s = p_->send(dest, tag, nullptr, bytes);
+  if (count_peers_ && !s.duplicate) sent_to_[dest] += bytes;
   if (s.logged) {
     ++stats_.inter_messages;
     stats_.inter_bytes += bytes;

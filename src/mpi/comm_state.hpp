@@ -227,6 +227,10 @@ class CommState {
   std::string debug_state() const;
 
   std::string stats_json() const;
+  /// Counts the bytes sent to each peer (REPRISE_COMM_MATRIX; off by default: a map update per message).
+  void count_bytes_per_peer() { count_peers_ = true; }
+  /// The bytes sent to each peer so far, as `row-<rank>.matrix` in `dir` (created): REPRISE_COMM_MATRIX.
+  void write_matrix_row(const std::string& dir) const;
   const protocol::Process& process() const { return *p_; }
 
  private:
@@ -347,6 +351,8 @@ class CommState {
                   duplicates_skipped = 0, recoveries = 0;
     std::uint64_t held_early = 0;  // messages that arrived before an earlier one of their sender (held)
   } stats_;
+  std::map<int, std::uint64_t> sent_to_;  // peer -> bytes the application sent it (its peers only: sparse)
+  bool count_peers_ = false;
   Comm comm_;
 };
 

@@ -72,6 +72,7 @@ void MpiRuntime::finish() {
   wait();
   coord_->finish();
   finished_ = true;
+  if (!config().comm_matrix_dir.empty()) coord_->comm_state().write_matrix_row(config().comm_matrix_dir);
 }
 
 void MpiRuntime::check(int mpi_result) {
