@@ -21,7 +21,7 @@ void CommState::write_matrix_row(const std::string& dir) const {
   const std::string path = dir + "/row-" + std::to_string(rank_) + ".matrix", tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
-    out << protocol::kCommMatrixHeader << "\nranks " << size() << "\n";
+    protocol::write_matrix_header(out, size());
     for (const auto& [peer, bytes] : sent_to_) out << rank_ << " " << peer << " " << bytes << "\n";
     if (!out.flush())
       throw ConfigError("REPRISE_COMM_MATRIX: cannot write " + tmp + " (is " + dir + " a writable directory?)");

@@ -14,28 +14,22 @@
 namespace reprise::protocol {
 namespace {
 
-constexpr const char* kHeader = kCommMatrixHeader;
-
 int nodes_of(int ranks, int ranks_per_node) {
   return (ranks + ranks_per_node - 1) / ranks_per_node;
 }
 
 }  // namespace
 
-void write_matrix_header(std::ostream& out, int ranks) {
-  out << kHeader << "\nranks " << ranks << "\n";
-}
-
 void read_matrix(std::istream& in, const std::string& where, CommMatrix& into) {
   std::string line;
   int number = 0;
   auto fail = [&](const std::string& why) {
     throw ConfigError(where + ":" + std::to_string(number) + ": " + why + " (a communication matrix: a line \"" +
-                      kHeader +
+                      kCommMatrixHeader +
                       "\", a line \"ranks N\", then lines \"FROM TO BYTES\"; REPRISE_COMM_MATRIX writes them)");
   };
   ++number;
-  if (!std::getline(in, line) || line != kHeader) fail("not a communication matrix");
+  if (!std::getline(in, line) || line != kCommMatrixHeader) fail("not a communication matrix");
   ++number;
   int ranks = 0;
   {

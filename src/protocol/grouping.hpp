@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <istream>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,11 @@ struct CommMatrix {
 void read_matrix(std::istream& in, const std::string& where, CommMatrix& into);
 /// A file, or a directory whose *.matrix files (one per rank) are read together. Throws ConfigError.
 CommMatrix read_matrix_path(const std::string& path);
-void write_matrix_header(std::ostream& out, int ranks);
+/// The two header lines; then the writer adds one "FROM TO BYTES" line per pair. Inline: libreprise's
+/// REPRISE_COMM_MATRIX writer uses it without linking this library (and METIS).
+inline void write_matrix_header(std::ostream& out, int ranks) {
+  out << kCommMatrixHeader << "\nranks " << ranks << "\n";
+}
 
 struct Grouping {
   std::vector<int> group_of;     ///< rank -> group
