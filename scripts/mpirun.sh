@@ -5,28 +5,36 @@
 #   scripts/mpirun.sh --build PROGRAM...      only build the programs for the MPI that would run them (creating
 #                                             the sandbox first if that is the one): the tests' fixture, so that no
 #                                             test pays for it within its own time limit
+#   scripts/mpirun.sh --tree                  print the build tree whose programs it would run, and the MPI
 #
 # PROGRAM is the name of a program this project builds (reprise-ulfm-probe, reprise-stencil, ...), built
 # first if missing or stale in the build tree that matches the MPI used, or an absolute path.
-# Which MPI: the host's when a runtime probe (reprise-ulfm-probe: kill a rank, detect, shrink, respawn) says its
-# ULFM works, otherwise Open MPI 5 in the trixie sandbox (scripts/ulfm-sandbox.sh, created on first use).
-# REPRISE_MPI=host|sandbox forces one. REPRISE_* variables (e.g. REPRISE_KILL) reach every rank.
-# REPRISE_SANITIZE=address,undefined|thread: the sandbox builds and runs the programs with those sanitizers, in a
-# tree of their own (build-ulfm-sanitize-KIND; set ASAN_OPTIONS=detect_leaks=0: Open MPI does not free all it
-# allocates).
+# Which MPI, the first of:
+#   built    Open MPI 5.0.7 with ULFM built on this host from Debian's source (scripts/openmpi.sh), when it has
+#            been built: no chroot; programs in build-openmpi
+#   host     the host's mpirun, when a runtime probe (reprise-ulfm-probe: kill a rank, detect, shrink, respawn)
+#            says its ULFM works; programs in build-host-mpi
+#   sandbox  Open MPI 5 in the trixie sandbox (scripts/ulfm-sandbox.sh, created on first use); build-ulfm
+# REPRISE_MPI=built|host|sandbox forces one. REPRISE_* variables (e.g. REPRISE_KILL) reach every rank.
+# REPRISE_SANITIZE=address,undefined|thread: builds and runs the programs with those sanitizers, in a tree of their
+# own (build-openmpi-sanitize-KIND or build-ulfm-sanitize-KIND; set ASAN_OPTIONS=detect_leaks=0: Open MPI does not
+# free all it allocates).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-n=""; timeout_s=600; build_only=""
+n=""; timeout_s=600; build_only=""; tree_only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build_only=1; shift; break ;;
+    --tree) tree_only=1; shift; break ;;
     -n|-np) n=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "usage: scripts/mpirun.sh -n N [--timeout S] -- PROGRAM [ARG...]" >&2; exit 2 ;;
   esac
 done
-if [ -n "$build_only" ]; then
+if [ -n "$tree_only" ]; then
+  program=""
+elif [ -n "$build_only" ]; then
   [ $# -gt 0 ] || { echo "usage: scripts/mpirun.sh --build PROGRAM..." >&2; exit 2; }
   program=$1
 else
@@ -102,12 +110,58 @@ hang_stacks() {  # hang_stacks ROOT_PID NAME
       grep -E '^(Thread|#)|[Ee]rror|[Cc]annot|[Cc]ould not|[Cc]ouldn' >&2 || true  # (a stack gdb failed to read says why)
   done
 }
+# on_host BUILD CMAKE_ARG...: the programs built in BUILD (configured with those arguments) and run by the first
+# mpirun on PATH (through scripts/mpirun-watch.sh: Open MPI 5.0.7's launcher faults); --build and --tree here too.
+on_host() {
+  local build=$1 p
+  shift
+  if [ -n "$tree_only" ]; then echo "$build $mpi $(command -v mpirun)"; exit 0; fi
+  if [ -n "$build_only" ]; then
+    for p in "${rest[@]}"; do
+      log "building $p ($mpi MPI: $(command -v mpirun))"
+      configure_and_build "$build" "$p" "$build/build-$p.log" "$@" \
+        || { tail -n 30 "$build/configure.log" "$build/build-$p.log" 2> /dev/null || true; log "building $p failed"; exit 1; }
+    done
+    log "built: ${rest[*]}"
+    exit 0
+  fi
+  if [[ "$program" != /* ]]; then
+    configure_and_build "$build" "$program" "$build/build-$program.log" "$@" \
+      || { tail -n 30 "$build/configure.log" "$build/build-$program.log" 2> /dev/null || true; log "building $program failed"; exit 1; }
+    program=$(find "$build" -type f -perm -u+x -name "$program" | head -n 1)
+  fi
+  hang_stacks $$ "$program" > /dev/null &
+  exec timeout --signal=KILL "$timeout_s" bash "$here/scripts/mpirun-watch.sh" "${FLAGS[@]}" "${passthrough[@]}" \
+    -n "$n" "$program" "${rest[@]}"
+}
+rest=("$@")
+
 mpi=${REPRISE_MPI:-}
+built=$(bash "$here/scripts/openmpi.sh" prefix 2> /dev/null || true)
 if [ -z "$mpi" ]; then
-  if [ -z "${REPRISE_SANITIZE:-}" ] && [ "$(host_probe)" = yes ]; then mpi=host; else mpi=sandbox; fi
+  if [ -n "$built" ]; then mpi=built
+  elif [ -z "${REPRISE_SANITIZE:-}" ] && [ "$(host_probe)" = yes ]; then mpi=host
+  else mpi=sandbox; fi
 fi
 
 case "$mpi" in
+  built)
+    [ -n "$built" ] || { log "REPRISE_MPI=built, but Open MPI 5 has not been built here: run scripts/openmpi.sh"; exit 2; }
+    export PATH="$built/bin:$PATH"
+    # The collective components that crash after a revoke (han; cuda, which also needs a GPU) are left out. Where
+    # no GPU is present, the components that need the CUDA driver stay closed (each would print that it cannot load
+    # libcuda.so.1).
+    FLAGS+=(--mca coll ^han,cuda)
+    [ -e /dev/nvidiactl ] || FLAGS+=(--mca accelerator ^cuda --mca rcache ^gpusm,rgpusm)
+    build="$here/build-openmpi" sanitize=()
+    if [ -n "${REPRISE_SANITIZE:-}" ]; then  # a tree of its own, built with these sanitizers
+      build=$here/build-openmpi-sanitize-${REPRISE_SANITIZE//,/-} sanitize=(-DREPRISE_SANITIZE="$REPRISE_SANITIZE")
+      if [[ "$REPRISE_SANITIZE" == *thread* ]]; then  # (Open MPI is not instrumented: its libraries suppressed)
+        export TSAN_OPTIONS="suppressions=$here/tests/ulfm/tsan-openmpi.supp ${TSAN_OPTIONS:-}"
+      fi
+    fi
+    on_host "$build" -DMPI_HOME="$built" -DREPRISE_BUILD_TESTS=OFF -DREPRISE_ENABLE_CUDA=OFF "${sanitize[@]}"
+    ;;
   host)
     # (Forced with REPRISE_MPI=host: say so when that mpirun has no ULFM at all, rather than its usage error.)
     if [ -n "${REPRISE_MPI:-}" ] && ! mpirun --with-ft ulfm --version > /dev/null 2>&1; then
@@ -116,28 +170,18 @@ case "$mpi" in
       exit 2
     fi
     if [ -n "${REPRISE_SANITIZE:-}" ]; then
-      log "REPRISE_SANITIZE builds sanitized programs in the sandbox only: unset REPRISE_MPI=host"
+      log "REPRISE_SANITIZE builds sanitized programs with the built Open MPI or in the sandbox only: unset REPRISE_MPI=host"
       exit 2
     fi
-    build="$here/build-host-mpi"
-    if [ -n "$build_only" ]; then
-      for p in "$@"; do
-        log "building $p (host MPI)"
-        configure_and_build "$build" "$p" "$build/build-$p.log" \
-          || { tail -n 30 "$build/configure.log" "$build/build-$p.log" 2> /dev/null || true; log "building $p failed"; exit 1; }
-      done
-      log "built: $*"
-      exit 0
-    fi
-    if [[ "$program" != /* ]]; then
-      configure_and_build "$build" "$program" "$build/build-$program.log" \
-        || { tail -n 30 "$build/configure.log" "$build/build-$program.log" 2> /dev/null || true; log "building $program failed"; exit 1; }
-      program=$(find "$build" -type f -perm -u+x -name "$program" | head -n 1)
-    fi
-    hang_stacks $$ "$program" > /dev/null &
-    exec timeout --signal=KILL "$timeout_s" mpirun "${FLAGS[@]}" "${passthrough[@]}" -n "$n" "$program" "$@"
+    on_host "$here/build-host-mpi"
     ;;
   sandbox)
+    if [ -n "$tree_only" ]; then
+      b=$here/build-ulfm
+      [ -z "${REPRISE_SANITIZE:-}" ] || b=$here/build-ulfm-sanitize-${REPRISE_SANITIZE//,/-}
+      echo "$b sandbox /usr/bin/mpirun"
+      exit 0
+    fi
     if [ -n "$build_only" ]; then
       log "building $* in the ULFM sandbox (created first when missing)"
       exec bash "$here/scripts/ulfm-sandbox.sh" run bash -c '
@@ -186,45 +230,8 @@ case "$mpi" in
         ) 9> "$b.lock" || exit 1
         program=$(find "$b" -type f -perm -u+x -name "$program" | head -n 1)
       fi
-      # Watchdog: Open MPI 5.0.7'"'"'s prterun sometimes deadlocks (a mutex in an event callback) after ranks
-      # exit abnormally, and waits forever although every rank is gone (some left unreaped, as zombies). When it
-      # has had no live child for 15 s, kill it and exit 125: the ranks'"'"' exit status is then unknown (their
-      # output is complete).
-      # Its stderr also goes to a file through tee: Open MPI 5.0.7 with --with-ft ulfm sometimes exits 0 after
-      # MPI_Abort (seen: 1 of 20 runs of a refused relaunch), and the abort banner says what the status must be.
-      errs=$(mktemp); fifo=$(mktemp -u); mkfifo "$fifo"
-      tee "$errs" < "$fifo" >&2 &
-      tee_pid=$!
-      mpirun "${mpirun_args[@]}" "$program" "$@" 2> "$fifo" &
-      pid=$!
-      trap "kill -9 $pid 2> /dev/null || true; rm -f \"$errs\" \"$fifo\"" EXIT
-      idle=0
-      while kill -0 "$pid" 2> /dev/null; do
-        sleep 1
-        alive=0  # children that are not zombies (a hung prterun does not reap its ranks)
-        for c in $(cat /proc/"$pid"/task/*/children 2> /dev/null); do
-          st=$(sed -e "s/.*) //" /proc/"$c"/stat 2> /dev/null | cut -d" " -f1)
-          if [ -n "$st" ] && [ "$st" != Z ]; then alive=1; fi
-        done
-        if [ "$alive" = 1 ]; then idle=0; else idle=$((idle + 1)); fi
-        if [ "$idle" -ge 15 ] && kill -0 "$pid" 2> /dev/null; then
-          echo "[mpirun.sh] every rank has exited but mpirun still runs after 15 s (Open MPI 5.0.7 prterun hang); killed it, the ranks'"'"' exit status is unknown" >&2
-          kill -9 "$pid" 2> /dev/null; wait "$pid" || true
-          exit 125
-        fi
-      done
-      set +e
-      wait "$pid"
-      rc=$?
-      for i in $(seq 50); do kill -0 "$tee_pid" 2> /dev/null || break; sleep 0.1; done  # the last stderr bytes
-      kill "$tee_pid" 2> /dev/null
-      if [ "$rc" = 0 ] && grep -aq "MPI_ABORT was invoked" "$errs"; then
-        rc=$(grep -aoE "Errorcode: [0-9]+" "$errs" | head -n 1 | grep -oE "[0-9]+$" || true)
-        [ -n "$rc" ] && [ "$rc" != 0 ] || rc=1
-        echo "[mpirun.sh] mpirun exited 0 after MPI_Abort (Open MPI 5.0.7 with --with-ft ulfm): exit $rc, the abort'"'"'s error code" >&2
-      fi
-      exit "$rc"
+      exec bash /src/scripts/mpirun-watch.sh "${mpirun_args[@]}" "$program" "$@"
     ' bash "${FLAGS[@]}" "${passthrough[@]}" -n "$n" -- "$program" "$@"
     ;;
-  *) log "REPRISE_MPI=$mpi: use host or sandbox"; exit 2 ;;
+  *) log "REPRISE_MPI=$mpi: use built, host or sandbox"; exit 2 ;;
 esac

@@ -12,8 +12,7 @@ mkdir -p "$dir"
 trap 'rm -rf "$root/$dir"; [ -n "${KEEP_OUT:-}" ] || rm -f "$out"' EXIT
 # The stencil as built for the MPI that scripts/mpirun.sh uses (--help: built, nothing run).
 bash scripts/mpirun.sh -n 1 --timeout 600 -- reprise-stencil --help > /dev/null || { echo "spawn_fails: build failed"; exit 1; }
-tree=build-ulfm
-[ "$(cat build-host-mpi/.ulfm-probe 2> /dev/null)" = yes ] && [ -z "${REPRISE_MPI:-}" ] && tree=build-host-mpi
+tree=$(bash scripts/mpirun.sh --tree | cut -d" " -f1)
 cp "$tree/apps/reprise-stencil" "$dir/stencil"
 REPRISE_RANKS_PER_NODE=2 REPRISE_RECOVERY_TIMEOUT_S=150 bash scripts/mpirun.sh -n 4 --timeout 240 -- \
   "$root/$dir/stencil" --nx 256 --ny 256 --steps 100000000 --checkpoint-every 100 --progress-every 100 > "$out" 2>&1 &

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs `mpirun ARG...` (Open MPI 5.0.7, the first mpirun on PATH) and works around two of its launcher's faults, so
+# that a job's exit status is the ranks' own. Called by scripts/mpirun.sh (on the host and inside the sandbox):
+#
+#   scripts/mpirun-watch.sh ARG...
+#
+# - prterun sometimes deadlocks (a mutex in an event callback) after ranks exit abnormally, and waits forever
+#   although every rank is gone (some left unreaped, as zombies). When it has had no live child for 15 s, it is
+#   killed and this exits 125: the ranks' exit status is then unknown (their output is complete).
+# - With --with-ft ulfm it sometimes exits 0 after MPI_Abort (seen: 1 of 20 runs of a refused relaunch): its
+#   stderr also goes to a file, and the abort banner says what the status must be.
+set -u
+errs=$(mktemp)
+fifo=$(mktemp -u)
+mkfifo "$fifo"
+tee "$errs" < "$fifo" >&2 &
+tee_pid=$!
+mpirun "$@" 2> "$fifo" &
+pid=$!
+trap 'kill -9 $pid 2> /dev/null || true; rm -f "$errs" "$fifo"' EXIT
+idle=0
+while kill -0 "$pid" 2> /dev/null; do
+  sleep 1
+  alive=0  # children that are not zombies (a hung prterun does not reap its ranks)
+  for c in $(cat /proc/"$pid"/task/*/children 2> /dev/null); do
+    st=$(sed -e "s/.*) //" /proc/"$c"/stat 2> /dev/null | cut -d" " -f1)
+    if [ -n "$st" ] && [ "$st" != Z ]; then alive=1; fi
+  done
+  if [ "$alive" = 1 ]; then idle=0; else idle=$((idle + 1)); fi
+  if [ "$idle" -ge 15 ] && kill -0 "$pid" 2> /dev/null; then
+    echo "[mpirun.sh] every rank has exited but mpirun still runs after 15 s (Open MPI 5.0.7 prterun hang); killed it, the ranks' exit status is unknown" >&2
+    kill -9 "$pid" 2> /dev/null
+    wait "$pid"
+    exit 125
+  fi
+done
+wait "$pid"
+rc=$?
+for _ in $(seq 50); do kill -0 "$tee_pid" 2> /dev/null || break; sleep 0.1; done  # the last stderr bytes
+kill "$tee_pid" 2> /dev/null
+if [ "$rc" = 0 ] && grep -aq "MPI_ABORT was invoked" "$errs"; then
+  rc=$(grep -aoE "Errorcode: [0-9]+" "$errs" | head -n 1 | grep -oE "[0-9]+$" || true)
+  [ -n "$rc" ] && [ "$rc" != 0 ] || rc=1
+  echo "[mpirun.sh] mpirun exited 0 after MPI_Abort (Open MPI 5.0.7 with --with-ft ulfm): exit $rc, the abort's error code" >&2
+fi
+exit "$rc"
