@@ -8,10 +8,12 @@
 # tiles against LAPACKE, the NCCL barrier) and the D2H benchmark; DIR/lib: libreprise and the libraries they need
 # that are not glibc or CUDA's; DIR/run.sh runs them there (see its header). No MPI: the MPI programs need an MPI
 # on the GPU machine, unless KOKKOS is given: the install folder of a Kokkos 4.x built with CUDA (docs/GPU.md; its
-# bin/nvcc_wrapper is the compiler). Then DIR/bin also gets the MPI + Kokkos programs (the stencil and Cholesky
-# apps, reprise-mpi-comm-check, the overhead and logging benchmarks, reprise_kokkos_tests) built against this
-# machine's MPI (build-gpu-apps), and DIR/mpi this MPI's runtime (Open MPI: mpirun, its components and help
-# files, relocated with OPAL_PREFIX; no ULFM, so these runs show the data path on the GPU, not online recovery).
+# bin/nvcc_wrapper is the compiler). Then DIR/bin also gets the MPI + Kokkos programs (the stencil, Cholesky and
+# heat3d apps, reprise-mpi-comm-check, the overhead and logging benchmarks, reprise_kokkos_tests), and DIR/mpi the
+# MPI they were built against: Open MPI 5 with ULFM and CUDA when scripts/openmpi.sh has built it (tree
+# build-gpu-apps-ompi5; run.sh puts it back at its prefix and checks online recovery on the GPU), otherwise this
+# machine's Open MPI (build-gpu-apps; its runtime relocated with OPAL_PREFIX; no ULFM, so those runs show the data
+# path on the GPU and relaunches from files, not online recovery).
 # Prints what it does; the build tree is build-gpu-bundle.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,17 +43,27 @@ log "build ${targets[*]} ($(nproc) jobs; a few minutes)"
 logged "$build.build.log" build cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 
 app_targets=()
+ompi5=""
 if [ -n "$kokkos" ]; then
   [ -x "$kokkos/bin/nvcc_wrapper" ] || { log "$kokkos/bin/nvcc_wrapper missing: KOKKOS must be a CUDA Kokkos install"; exit 2; }
+  # The MPI: Open MPI 5 with ULFM and CUDA built here by scripts/openmpi.sh when it is (online recovery on the GPU
+  # machine), else this machine's Open MPI (no ULFM: the apps are checked there by relaunch from files).
+  ompi5=$(bash "$here/scripts/openmpi.sh" prefix 2> /dev/null || true)
+  mpi_args=()
+  if [ -n "$ompi5" ]; then
+    export PATH=$ompi5/bin:$PATH
+    mpi_args=(-DMPI_HOME="$ompi5")
+  fi
   command -v ompi_info > /dev/null || { log "ompi_info missing: the apps bundle carries this machine's Open MPI"; exit 2; }
-  apps=$here/build-gpu-apps
+  apps=$here/build-gpu-apps${ompi5:+-ompi5}
   app_targets=(reprise-stencil reprise-cholesky reprise-mpi-comm-check reprise-bench-overhead-mpi reprise-bench-logging
-    reprise_kokkos_tests reprise-demo)
-  log "configure $apps (Kokkos $kokkos, its nvcc_wrapper, MPI)"
+    reprise_kokkos_tests reprise-demo heat3d-plain reprise-heat3d)
+  log "configure $apps (Kokkos $kokkos, its nvcc_wrapper, $(ompi_info --version 2> /dev/null | head -n 1))"
   export PATH=/usr/local/cuda/bin:$PATH  # (nvcc_wrapper calls nvcc)
   logged "$apps.configure.log" configure cmake -S "$here" -B "$apps" -DCMAKE_BUILD_TYPE=Release \
     -DREPRISE_ENABLE_CUDA=ON -DREPRISE_CUDA_ARCHITECTURES="$archs" -DKokkos_ROOT="$kokkos" \
-    -DCMAKE_CXX_COMPILER="$kokkos/bin/nvcc_wrapper" -DREPRISE_ENABLE_MPI=ON -DREPRISE_ENABLE_KOKKOS=ON -DREPRISE_WERROR=OFF
+    -DCMAKE_CXX_COMPILER="$kokkos/bin/nvcc_wrapper" -DREPRISE_ENABLE_MPI=ON -DREPRISE_ENABLE_KOKKOS=ON -DREPRISE_WERROR=OFF \
+    "${mpi_args[@]}"
   log "build ${app_targets[*]} (nvcc_wrapper compiles every file: 15-20 min on 2 cores)"
   logged "$apps.build.log" build cmake --build "$apps" -j "$(nproc)" --target "${app_targets[@]}"
 fi
@@ -66,25 +78,36 @@ if [ -n "$kokkos" ]; then
   mkdir -p "$dir/lib/apps"
   copy_programs "$apps" "${app_targets[@]}"
   cp -P "$apps"/src/libreprise*.so* "$dir/lib/apps/"
-  # Open MPI relocated: OPAL_PREFIX=DIR/mpi finds the components and help files at their paths under the prefix;
-  # its PMIx (Debian: a separate prefix) with PMIX_INSTALL_PREFIX=DIR/pmix. Components that need network
-  # libraries a single machine does not use (UCX, libfabric, verbs, PSM) stay behind.
-  path_of() { ompi_info --path all --parsable | awk -F: -v k="$1" '$1 == "path" && $2 == k {print $3; exit}'; }
-  prefix=$(path_of prefix) pkglib=$(path_of pkglibdir) pkgdata=$(path_of pkgdatadir)
-  log "bundle $(ompi_info --version 2> /dev/null | head -n 1) from $prefix"
-  mkdir -p "$dir/mpi/bin" "$dir/mpi${pkglib#"$prefix"}" "$dir/mpi${pkgdata#"$prefix"}"
-  cp -L "$(command -v orterun)" "$dir/mpi/bin/mpirun"
-  cp -L "$(command -v orted)" "$dir/mpi/bin/orted"
-  cp -r "$pkgdata"/. "$dir/mpi${pkgdata#"$prefix"}/"
-  skip='libuc[mpst]|libpsm|libfabric|libibverbs|librdmacm|libinfinipath|libefa|libnl-|liboshmem'
-  for c in "$pkglib"/*.so; do
-    ldd "$c" 2> /dev/null | grep -qE "$skip" || cp "$c" "$dir/mpi${pkglib#"$prefix"}/"
-  done
-  pmix_lib=$(ldd "$pkglib"/mca_pmix_ext*.so 2> /dev/null | awk '/libpmix/ {print $3; exit}')
-  if [ -n "$pmix_lib" ]; then
-    pmix_prefix=$(dirname "$(dirname "$(readlink -f "$pmix_lib")")")
-    [ -d "$pmix_prefix/lib/pmix" ] && mkdir -p "$dir/pmix/lib" && cp -r "$pmix_prefix/lib/pmix" "$dir/pmix/lib/"
-    [ -d "$pmix_prefix/share" ] && cp -r "$pmix_prefix/share" "$dir/pmix/"
+  if [ -n "$ompi5" ]; then
+    # Open MPI 5 (its PMIx and PRRTE inside) as installed, without headers, manuals and libtool files; run.sh puts
+    # it back at its own prefix with a symbolic link (it is not relocatable by environment alone).
+    log "bundle $(ompi_info --version 2> /dev/null | head -n 1) with ULFM from $ompi5"
+    mkdir -p "$dir/mpi"
+    (cd "$ompi5" && tar cf - --exclude=./include --exclude=./share/man --exclude=./share/doc --exclude="*.la" \
+      --exclude=./lib/pkgconfig --exclude="./bin/mpi*cc" --exclude="./bin/mpic++" --exclude="./bin/mpiCC" .) |
+      tar xf - -C "$dir/mpi"
+    cp "$here/scripts/mpirun-watch.sh" "$dir/mpi/"
+  else
+    # Open MPI relocated: OPAL_PREFIX=DIR/mpi finds the components and help files at their paths under the prefix;
+    # its PMIx (Debian: a separate prefix) with PMIX_INSTALL_PREFIX=DIR/pmix. Components that need network
+    # libraries a single machine does not use (UCX, libfabric, verbs, PSM) stay behind.
+    path_of() { ompi_info --path all --parsable | awk -F: -v k="$1" '$1 == "path" && $2 == k {print $3; exit}'; }
+    prefix=$(path_of prefix) pkglib=$(path_of pkglibdir) pkgdata=$(path_of pkgdatadir)
+    log "bundle $(ompi_info --version 2> /dev/null | head -n 1) from $prefix"
+    mkdir -p "$dir/mpi/bin" "$dir/mpi${pkglib#"$prefix"}" "$dir/mpi${pkgdata#"$prefix"}"
+    cp -L "$(command -v orterun)" "$dir/mpi/bin/mpirun"
+    cp -L "$(command -v orted)" "$dir/mpi/bin/orted"
+    cp -r "$pkgdata"/. "$dir/mpi${pkgdata#"$prefix"}/"
+    skip='libuc[mpst]|libpsm|libfabric|libibverbs|librdmacm|libinfinipath|libefa|libnl-|liboshmem'
+    for c in "$pkglib"/*.so; do
+      ldd "$c" 2> /dev/null | grep -qE "$skip" || cp "$c" "$dir/mpi${pkglib#"$prefix"}/"
+    done
+    pmix_lib=$(ldd "$pkglib"/mca_pmix_ext*.so 2> /dev/null | awk '/libpmix/ {print $3; exit}')
+    if [ -n "$pmix_lib" ]; then
+      pmix_prefix=$(dirname "$(dirname "$(readlink -f "$pmix_lib")")")
+      [ -d "$pmix_prefix/lib/pmix" ] && mkdir -p "$dir/pmix/lib" && cp -r "$pmix_prefix/lib/pmix" "$dir/pmix/lib/"
+      [ -d "$pmix_prefix/share" ] && cp -r "$pmix_prefix/share" "$dir/pmix/"
+    fi
   fi
 fi
 # Every shared library the programs load, except glibc's own and CUDA's (the GPU machine's CUDA provides those):
@@ -95,6 +118,7 @@ for f in "$dir"/bin/* "$dir"/lib/libreprise.so.* $(find "$dir/lib/apps" "$dir/mp
     case "$so" in
       "$dir"/*|*/libc.so.*|*/libm.so.*|*/libpthread.so.*|*/libdl.so.*|*/librt.so.*|*/ld-linux*) ;;
       /usr/local/cuda*|*/libcu*|*/libnv*|*/libnccl*) ;;
+      "${ompi5:-/nonexistent}"/*) ;;  # (carried in DIR/mpi)
       *) cp -L "$so" "$dir/lib/" ;;
     esac
   done
