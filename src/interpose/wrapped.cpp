@@ -1,6 +1,8 @@
 // The interposition's state, MPI_Init/MPI_Finalize, and the program's communicators.
 #include "interpose/wrapped.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +19,25 @@ namespace reprise::interpose {
 namespace {
 
 std::thread::id app_thread_id;
+
+// The program's MPI calls reach this library only if it comes before the MPI library in the process's symbol
+// lookup order (linked before it, or LD_PRELOAD). Loaded after it, every call would go to MPI directly, with no
+// protection and no error: say so as the program loads, and stop.
+__attribute__((constructor)) void check_lookup_order() {
+  void* const first = dlsym(RTLD_DEFAULT, "MPI_Init");
+  Dl_info theirs{};
+  Dl_info mine{};
+  if (first == nullptr || dladdr(first, &theirs) == 0 ||
+      dladdr(reinterpret_cast<void*>(&check_lookup_order), &mine) == 0 || theirs.dli_fbase == mine.dli_fbase)
+    return;
+  std::fprintf(stderr,
+               "reprise: %s is loaded after %s, whose MPI_Init the program would call: its MPI calls would bypass "
+               "Reprise, unprotected. Link libreprise_interpose.so before the MPI library (a compiler may reorder "
+               "libraries: check with `readelf -d PROGRAM | grep NEEDED`), or start the program with "
+               "LD_PRELOAD=%s. The program stops here.\n",
+               mine.dli_fname, theirs.dli_fname != nullptr ? theirs.dli_fname : "the MPI library", mine.dli_fname);
+  std::_Exit(2);
+}
 
 }  // namespace
 
