@@ -18,10 +18,15 @@
 namespace reprise::mpi {
 namespace {
 
-// What the MPI says at run time of CUDA device buffers (Open MPI's extension; MPICH 4's GPU query).
+// What the MPI says at run time of CUDA device buffers (Open MPI's extension; MPICH 4's GPU query). Open MPI with
+// ULFM runs on its ob1 PML (the only one that tolerates failures), which copies device buffers through host memory.
 protocol::MpiCudaSupport mpi_cuda_support() {
 #if defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
+#if defined(OMPI_HAVE_MPI_EXT_FTMPI) && OMPI_HAVE_MPI_EXT_FTMPI
+  return MPIX_Query_cuda_support() ? protocol::MpiCudaSupport::ThroughHost : protocol::MpiCudaSupport::No;
+#else
   return MPIX_Query_cuda_support() ? protocol::MpiCudaSupport::Yes : protocol::MpiCudaSupport::No;
+#endif
 #elif defined(MPICH_NUMVERSION) && MPICH_NUMVERSION >= 40000000
   int supported = 0;
   if (MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) != MPI_SUCCESS)

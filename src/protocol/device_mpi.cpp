@@ -6,7 +6,10 @@ namespace reprise::protocol {
 
 DeviceMpiChoice choose_device_mpi(CudaAwareMpi wanted, const std::string& backend, MpiCudaSupport mpi) {
   const bool cuda = backend == "cuda";
-  const char* says = mpi == MpiCudaSupport::Yes  ? "the MPI says it takes CUDA device buffers"
+  const char* says = mpi == MpiCudaSupport::Yes ? "the MPI says it takes CUDA device buffers"
+                     : mpi == MpiCudaSupport::ThroughHost
+                         ? "the MPI says it takes CUDA device buffers, but Open MPI's ob1 (the PML that tolerates "
+                           "failures) copies them through host memory in fragments, slower than staging"
                      : mpi == MpiCudaSupport::No ? "the MPI says it does not take CUDA device buffers"
                                                  : "the MPI has no query for CUDA support";
   switch (wanted) {
@@ -30,7 +33,9 @@ DeviceMpiChoice choose_device_mpi(CudaAwareMpi wanted, const std::string& backen
                        " backend (no GPU): device buffers staged (REPRISE_CUDA_AWARE_MPI=yes hands "
                        "them to MPI)"};
   return {false, std::string(says) + ": device buffers staged through pinned host memory" +
-                     (mpi == MpiCudaSupport::Unknown ? " (REPRISE_CUDA_AWARE_MPI=yes if it is CUDA-aware)" : "")};
+                     (mpi == MpiCudaSupport::Unknown       ? " (REPRISE_CUDA_AWARE_MPI=yes if it is CUDA-aware)"
+                      : mpi == MpiCudaSupport::ThroughHost ? " (REPRISE_CUDA_AWARE_MPI=yes hands them to MPI)"
+                                                           : "")};
 }
 
 }  // namespace reprise::protocol
