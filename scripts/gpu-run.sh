@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from a bundle made by scripts/gpu-bundle.sh (copied there as run.sh):
 #
-#   bash .device/run.sh [tests|sanitize|apps|bench|all]...   default all; results in $OUT (the device tool's), else DIR/results
+#   bash .device/run.sh [tests|sanitize|apps|bench|paths|all]...   default all; results in $OUT (the device tool's), else DIR/results
 #
 # tests: every GPU test (each prints its seed and device); sanitize: compute-sanitizer memcheck of the kernel,
 # data-path and tile tests and racecheck of the kernels when compute-sanitizer is there; bench: reprise-bench-d2h on the
@@ -13,7 +13,8 @@
 # and as plain MPI calls), Cholesky, heat3d (an ordinary MPI program, wrapped) and the Comm check, each recovered
 # online with only the failed rank's group rolled back, ending with the failure-free checksum. With an MPI without
 # ULFM: a rank killed, then the job relaunched from REPRISE_DIR, the same checksum. QUICK=1 skips the second
-# overhead run.
+# overhead run. paths (not in all): the logging benchmark with device buffers handed to MPI and staged, side by
+# side, twice each.
 # gpu-validation.txt gets everything, with the device, driver, commit and a summary line at the end; the exit
 # status is the number of failed steps. A test without a GPU skips and says so (then the summary says so too).
 set -u
@@ -85,7 +86,7 @@ if wants sanitize; then
     say "# no compute-sanitizer: sanitizer steps not run"
   fi
 fi
-if wants apps && [ -x "$here/bin/reprise-stencil" ]; then
+if { wants apps || [[ "$what" == *" paths "* ]]; } && [ -x "$here/bin/reprise-stencil" ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   shm_small=""  # (containers often give /dev/shm 64 MiB: too little for 8 ranks' shared-memory segments)
   if [ "$(df -Pk /dev/shm 2> /dev/null | awk 'NR == 2 {print $4}')" -lt 1048576 ] 2> /dev/null; then
@@ -137,6 +138,19 @@ if wants apps && [ -x "$here/bin/reprise-stencil" ]; then
     cp "$out/step.log" "$out/$1.log"
   }
   only_group2="only group 2 (ranks 4 and 5) rolls back, the other ranks go on"
+  if [[ "$what" == *" paths "* ]]; then
+    # Device buffers handed to MPI (auto or yes: whichever the MPI takes) against staged through pinned memory
+    # (REPRISE_CUDA_AWARE_MPI=no), side by side, twice each, alternating: logging-{yes,no}-{1,2}.json.
+    for round in 1 2; do
+      for mode in yes no; do
+        step "reprise-bench-logging --device, REPRISE_CUDA_AWARE_MPI=$mode, round $round" "${mpirun[@]}" -n 4 \
+          -x REPRISE_CUDA_AWARE_MPI="$mode" "$here/bin/reprise-bench-logging" --device --repeat 3 --sizes 8 4K 64K 1M 8M \
+          --json "$out/logging-$mode-$round.json"
+      done
+    done
+  fi
+fi
+if wants apps && [ -x "$here/bin/reprise-stencil" ]; then
   step reprise_kokkos_tests "${apps_env[@]}" "$here/bin/reprise_kokkos_tests"
   s_args=(--nx 4096 --ny 4096 --steps 200 --checkpoint-every 50 --progress-every 0)
   run_log stencil-4 "${mpirun[@]}" -n 4 "$here/bin/reprise-stencil" "${s_args[@]}" --json "$out/stencil-4.json"
