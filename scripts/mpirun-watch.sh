@@ -9,15 +9,19 @@
 #   killed and this exits 125: the ranks' exit status is then unknown (their output is complete).
 # - With --with-ft ulfm it sometimes exits 0 after MPI_Abort (seen: 1 of 20 runs of a refused relaunch): its
 #   stderr also goes to a file, and the abort banner says what the status must be.
+# - With --with-ft ulfm it exits 0 when ranks die by a signal (every rank of a job killed by SIGABRT: exit 0).
+#   Reprise's runtime appends "started RANK" and "finished RANK" to REPRISE_FINISH_RECORD (a file given to every
+#   rank here): a rank that started and never finished (nor did a replacement of it) makes the exit status 1.
 set -u
 errs=$(mktemp)
+record=$(mktemp)
 fifo=$(mktemp -u)
 mkfifo "$fifo"
 tee "$errs" < "$fifo" >&2 &
 tee_pid=$!
-mpirun "$@" 2> "$fifo" &
+REPRISE_FINISH_RECORD=$record mpirun -x REPRISE_FINISH_RECORD "$@" 2> "$fifo" &
 pid=$!
-trap 'kill -9 $pid 2> /dev/null || true; rm -f "$errs" "$fifo"' EXIT
+trap 'kill -9 $pid 2> /dev/null || true; rm -f "$errs" "$record" "$fifo"' EXIT
 idle=0
 while kill -0 "$pid" 2> /dev/null; do
   sleep 1
@@ -42,5 +46,14 @@ if [ "$rc" = 0 ] && grep -aq "MPI_ABORT was invoked" "$errs"; then
   rc=$(grep -aoE "Errorcode: [0-9]+" "$errs" | head -n 1 | grep -oE "[0-9]+$" || true)
   [ -n "$rc" ] && [ "$rc" != 0 ] || rc=1
   echo "[mpirun.sh] mpirun exited 0 after MPI_Abort (Open MPI 5.0.7 with --with-ft ulfm): exit $rc, the abort's error code" >&2
+fi
+if [ "$rc" = 0 ]; then
+  unfinished=$(awk '$1 == "started" {s[$2] = 1} $1 == "finished" {f[$2] = 1}
+                    END {for (r in s) if (!(r in f)) printf "%s ", r}' "$record")
+  if [ -n "$unfinished" ]; then
+    echo "[mpirun.sh] mpirun exited 0, but rank(s) ${unfinished}started and never finished: they died, most likely of" \
+         "a signal, which Open MPI 5.0.7 with --with-ft ulfm reports as a success: exit 1" >&2
+    rc=1
+  fi
 fi
 exit "$rc"

@@ -13,6 +13,21 @@
 #include "reprise/mpi.hpp"
 
 namespace reprise {
+namespace {
+
+// REPRISE_FINISH_RECORD=FILE (set by scripts/mpirun-watch.sh): each process appends "started RANK" once its runtime
+// exists and "finished RANK" when the runtime finishes or is destroyed, so that a launcher that reports processes
+// killed by a signal as a success (Open MPI 5.0.7 with --with-ft ulfm) can tell a job that did not end.
+void record_finish_state(const char* what, int rank) {
+  const char* path = std::getenv("REPRISE_FINISH_RECORD");
+  if (path == nullptr || *path == '\0') return;
+  if (std::FILE* f = std::fopen(path, "a")) {  // (one short line per write: appends of processes do not interleave)
+    std::fprintf(f, "%s %d\n", what, rank);
+    std::fclose(f);
+  }
+}
+
+}  // namespace
 
 struct MpiRuntime::Parts {
   Config config;
@@ -36,6 +51,7 @@ MpiRuntime::MpiRuntime(Parts parts) : Runtime(std::move(parts.config), std::move
   protect("reprise.channels", c.region(), c.region_bytes(), MemorySpace::Host);
   // The message log snapshot and orphan record: a replacement replays from the log its predecessor checkpointed.
   protect_resizable("reprise.log", [&c](std::optional<std::size_t> bytes) { return c.locate_log_region(bytes); });
+  record_finish_state("started", coord_->rank());
 }
 
 void MpiRuntime::on_restore(std::function<void()> hook) {
@@ -50,7 +66,9 @@ Comm& MpiRuntime::messages() {
   return coord_->comm_state().comm();
 }
 
-MpiRuntime::~MpiRuntime() = default;
+MpiRuntime::~MpiRuntime() {
+  if (!finished_) record_finish_state("finished", coord_->rank());
+}
 
 MPI_Comm MpiRuntime::comm() const {
   return coord_->app();
@@ -72,6 +90,7 @@ void MpiRuntime::finish() {
   wait();
   coord_->finish();
   finished_ = true;
+  record_finish_state("finished", coord_->rank());
   if (!config().comm_matrix_dir.empty()) coord_->comm_state().write_matrix_row(config().comm_matrix_dir);
 }
 
