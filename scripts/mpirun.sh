@@ -115,19 +115,22 @@ hang_stacks() {  # hang_stacks ROOT_PID NAME
 on_host() {
   local build=$1 p
   shift
+  local cmake_args=("$@")
   if [ -n "$tree_only" ]; then echo "$build $mpi $(command -v mpirun)"; exit 0; fi
+  build_one() {  # build_one PROGRAM: configured and built in BUILD, or the logs' tails and exit 1
+    configure_and_build "$build" "$1" "$build/build-$1.log" "${cmake_args[@]}" \
+      || { tail -n 30 "$build/configure.log" "$build/build-$1.log" 2> /dev/null || true; log "building $1 failed"; exit 1; }
+  }
   if [ -n "$build_only" ]; then
     for p in "${rest[@]}"; do
       log "building $p ($mpi MPI: $(command -v mpirun))"
-      configure_and_build "$build" "$p" "$build/build-$p.log" "$@" \
-        || { tail -n 30 "$build/configure.log" "$build/build-$p.log" 2> /dev/null || true; log "building $p failed"; exit 1; }
+      build_one "$p"
     done
     log "built: ${rest[*]}"
     exit 0
   fi
   if [[ "$program" != /* ]]; then
-    configure_and_build "$build" "$program" "$build/build-$program.log" "$@" \
-      || { tail -n 30 "$build/configure.log" "$build/build-$program.log" 2> /dev/null || true; log "building $program failed"; exit 1; }
+    build_one "$program"
     program=$(find "$build" -type f -perm -u+x -name "$program" | head -n 1)
   fi
   hang_stacks $$ "$program" > /dev/null &
