@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: installs dependencies (scripts/setup.sh), configures, builds, runs ctest.
+# The test command: installs dependencies (scripts/setup.sh), builds Open MPI 5 with ULFM once (scripts/openmpi.sh,
+# about 10-20 min the first time), configures, builds, runs ctest.
 #   scripts/test.sh              every test
 #   scripts/test.sh -L unit      one label (unit, gpu, mpi, ulfm, sanitize: docs/TESTING.md)
 # Extra arguments go to ctest. REPRISE_BUILD_DIR (default: build) picks the build tree.
@@ -10,6 +11,14 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 echo "[test] setup"
 bash scripts/setup.sh
+# The MPI the ULFM tests run on (scripts/mpirun.sh takes it when it is built). If the build fails, say so loudly:
+# the tests then fall back to the ULFM sandbox (a chroot of Debian trixie), slower but the same tests.
+if [ "${REPRISE_MPI:-}" != sandbox ] && [ "${REPRISE_MPI:-}" != host ]; then
+  echo "[test] Open MPI 5 with ULFM (scripts/openmpi.sh)"
+  if ! bash scripts/openmpi.sh; then
+    echo "[test] WARNING: scripts/openmpi.sh failed (its log is named above); the MPI tests use the ULFM sandbox" >&2
+  fi
+fi
 echo "[test] configure $build"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_WERROR=ON
 echo "[test] build ($jobs jobs)"
