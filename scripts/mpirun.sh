@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs a program with N ranks under an MPI whose ULFM works, with the flags that make failure handling reliable.
 #
-#   scripts/mpirun.sh -n N [--timeout S] -- PROGRAM [ARG...]
+#   scripts/mpirun.sh -n N [--spares K] [--timeout S] -- PROGRAM [ARG...]
 #   scripts/mpirun.sh --build PROGRAM...      only build the programs for the MPI that would run them (creating
 #                                             the sandbox first if that is the one): the tests' fixture, so that no
 #                                             test pays for it within its own time limit
 #   scripts/mpirun.sh --tree                  print the build tree whose programs it would run, and the MPI
 #
+# --spares K starts N + K processes with REPRISE_SPARES=K: the program sees N ranks, and K spare processes wait
+# inside the Reprise runtime to take failed ranks' places (no MPI_Comm_spawn while one is left).
 # PROGRAM is the name of a program this project builds (reprise-ulfm-probe, reprise-stencil, ...), built
 # first if missing or stale in the build tree that matches the MPI used, or an absolute path.
 # Which MPI, the first of:
@@ -27,9 +29,11 @@ while [ $# -gt 0 ]; do
     --build) build_only=1; shift; break ;;
     --tree) tree_only=1; shift; break ;;
     -n|-np) n=$2; shift 2 ;;
+    --spares) [[ "$2" =~ ^[0-9]+$ ]] || { echo "mpirun.sh: --spares takes a count, not '$2'" >&2; exit 2; }
+              export REPRISE_SPARES=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --) shift; break ;;
-    *) echo "usage: scripts/mpirun.sh -n N [--timeout S] -- PROGRAM [ARG...]" >&2; exit 2 ;;
+    *) echo "usage: scripts/mpirun.sh -n N [--spares K] [--timeout S] -- PROGRAM [ARG...]" >&2; exit 2 ;;
   esac
 done
 if [ -n "$tree_only" ]; then
@@ -38,8 +42,9 @@ elif [ -n "$build_only" ]; then
   [ $# -gt 0 ] || { echo "usage: scripts/mpirun.sh --build PROGRAM..." >&2; exit 2; }
   program=$1
 else
-  [ -n "$n" ] && [ $# -gt 0 ] || { echo "usage: scripts/mpirun.sh -n N [--timeout S] -- PROGRAM [ARG...]" >&2; exit 2; }
+  [ -n "$n" ] && [ $# -gt 0 ] || { echo "usage: scripts/mpirun.sh -n N [--spares K] [--timeout S] -- PROGRAM [ARG...]" >&2; exit 2; }
   program=$1; shift
+  n=$((n + ${REPRISE_SPARES:-0}))  # the spares are processes of the job (REPRISE_SPARES also set by the caller)
 fi
 
 FLAGS=(--with-ft ulfm --oversubscribe --mca async_mpi_finalize true --mca btl self,sm,tcp --mca btl_tcp_if_include lo)

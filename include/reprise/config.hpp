@@ -107,6 +107,13 @@ struct Config {
   /// stuck in MPIX_Comm_shrink) would otherwise hold the whole job forever. 0 = wait forever.
   /// REPRISE_RECOVERY_TIMEOUT_S.
   unsigned recovery_timeout_s = 600;
+  /// MpiRuntime: the last `spares` processes of the communicator given to it are spares: the application sees the
+  /// others only; a spare holds no data, waits inside the runtime's set-up and takes a failed rank's place in a
+  /// recovery (no MPI_Comm_spawn). `scripts/mpirun.sh -n N --spares k` starts N + k processes. REPRISE_SPARES=k.
+  unsigned spares = 0;
+  /// MpiRuntime: a recovery with fewer spares left than failed ranks spawns the replacements (MPI_Comm_spawn).
+  /// Off: it stops the job with UnrecoverableFailure instead. REPRISE_SPAWN=1|0.
+  bool spawn = true;
 
   /// `base` overridden by the REPRISE_* variables that are set. Throws ConfigError on bad values.
   static Config from_env(Config base);

@@ -96,6 +96,8 @@ Config Config::from_env(Config c) {
   if (auto v = env("REPRISE_RECOVERY_WATCH_MS")) c.recovery_watch_ms = parse_unsigned(v, "REPRISE_RECOVERY_WATCH_MS");
   if (auto v = env("REPRISE_RECOVERY_TIMEOUT_S"))
     c.recovery_timeout_s = parse_unsigned(v, "REPRISE_RECOVERY_TIMEOUT_S");
+  if (auto v = env("REPRISE_SPARES")) c.spares = parse_unsigned(v, "REPRISE_SPARES");
+  if (auto v = env("REPRISE_SPAWN")) c.spawn = parse_bool(v, "REPRISE_SPAWN");
   if (auto v = env("REPRISE_PINNED_PAYLOAD")) c.pinned_payload = parse_bool(v, "REPRISE_PINNED_PAYLOAD");
   if (auto v = env("REPRISE_PINNED_ARENA_BYTES")) c.pinned_arena_bytes = parse_bytes(v, "REPRISE_PINNED_ARENA_BYTES");
   if (auto v = env("REPRISE_DEVICE_BACKEND"))

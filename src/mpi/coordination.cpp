@@ -60,10 +60,14 @@ MpiCoordination::MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
   if (sigaction(SIGPIPE, nullptr, &old_action) == 0 && old_action.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
   MPI_Comm parent = MPI_COMM_NULL;
   REPRISE_MPI_CHECK(MPI_Comm_get_parent(&parent));
+  MPI_Comm app = MPI_COMM_NULL;
+  if (parent == MPI_COMM_NULL) app = spares_.start(user, cfg.spares);  // REPRISE_SPARES: the job's last processes
   if (parent != MPI_COMM_NULL) {
     recovery_.join_as_replacement(parent, cfg);
+  } else if (spares_.spare()) {  // waits here until a recovery takes it (or ends the process with the job)
+    recovery_.join_as_replacement(spares_.wait_until_needed(), cfg, spares_.node_key());
   } else {
-    adopt(dup_comm(user));
+    adopt(app);
     cfg.rank = rank_;
     cfg_ = cfg;
     local_ = cfg.dir.empty() ? core::make_memory_store() : core::make_directory_store(cfg.dir, rank_);
@@ -84,6 +88,7 @@ MpiCoordination::~MpiCoordination() {
   // on some ranks): the others are not coming, and the application is about to report it and abort the job.
   if (!down_ && std::uncaught_exceptions() == 0) {
     last_barrier();
+    spares_.release();  // (finish() released them already, unless the application never called it)
   } else if (down_ && std::uncaught_exceptions() == 0) {
     std::fprintf(stderr,
                  "reprise: rank %d: leaves without the job's last barrier: a failure was reported after "
@@ -201,6 +206,11 @@ void MpiCoordination::poll_failure() {
 // commit only involves the group, so without this a rank whose group is done could leave while another group
 // is still to detect a failure and roll back, and the recovery would wait for it forever.
 void MpiCoordination::finish() {
+  agree_to_finish();
+  spares_.release();  // every rank is done: the spares leave
+}
+
+void MpiCoordination::agree_to_finish() {
   if (down_) recover("a failure was detected by the runtime's background threads");
   comm_state_->enter();  // a rolled-back rank that goes straight to finish() still owes the restart exchange
 #if REPRISE_HAVE_ULFM

@@ -19,8 +19,8 @@
 // thread while shipping, the progress thread while receiving) marks the link down and revokes every
 // communicator, so every rank's next MPI call fails too. The main thread then recovers (recover()): stop the
 // progress thread, let the background thread finish its queue (shipping fails fast), shrink, find the failed
-// ranks, plan the rollback from what the survivors hold, spawn replacements, merge, restore the rank numbering,
-// send each replacement its chain (from its buddy, or from its files) and re-ship the chains its wards had
+// ranks, plan the rollback from what the survivors hold, take spares or spawn replacements, merge, restore the rank
+// numbering, send each replacement its chain (from its buddy, or from its files) and re-ship the chains its wards had
 // stored there, then throw Rollback (Recovery). Coordinated fallback: every rank rolls back to the planned version.
 #pragma once
 
@@ -51,6 +51,7 @@
 #include "mpi/comm_state.hpp"
 #include "mpi/group_commit.hpp"
 #include "mpi/recovery.hpp"
+#include "mpi/spares.hpp"
 #include "protocol/barrier_choice.hpp"
 #include "protocol/buddy_store.hpp"
 #include "protocol/device_mpi.hpp"
@@ -119,6 +120,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
  private:
   // ---- set-up, failures, end of the job (coordination.cpp) -------------------------------------------------
   bool no_failure();
+  void agree_to_finish();
   void last_barrier();
   void trace_revoked(const char* where);
   static logging::MessageLog::Allocate log_memory();
@@ -152,6 +154,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   std::function<void()> quiesce_;
   std::function<void()> restored_hook_;  // on_restore
   std::vector<MPI_Comm> retired_;        // communicators of earlier epochs
+  SparePool spares_;                     // REPRISE_SPARES (spares.hpp)
   // The parts with state of their own (they use the members above; declared last: built after them, destroyed
   // first, the progress thread with the buddy link, before the recovery whose epoch it reads).
   friend class Recovery;

@@ -15,6 +15,7 @@
 #endif
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 namespace reprise::mpi::polled {
@@ -115,6 +116,28 @@ inline int allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type,
   MPI_Request r = MPI_REQUEST_NULL;
   const int rc = MPI_Iallreduce(sbuf, rbuf, count, type, op, comm, &r);
   return collective_result(rc != MPI_SUCCESS ? rc : wait(r), comm);
+}
+
+inline int exscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  const int rc = MPI_Iexscan(sbuf, rbuf, count, type, op, comm, &r);
+  return collective_result(rc != MPI_SUCCESS ? rc : wait(r), comm);
+}
+
+/// MPIX_Comm_agree, polled: the AND of every live member's `mine`, the same at every member; nullopt when a
+/// process failed meanwhile (or without ULFM: there is nothing to agree about then, and true is returned).
+inline std::optional<bool> agreement(MPI_Comm comm, bool mine) {
+#if defined(MPIX_ERR_PROC_FAILED) && defined(MPIX_ERR_REVOKED)
+  int flag = mine ? 1 : 0;
+  MPI_Request r = MPI_REQUEST_NULL;
+  int rc = MPIX_Comm_iagree(comm, &flag, &r);
+  if (rc == MPI_SUCCESS) rc = wait(r);
+  if (rc != MPI_SUCCESS) return std::nullopt;
+  return flag == 1;
+#else
+  (void)comm;
+  return mine;
+#endif
 }
 
 inline int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {

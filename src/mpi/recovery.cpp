@@ -303,9 +303,19 @@ bool Recovery::plan_recovery(Attempt& a) {
   return true;
 }
 
-// Spawns the replacements with this program's command line (they run join_as_replacement()); false when the
-// spawn failed somewhere (a new attempt; the same at every survivor).
+// The replacements: spares while enough are left (take_spares), else spawned with this program's command line
+// (they run join_as_replacement()); false when that failed somewhere (a new attempt; the same at every survivor).
 bool Recovery::replace(Attempt& a, StartFailures& starts) {
+  if (const std::optional<bool> taken = take_spares(a)) return *taken;
+  if (!job_.cfg_.spawn)  // (the same configuration at every survivor: every one stops here)
+    throw UnrecoverableFailure(
+        "rank " + std::to_string(job_.rank_) + ": the failure of " + ranks_phrase(a.failed) + " needs " +
+        std::to_string(a.failed.size()) + " replacement process" + (a.failed.size() > 1 ? "es" : "") +
+        ", no spare process is left for " + (a.failed.size() > 1 ? "them" : "it") + " (REPRISE_SPARES=" +
+        std::to_string(job_.cfg_.spares) + (job_.cfg_.spares > 0 ? ": too few left after the earlier recoveries" : "") +
+        "), and REPRISE_SPAWN=0 forbids starting new ones, so the job stops here. Files already written were left "
+        "intact: relaunch the job (from REPRISE_DIR if one was set) with more spares (scripts/mpirun.sh -n N "
+        "--spares K), or allow spawning (REPRISE_SPAWN=1)");
   const std::vector<std::string> args = own_command_line();
   std::vector<char*> argv;
   for (std::size_t i = 1; i < args.size(); ++i) argv.push_back(const_cast<char*>(args[i].c_str()));
@@ -328,6 +338,45 @@ bool Recovery::replace(Attempt& a, StartFailures& starts) {
     return false;
   }
   REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(a.inter, MPI_ERRORS_RETURN));
+  return true;
+}
+
+// Spares, when the job has some (every survivor is in their pool, or none is: spares.hpp): a round over the pool
+// says how many live; with enough, the first ones are connected to the survivors as the replacements (true; false:
+// a process failed meanwhile, a new attempt); with too few, the pool is dropped and the replacements are spawned
+// (nullopt; the spares leave, having seen the same round).
+std::optional<bool> Recovery::take_spares(Attempt& a) {
+  if (!job_.spares_.active()) return std::nullopt;
+  int me = 0;
+  REPRISE_MPI_CHECK(MPI_Comm_rank(a.shrunk, &me));
+  stage("in a round with the spare processes");
+  const int failed = static_cast<int>(a.failed.size());
+  const std::optional<PoolRound> r = job_.spares_.survivors_round(failed, me == 0);
+  if (!r) return false;
+  if (r->spares < r->failed) {
+    if (lowest_survivor_)
+      std::fprintf(stderr, "reprise: %d spare process%s left for the failure of %s: %s replacement%s %s spawned%s\n",
+                   r->spares, r->spares == 1 ? "" : "es", ranks_phrase(a.failed).c_str(), failed > 1 ? "their" : "its",
+                   failed > 1 ? "s" : "", failed > 1 ? "are" : "is",
+                   job_.cfg_.spawn ? (r->spares > 0 ? " (the spares leave)" : "") : " (REPRISE_SPAWN=0: no)");
+    job_.spares_.retire();
+    return std::nullopt;
+  }
+  stage("connecting to the spare processes");
+  int flag = 1;
+  try {
+    MPI_Comm made = MPI_COMM_NULL;  // (handles only from calls that succeeded: see merge())
+    made = job_.spares_.take(a.shrunk, *r);
+    a.inter = made;
+  } catch (const PeerFailure&) {
+    flag = 0;
+  }
+  if (!agreed(a.shrunk, flag)) {
+    revoke(a.inter);
+    return false;
+  }
+  REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(a.inter, MPI_ERRORS_RETURN));
+  a.from_spares = true;
   return true;
 }
 
@@ -420,6 +469,7 @@ void Recovery::finish_repair(Attempt& a, Clock::time_point t0) {
   RecoveryRecord rec = record_of(plan, t0);
   rec.repair_seconds = repaired;
   rec.attempts = a.number;
+  (a.from_spares ? rec.spares_used : rec.spawned) = static_cast<int>(a.failed.size());
   if (plan.partial) return recover_group(plan, a.failed, rec, t0);
   std::set<int> everyone;
   for (int r = 0; r < job_.size_; ++r) everyone.insert(r);
@@ -595,7 +645,10 @@ nlohmann::json Recovery::json() const {
                  {"at_steady_seconds", r.at},
                  {"this_rank_rolled_back", r.this_rank},
                  {"interrupted", r.interrupted},
-                 {"buddies_on_one_node", r.buddies_on_one_node}});
+                 {"buddies_on_one_node", r.buddies_on_one_node},
+                 {"spares_used", r.spares_used},
+                 {"spawned", r.spawned},
+                 {"replaced_on", r.replaced_on}});
   return j;
 }
 
@@ -612,12 +665,7 @@ void Recovery::begin_comm_recovery(const std::set<int>& rolled_back, int coordin
 
 #if REPRISE_HAVE_ULFM
 std::optional<bool> Recovery::agreement(MPI_Comm comm, bool mine) {
-  int flag = mine ? 1 : 0;
-  MPI_Request r = MPI_REQUEST_NULL;
-  int rc = MPIX_Comm_iagree(comm, &flag, &r);  // polled: see mpi/polled.hpp
-  if (rc == MPI_SUCCESS) rc = polled::wait(r);
-  if (rc != MPI_SUCCESS) return std::nullopt;
-  return flag == 1;
+  return polled::agreement(comm, mine);  // polled: see mpi/polled.hpp
 }
 
 bool Recovery::agreed(MPI_Comm comm, bool mine) {
@@ -694,10 +742,11 @@ void Recovery::broadcast_packet(MPI_Comm merged, std::vector<std::uint64_t>& p) 
   REPRISE_MPI_CHECK(polled::bcast(p.data(), static_cast<int>(n), MPI_UINT64_T, 0, merged));
 }
 
-void Recovery::join_as_replacement(MPI_Comm parent, Config& cfg) {
+void Recovery::join_as_replacement(MPI_Comm parent, Config& cfg, std::optional<long> spare_node) {
 #if !REPRISE_HAVE_ULFM
   (void)parent;
   (void)cfg;
+  (void)spare_node;
   throw UnrecoverableFailure("a replacement process was started, but this MPI has no ULFM");
 #else
   const auto t0 = Clock::now();
@@ -766,10 +815,15 @@ void Recovery::join_as_replacement(MPI_Comm parent, Config& cfg) {
   job_.adopt(world);
   {
     const mpi::TopologyConfig topology = mpi::TopologyConfig::from_env();
-    job_.node_key_ = mpi::own_node_key(topology, topology.replacement_node >= 0
+    job_.node_key_ =
+        spare_node ? *spare_node
+                   : mpi::own_node_key(topology, topology.replacement_node >= 0
                                                      ? topology.replacement_node
                                                      : job_.layout_.node_of.at(static_cast<std::size_t>(job_.rank_)));
   }
+  if (spare_node)
+    std::fprintf(stderr, "reprise: spare process (start rank %d) is rank %d now, on node %ld\n",
+                 job_.spares_.start_rank(), job_.rank_, job_.node_key_);
   job_.kill_floor_ = kill_floors_.at(static_cast<std::size_t>(job_.rank_));  // (rank_ from adopt)
   cfg = Config::from_env(cfg);
   cfg.rank = job_.rank_;
@@ -777,6 +831,7 @@ void Recovery::join_as_replacement(MPI_Comm parent, Config& cfg) {
   job_.local_ = cfg.dir.empty() ? core::make_memory_store() : core::make_directory_store(cfg.dir, job_.rank_);
   RecoveryRecord rec = record_of(k.plan, t0);
   rec.replacement = true;
+  (spare_node ? rec.spares_used : rec.spawned) = static_cast<int>(k.plan.failed.size());
   k.plan.version = rec.version;  // (a group rollback: its own group's; the data phase reads these two)
   k.plan.from_start = rec.from_start;
   // Every rank of R (here: of its group, or of the job) takes part in the restart exchange once restored.
@@ -927,6 +982,8 @@ void Recovery::check_placement(RecoveryRecord& rec) {
   std::vector<long> keys(static_cast<std::size_t>(job_.size_));
   REPRISE_MPI_CHECK(polled::allgather(&job_.node_key_, 1, MPI_LONG, keys.data(), 1, MPI_LONG, job_.world_));
   rec.buddies_on_one_node = protocol::buddies_sharing_a_node(job_.layout_, keys);
+  rec.replaced_on.clear();
+  for (int f : rec.failed) rec.replaced_on.emplace_back(f, keys.at(static_cast<std::size_t>(f)));
   if (!lowest_survivor_) return;
   for (const auto& [r, b] : rec.buddies_on_one_node)
     std::fprintf(stderr,

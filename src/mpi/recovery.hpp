@@ -1,6 +1,7 @@
 // Relaunch and repair (a part of MpiCoordination with its own state): the restart point of a launch on files that
-// hold versions, the ULFM repair of a failure (shrink, plan, spawn, merge, rank order, retries), a replacement
-// joining the survivors, moving checkpoints to the ranks that restore them, and the record of every recovery.
+// hold versions, the ULFM repair of a failure (shrink, plan, spares or spawn, merge, rank order, retries), a
+// replacement (spare or spawned) joining the survivors, moving checkpoints to the ranks that restore them, and the
+// record of every recovery.
 //   recover() = stop the background threads, then per attempt: shrink_and_agree && plan_recovery && replace &&
 //               merge; then finish_repair (the data phase, the restart exchange, Rollback or return).
 // Each attempt shrinks the communicator of the previous one; a failure during an attempt (a survivor or a
@@ -52,7 +53,9 @@ struct RecoveryRecord {
   bool this_rank = true;     // this rank rolled back (or started over)
   bool interrupted = false;  // another process failed during it: a new recovery took over (its own record)
   std::vector<std::pair<int, int>> buddies_on_one_node;  // {rank, buddy} on one node after the repair
-  double at = 0;  // when the recovery began (steady clock, seconds since its epoch)
+  double at = 0;                                  // when the recovery began (steady clock, seconds since its epoch)
+  int spares_used = 0, spawned = 0;               // where the replacements came from (REPRISE_SPARES, MPI_Comm_spawn)
+  std::vector<std::pair<int, long>> replaced_on;  // {failed rank, node its replacement runs on} (mpi::own_node_key)
 };
 
 class Recovery {
@@ -63,8 +66,10 @@ class Recovery {
 
   /// A launch (not a replacement) on REPRISE_DIR: agrees with every rank on the version to restart from.
   void agree_on_restart();
-  /// A process spawned by a repair: joins the survivors, adopts the repaired world, gets its checkpoints.
-  void join_as_replacement(MPI_Comm parent, Config& cfg);
+  /// A process spawned by a repair, or a spare taken by one (`parent`: the intercommunicator to the survivors;
+  /// `spare_node`: a spare's node, where a spawned process runs on that of the rank it replaces): joins the
+  /// survivors, adopts the repaired world, gets its checkpoints.
+  void join_as_replacement(MPI_Comm parent, Config& cfg, std::optional<long> spare_node = std::nullopt);
   /// Repairs the job after a process failure. Throws Rollback at every rank that rolls back (or starts over);
   /// returns at a survivor of a group rollback once the job is repaired and the restart exchange done.
   void recover(const std::string& why);
@@ -88,6 +93,7 @@ class Recovery {
     std::vector<int> failed;
     protocol::RecoveryPlan plan;
     std::uint64_t max_step = 0;
+    bool from_spares = false;  // the replacements are spares (REPRISE_SPARES), not spawned
   };
   // Attempts in a row whose replacements could not start, for the same failed ranks.
   struct StartFailures {
@@ -98,6 +104,7 @@ class Recovery {
   void shrink_and_agree(MPI_Comm base, const std::string& why, Attempt& a);
   bool plan_recovery(Attempt& a);
   bool replace(Attempt& a, StartFailures& starts);
+  std::optional<bool> take_spares(Attempt& a);
   bool merge(Attempt& a, StartFailures& starts);
   void start_failed(StartFailures& starts, const std::vector<int>& failed, const std::string& what);
   void finish_repair(Attempt& a, Clock::time_point t0);

@@ -27,7 +27,10 @@ TEST(Config, ParsesSizesWithBinaryUnits) {
 TEST(Config, EnvironmentOverridesTheStruct) {
   EnvGuard a("REPRISE_CHUNK_BYTES", "128K"), b("REPRISE_FULL_EVERY", "3"), c("REPRISE_DIR", "/tmp/x"),
       d("REPRISE_DEVICE_BACKEND", "host-twin"), e("REPRISE_VERIFY_RESTORE", "off"), f("REPRISE_RECOVERY_WATCH_MS", "0"),
-      g("REPRISE_RECOVERY_TIMEOUT_S", "30"), h("REPRISE_FULL_AT_DIRTY_PERCENT", "0");
+      g("REPRISE_RECOVERY_TIMEOUT_S", "30"), h("REPRISE_FULL_AT_DIRTY_PERCENT", "0"), i("REPRISE_SPARES", "2"),
+      j("REPRISE_SPAWN", "0");
+  EXPECT_EQ(Config{}.spares, 0u);
+  EXPECT_TRUE(Config{}.spawn);
   EXPECT_EQ(Config{}.full_at_dirty_percent, 90u);
   EXPECT_EQ(Config{}.recovery_watch_ms, 20000u);
   EXPECT_EQ(Config{}.recovery_timeout_s, 600u);
@@ -43,6 +46,8 @@ TEST(Config, EnvironmentOverridesTheStruct) {
   EXPECT_EQ(cfg.recovery_watch_ms, 0u);
   EXPECT_EQ(cfg.recovery_timeout_s, 30u);
   EXPECT_EQ(cfg.full_at_dirty_percent, 0u);
+  EXPECT_EQ(cfg.spares, 2u);
+  EXPECT_FALSE(cfg.spawn);
 }
 
 TEST(Config, BadValuesNameTheVariable) {
@@ -69,6 +74,14 @@ TEST(Config, BadValuesNameTheVariable) {
   }
   {
     EnvGuard a("REPRISE_RECOVERY_WATCH_MS", "soon");
+    EXPECT_THROW(Config::from_env(), ConfigError);
+  }
+  {
+    EnvGuard a("REPRISE_SPARES", "-1");
+    EXPECT_THROW(Config::from_env(), ConfigError);
+  }
+  {
+    EnvGuard a("REPRISE_SPAWN", "maybe");
     EXPECT_THROW(Config::from_env(), ConfigError);
   }
 }
