@@ -7,6 +7,8 @@
 # - prterun sometimes deadlocks (a mutex in an event callback) after ranks exit abnormally, and waits forever
 #   although every rank is gone (some left unreaped, as zombies). When it has had no live child for 15 s, it is
 #   killed and this exits 125: the ranks' exit status is then unknown (their output is complete).
+# - MPI_Abort does not end the other ranks when every job is recoverable (scripts/mpirun.sh): 5 s after the abort
+#   banner this ends the job, with the abort's error code as its exit status.
 # - With --with-ft ulfm it sometimes exits 0 after MPI_Abort (seen: 1 of 20 runs of a refused relaunch): its
 #   stderr also goes to a file, and the abort banner says what the status must be.
 # - With --with-ft ulfm it exits 0 when ranks die by a signal (every rank of a job killed by SIGABRT: exit 0).
@@ -23,8 +25,21 @@ REPRISE_FINISH_RECORD=$record mpirun -x REPRISE_FINISH_RECORD "$@" 2> "$fifo" &
 pid=$!
 trap 'kill -9 $pid 2> /dev/null || true; rm -f "$errs" "$record" "$fifo"' EXIT
 idle=0
+aborted=0
 while kill -0 "$pid" 2> /dev/null; do
   sleep 1
+  # MPI_Abort ends every process of the job, but not when every job of the launch is recoverable (scripts/mpirun.sh
+  # sets PRRTE's state_base_recoverable, so that a spawned replacement killed in turn does not fail the launch):
+  # the other ranks would then wait until the timeout. 5 s after the abort banner, the job is ended here.
+  if grep -aq "MPI_ABORT was invoked" "$errs" 2> /dev/null; then
+    aborted=$((aborted + 1))
+    if [ "$aborted" -ge 5 ]; then
+      echo "[mpirun.sh] MPI_Abort was called and ranks still run 5 s later: ending the job as MPI_Abort does" >&2
+      for c in $(cat /proc/"$pid"/task/*/children 2> /dev/null); do kill -9 "$c" 2> /dev/null; done
+      kill -9 "$pid" 2> /dev/null
+      break
+    fi
+  fi
   alive=0  # children that are not zombies (a hung prterun does not reap its ranks)
   for c in $(cat /proc/"$pid"/task/*/children 2> /dev/null); do
     st=$(sed -e "s/.*) //" /proc/"$c"/stat 2> /dev/null | cut -d" " -f1)
@@ -42,7 +57,10 @@ wait "$pid"
 rc=$?
 for _ in $(seq 50); do kill -0 "$tee_pid" 2> /dev/null || break; sleep 0.1; done  # the last stderr bytes
 kill "$tee_pid" 2> /dev/null
-if [ "$rc" = 0 ] && grep -aq "MPI_ABORT was invoked" "$errs"; then
+if [ "$aborted" -ge 5 ] && grep -aq "MPI_ABORT was invoked" "$errs"; then  # ended above: the abort's error code
+  rc=$(grep -aoE "Errorcode: [0-9]+" "$errs" | head -n 1 | grep -oE "[0-9]+$" || true)
+  [ -n "$rc" ] && [ "$rc" != 0 ] || rc=1
+elif [ "$rc" = 0 ] && grep -aq "MPI_ABORT was invoked" "$errs"; then
   rc=$(grep -aoE "Errorcode: [0-9]+" "$errs" | head -n 1 | grep -oE "[0-9]+$" || true)
   [ -n "$rc" ] && [ "$rc" != 0 ] || rc=1
   echo "[mpirun.sh] mpirun exited 0 after MPI_Abort (Open MPI 5.0.7 with --with-ft ulfm): exit $rc, the abort's error code" >&2
