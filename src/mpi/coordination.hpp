@@ -147,6 +147,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   mutable std::optional<protocol::Placement> placement_;  // placement_json(): hwloc, on first use
   std::uint64_t kill_floor_ = 0;
   long node_key_ = 0;  // the node this process runs on (mpi::own_node_key; for a replacement, where it started)
+  bool on_layout_node_ = true;  // it runs on its rank's node in the layout (not a spare, nor a replacement elsewhere)
   std::uint64_t current_step_ = 0;
   std::atomic<bool> down_{false};
   std::unique_ptr<core::VersionStore> local_;  // until make_store() wraps it

@@ -30,6 +30,27 @@ TopologyConfig TopologyConfig::from_env() {
           "REPRISE_RANKS_PER_NODE (on real nodes the MPI decides where they start)");
     c.replacement_node = n;
   }
+  if (const char* v = std::getenv("REPRISE_SPARE_NODES"); v && *v) {
+    if (c.ranks_per_node == 0)
+      throw ConfigError(
+          "REPRISE_SPARE_NODES says where spare processes run on emulated nodes: it needs "
+          "REPRISE_RANKS_PER_NODE (on real nodes they run where the MPI started them)");
+    std::string item;
+    for (const char* p = v;; ++p) {
+      if (*p != ',' && *p != '\0') {
+        item += *p;
+        continue;
+      }
+      char* end = nullptr;
+      const long n = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end || n < 0)
+        throw ConfigError(std::string("REPRISE_SPARE_NODES='") + v + "': '" + item +
+                          "' is not an emulated node number >= 0 (use n0,n1,...: one per spare)");
+      c.spare_nodes.push_back(n);
+      item.clear();
+      if (*p == '\0') break;
+    }
+  }
   return c;
 }
 

@@ -4,6 +4,8 @@
 
 #include <mpi.h>
 
+#include <vector>
+
 #include "protocol/topology.hpp"
 
 namespace reprise::mpi {
@@ -15,6 +17,10 @@ struct TopologyConfig {
   /// as after a node failure, when the MPI starts them wherever it has free slots. Default: the node of the rank
   /// replaced (a process failure on a full allocation).
   long replacement_node = -1;
+  /// REPRISE_SPARE_NODES=n0,n1,... (with emulated nodes only): the emulated node each spare process runs on
+  /// (REPRISE_SPARES), as on an allocation whose spares are spread over the nodes. Default: the node of its place in
+  /// the launch (after the application's ranks).
+  std::vector<long> spare_nodes;
   /// From REPRISE_GROUPS, REPRISE_BUDDIES and REPRISE_RANKS_PER_NODE. Throws ConfigError on bad values.
   static TopologyConfig from_env();
 };

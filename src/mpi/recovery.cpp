@@ -351,7 +351,12 @@ std::optional<bool> Recovery::take_spares(Attempt& a) {
   REPRISE_MPI_CHECK(MPI_Comm_rank(a.shrunk, &me));
   stage("in a round with the spare processes");
   const int failed = static_cast<int>(a.failed.size());
-  const std::optional<PoolRound> r = job_.spares_.survivors_round(failed, me == 0);
+  std::vector<long> failed_node;  // where each failed rank ran, as far as this survivor knows (its own node)
+  const auto node_of = [&](int r) { return job_.layout_.node_of.at(static_cast<std::size_t>(r)); };
+  for (int f : a.failed)
+    failed_node.push_back(job_.on_layout_node_ && node_of(f) == node_of(job_.rank_) ? job_.node_key_
+                                                                                    : protocol::kUnknownNode);
+  const std::optional<PoolRound> r = job_.spares_.survivors_round(failed_node, me == 0);
   if (!r) return false;
   if (r->spares < r->failed) {
     if (lowest_survivor_)
@@ -815,6 +820,7 @@ void Recovery::join_as_replacement(MPI_Comm parent, Config& cfg, std::optional<l
   job_.adopt(world);
   {
     const mpi::TopologyConfig topology = mpi::TopologyConfig::from_env();
+    job_.on_layout_node_ = !spare_node && topology.replacement_node < 0;
     job_.node_key_ =
         spare_node ? *spare_node
                    : mpi::own_node_key(topology, topology.replacement_node >= 0

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -10,6 +11,7 @@
 #include "mpi/check.hpp"
 #include "mpi/layout.hpp"
 #include "mpi/polled.hpp"
+#include "protocol/placement.hpp"
 #include "reprise/errors.hpp"
 
 namespace reprise::mpi {
@@ -51,7 +53,13 @@ MPI_Comm SparePool::start(MPI_Comm user, unsigned k) {
   pool_ = dup_comm(user);
   spare_ = start_rank_ >= n;
   const TopologyConfig topology = TopologyConfig::from_env();
-  node_key_ = own_node_key(topology, topology.ranks_per_node > 0 ? start_rank_ / topology.ranks_per_node : 0);
+  if (!topology.spare_nodes.empty() && topology.spare_nodes.size() != k)
+    throw ConfigError("REPRISE_SPARE_NODES names " + std::to_string(topology.spare_nodes.size()) +
+                      " nodes for REPRISE_SPARES=" + std::to_string(k) + " spares: give one per spare");
+  long emulated = topology.ranks_per_node > 0 ? start_rank_ / topology.ranks_per_node : 0;
+  if (start_rank_ >= n && !topology.spare_nodes.empty())
+    emulated = topology.spare_nodes[static_cast<std::size_t>(start_rank_ - n)];
+  node_key_ = own_node_key(topology, emulated);
   MPI_Comm app = MPI_COMM_NULL;
   REPRISE_MPI_CHECK(MPI_Comm_split(pool_, spare_ ? MPI_UNDEFINED : 0, start_rank_, &app));
   if (app == MPI_COMM_NULL) return app;
@@ -59,10 +67,11 @@ MPI_Comm SparePool::start(MPI_Comm user, unsigned k) {
   return app;
 }
 
-std::optional<PoolRound> SparePool::round(int failed, bool leader) {
+std::optional<PoolRound> SparePool::round(int failed, bool leader, const std::vector<long>& failed_node) {
 #if !REPRISE_HAVE_ULFM
   (void)failed;
   (void)leader;
+  (void)failed_node;
   throw UnrecoverableFailure("spare processes need an MPI with ULFM");
 #else
   revoke(pool_);  // the spares' barrier ends (revoked already: nothing changes)
@@ -91,6 +100,23 @@ std::optional<PoolRound> SparePool::round(int failed, bool leader) {
     r.spares_leader = v[3];
     r.spares = v[4];
     r.spare_index = spare_ ? before : -1;
+    if (r.failed > 0 && r.spares >= r.failed) {
+      // Where the failed ranks ran (said by the survivors that ran there too) and where each spare runs: every
+      // member then computes the same assignment. (Sizes: the failed ranks and the spares, never the job's.)
+      const std::size_t f = static_cast<std::size_t>(r.failed), k = static_cast<std::size_t>(r.spares);
+      std::vector<long> w(f + 2 * k, protocol::kUnknownNode);
+      for (std::size_t i = 0; i < f && i < failed_node.size(); ++i) w[i] = failed_node[i];
+      if (spare_) {
+        w[f + static_cast<std::size_t>(before)] = node_key_;
+        w[f + k + static_cast<std::size_t>(before)] = me;
+      }
+      REPRISE_MPI_CHECK(
+          polled::allreduce(MPI_IN_PLACE, w.data(), static_cast<int>(w.size()), MPI_LONG, MPI_MAX, pool_));
+      r.spare_of = protocol::assign_spares(
+          std::vector<long>(w.begin(), w.begin() + static_cast<long>(f)),
+          std::vector<long>(w.begin() + static_cast<long>(f), w.begin() + static_cast<long>(f + k)));
+      r.spare_pool_rank.assign(w.begin() + static_cast<long>(f + k), w.end());
+    }
   } catch (const PeerFailure&) {
     fine = false;
   }
@@ -104,7 +130,8 @@ MPI_Comm SparePool::take(MPI_Comm survivors, const PoolRound& r) {
   MPI_Comm none = MPI_COMM_NULL;  // (the spares taken make their own communicator in this split)
   REPRISE_MPI_CHECK(MPI_Comm_split(pool_, MPI_UNDEFINED, 0, &none));
   MPI_Comm inter = MPI_COMM_NULL;
-  REPRISE_MPI_CHECK(MPI_Intercomm_create(survivors, 0, pool_, r.spares_leader, kConnectTag, &inter));
+  const int first = static_cast<int>(r.spare_pool_rank.at(static_cast<std::size_t>(r.spare_of.at(0))));
+  REPRISE_MPI_CHECK(MPI_Intercomm_create(survivors, 0, pool_, first, kConnectTag, &inter));
   return inter;
 }
 
@@ -136,9 +163,12 @@ MPI_Comm SparePool::wait_until_needed() {
         leave(false, "the recovery of " + std::to_string(r->failed) + " failed rank(s) needs more than the " +
                          std::to_string(r->spares) +
                          " spare(s) left: its replacements are spawned (or, with REPRISE_SPAWN=0, the job stops)");
-      const bool taken = r->spare_index < r->failed;
-      MPI_Comm mine = MPI_COMM_NULL;  // the spares taken, in their order
-      if (MPI_Comm_split(pool_, taken ? 1 : MPI_UNDEFINED, r->spare_index, &mine) != MPI_SUCCESS) continue;
+      const auto at = std::find(r->spare_of.begin(), r->spare_of.end(), r->spare_index);
+      const bool taken = at != r->spare_of.end();
+      MPI_Comm mine = MPI_COMM_NULL;  // the spares taken, in the order of the ranks they replace
+      if (MPI_Comm_split(pool_, taken ? 1 : MPI_UNDEFINED, static_cast<int>(at - r->spare_of.begin()), &mine) !=
+          MPI_SUCCESS)
+        continue;
       if (!taken) break;
       REPRISE_MPI_DISCARD(MPI_Comm_set_errhandler(mine, MPI_ERRORS_RETURN));  // (a default handler aborts)
       MPI_Comm inter = MPI_COMM_NULL;

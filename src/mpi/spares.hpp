@@ -29,6 +29,10 @@ struct PoolRound {
   int survivors_leader = -1;  // pool rank of the survivors' leader (rank 0 of the shrunk communicator)
   int spares_leader = -1;     // pool rank of spare 0
   bool application = false;   // some application rank is still in the pool
+  // With enough spares for `failed` ranks (protocol::assign_spares): for failed rank i, the spare taking its
+  // place; and every spare's pool rank.
+  std::vector<int> spare_of;
+  std::vector<long> spare_pool_rank;
 };
 
 class SparePool {
@@ -53,9 +57,12 @@ class SparePool {
   /// ends this process with status 0: it never returns then.
   MPI_Comm wait_until_needed();
 
-  /// The survivors of a recovery (all in the pool): a round with `failed` ranks to replace; `leader`: rank 0 of
-  /// the shrunk communicator. nullopt: a process failed meanwhile (the same at every member: a new attempt).
-  std::optional<PoolRound> survivors_round(int failed, bool leader) { return round(failed, leader); }
+  /// The survivors of a recovery (all in the pool): a round with failed ranks to replace, `failed_node[i]` the
+  /// node failed rank i ran on where this survivor ran on it too (else protocol::kUnknownNode); `leader`: rank 0
+  /// of the shrunk communicator. nullopt: a process failed meanwhile (the same at every member: a new attempt).
+  std::optional<PoolRound> survivors_round(const std::vector<long>& failed_node, bool leader) {
+    return round(static_cast<int>(failed_node.size()), leader, failed_node);
+  }
   /// After such a round with enough spares: the intercommunicator from `survivors` (the shrunk communicator) to
   /// the first `failed` spares, who replace the failed ranks in order. Throws PeerFailure.
   MPI_Comm take(MPI_Comm survivors, const PoolRound& r);
@@ -66,7 +73,7 @@ class SparePool {
   void release();
 
  private:
-  std::optional<PoolRound> round(int failed, bool leader);
+  std::optional<PoolRound> round(int failed, bool leader, const std::vector<long>& failed_node = {});
   [[noreturn]] void leave(bool job_ended, const std::string& why);
 
   MPI_Comm pool_ = MPI_COMM_NULL;

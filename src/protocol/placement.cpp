@@ -113,4 +113,29 @@ Replacing parse_replacing(const std::string& value, int spawned_rank) {
   return entries[static_cast<std::size_t>(spawned_rank)];
 }
 
+std::vector<int> assign_spares(const std::vector<long>& failed_node, const std::vector<long>& spare_node) {
+  if (spare_node.size() < failed_node.size())
+    throw ConfigError("assign_spares: " + std::to_string(failed_node.size()) + " failed ranks and only " +
+                      std::to_string(spare_node.size()) + " spares");
+  std::vector<int> spare_of(failed_node.size(), -1);
+  std::vector<bool> taken(spare_node.size(), false);
+  for (std::size_t i = 0; i < failed_node.size(); ++i) {
+    if (failed_node[i] == kUnknownNode) continue;
+    for (std::size_t s = 0; s < spare_node.size(); ++s)
+      if (!taken[s] && spare_node[s] == failed_node[i]) {
+        spare_of[i] = static_cast<int>(s);
+        taken[s] = true;
+        break;
+      }
+  }
+  std::size_t next = 0;
+  for (int& s : spare_of) {
+    if (s >= 0) continue;
+    while (taken[next]) ++next;
+    s = static_cast<int>(next);
+    taken[next] = true;
+  }
+  return spare_of;
+}
+
 }  // namespace reprise::protocol

@@ -40,4 +40,11 @@ struct Replacing {
 };
 Replacing parse_replacing(const std::string& value, int spawned_rank);
 
+/// Which spare process takes each failed rank's place (REPRISE_SPARES): for failed rank i (in the recovery's order),
+/// the index of its spare. First, in that order, each failed rank gets the lowest unassigned spare that runs on its
+/// node (`failed_node[i]`, the node where the rank ran; kUnknownNode: none matches), the place its death freed; then
+/// the others get the lowest unassigned spares. Needs at least as many spares as failed ranks (else ConfigError).
+constexpr long kUnknownNode = -(1L << 62);
+std::vector<int> assign_spares(const std::vector<long>& failed_node, const std::vector<long>& spare_node);
+
 }  // namespace reprise::protocol

@@ -61,3 +61,18 @@ TEST(Placement, LocatesThisProcess) {
 
 }  // namespace
 }  // namespace reprise::protocol
+
+TEST(AssignSpares, TheFreedPlaceOnTheFailedRanksNodeFirst) {
+  using reprise::protocol::assign_spares;
+  using reprise::protocol::kUnknownNode;
+  // No spare on the failed ranks' nodes: the spares in their order.
+  EXPECT_EQ(assign_spares({0, 1}, {4, 4, 5}), (std::vector<int>{0, 1}));
+  // Spare 2 runs on node 1, where failed rank #1 ran: it takes that place; #0 gets the lowest other.
+  EXPECT_EQ(assign_spares({0, 1}, {4, 5, 1}), (std::vector<int>{0, 2}));
+  // Two failed ranks of one node, one spare there: the first of them gets it.
+  EXPECT_EQ(assign_spares({3, 3}, {7, 3}), (std::vector<int>{1, 0}));
+  // A node nobody knows (the whole node was lost) matches no spare.
+  EXPECT_EQ(assign_spares({kUnknownNode}, {kUnknownNode, 2}), (std::vector<int>{0}));
+  EXPECT_EQ(assign_spares({}, {1}), (std::vector<int>{}));
+  EXPECT_THROW(assign_spares({1, 2}, {1}), reprise::ConfigError);
+}
