@@ -4,8 +4,9 @@
 usage: /usr/bin/python3 bench/plot.py FILE.json [FILE.json ...] [-o OUTDIR]
 
 Understands the JSON of reprise-bench-checkpoint ("kind": "checkpoint"), reprise-bench-dirty ("dirty"),
-reprise-bench-d2h ("d2h") and reprise-bench-overhead ("overhead"); other kinds are skipped with a message, and
-a file that is not JSON, or lacks a field its plot needs, is reported and skipped (exit status 1). Needs
+reprise-bench-d2h ("d2h"), reprise-bench-overhead ("overhead"), bench/recovery_spares.py ("recovery_spares") and
+others (the plotters below); other kinds are skipped with a message, and a file that is not JSON, or lacks a field
+its plot needs, is reported and skipped (exit status 1). Needs
 Debian's python3-matplotlib: run it with /usr/bin/python3 (another python3 may come first on PATH).
 """
 import argparse
@@ -179,6 +180,24 @@ def plot_heat3d(data, stem, outdir):
     return save(fig, outdir, stem + "-heat3d.png")
 
 
+def plot_recovery_spares(data, stem, outdir):
+    keys = ["detect_seconds", "repair_seconds", "fetch_seconds", "restore_seconds", "total_seconds"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.38
+    for j, name in enumerate(["spawned", "spare"]):
+        xs = [i + (j - 0.5) * width for i in range(len(keys))]
+        ax.bar(xs, [1e3 * data["median"][name][k] for k in keys], width, label=f"replacement {name}")
+        for x, k in zip(xs, keys):
+            ax.plot([x] * len(data["samples"][name]), [1e3 * s[k] for s in data["samples"][name]], "k.", ms=3)
+    ax.set_xticks(range(len(keys)))
+    ax.set_xticklabels([k.replace("_seconds", "") for k in keys])
+    ax.set_ylabel("ms (median; dots: runs)")
+    ax.set_title(f"a SIGKILLed rank of {data['ranks']}, {data['bytes_per_rank']} per rank: spawned vs spare "
+                 f"({data['pairs']} pairs)", fontsize=9)
+    ax.legend(fontsize=8)
+    return save(fig, outdir, stem + "-recovery_spares.png")
+
+
 def save(fig, outdir, name):
     fig.tight_layout()
     path = os.path.join(outdir, name)
@@ -194,7 +213,8 @@ def main():
     args = p.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
     plotters = {"checkpoint": plot_checkpoint, "dirty": plot_dirty, "d2h": plot_d2h, "overhead": plot_overhead,
-                "logging": plot_logging, "interpose": plot_interpose, "heat3d": plot_heat3d}
+                "logging": plot_logging, "interpose": plot_interpose, "heat3d": plot_heat3d,
+                "recovery_spares": plot_recovery_spares}
     status = 0
     for f in args.files:
         try:
