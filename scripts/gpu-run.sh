@@ -11,7 +11,8 @@
 # path the device buffers took), reprise_kokkos_tests, and the logging and 2-rank overhead benchmarks (JSON).
 # With Open MPI 5 + ULFM carried (scripts/openmpi.sh): a rank SIGKILLed mid-run in the stencil (halos through Comm
 # and as plain MPI calls), Cholesky, heat3d (an ordinary MPI program, wrapped) and the Comm check, each recovered
-# online with only the failed rank's group rolled back, ending with the failure-free checksum. With an MPI without
+# online with only the failed rank's group rolled back, ending with the failure-free checksum; the stencil and
+# heat3d again with a spare process (REPRISE_SPARES=1) taking the killed rank's place. With an MPI without
 # ULFM: a rank killed, then the job relaunched from REPRISE_DIR, the same checksum. QUICK=1 skips the second
 # overhead run. paths (not in all): the logging benchmark with device buffers handed to MPI and staged, side by
 # side, twice each.
@@ -107,6 +108,7 @@ if { wants apps || [[ "$what" == *" paths "* ]]; } && [ -x "$here/bin/reprise-st
       mkdir -p "$(dirname "$prefix")" && ln -sfn "$here/mpi" "$prefix"
     fi
     export PATH="$prefix/bin:$PATH" OPAL_PREFIX="$prefix" LD_LIBRARY_PATH="$prefix/lib:$LD_LIBRARY_PATH"
+    export PRTE_MCA_state_base_recoverable=1  # as scripts/mpirun.sh: a spawned replacement's death fails no launch
     launcher=(bash "$here/mpi/mpirun-watch.sh" --with-ft ulfm --oversubscribe --mca async_mpi_finalize true
       --mca btl self,sm,tcp --mca btl_tcp_if_include lo --mca coll ^han,cuda)
     [ -z "$shm_small" ] || launcher+=(--mca btl_sm_backing_directory "${TMPDIR:-/tmp}")
@@ -167,6 +169,11 @@ if wants apps && [ -x "$here/bin/reprise-stencil" ]; then
       --messages mpi
     same "stencil on the GPU, halos as plain MPI calls, rank 5 killed: the same checksum" stencil-4 \
       stencil-8-raw-online "$only_group2"
+    # The same failure with a spare process (9 processes, 8 ranks): the spare takes rank 5's place, no spawn.
+    run_log stencil-8-spare-online "${mpirun[@]}" -n 9 -x REPRISE_SPARES=1 -x REPRISE_KILL=5:160 \
+      "$here/bin/reprise-stencil" "${s_args[@]}" --json "$out/stencil-8-spare-online.json"
+    same "stencil on the GPU, rank 5 killed, a spare takes its place: the same checksum" stencil-4 \
+      stencil-8-spare-online "$only_group2" "spare process (start rank 8) is rank 5 now" '"spares_used":1,"spawned":0'
   else
     rm -rf "$out/ckpt-s"
     # A rank SIGKILLed at step 160 (without ULFM the MPI ends the job), then the job relaunched from the files.
@@ -208,6 +215,10 @@ if wants apps && [ -x "$here/bin/reprise-stencil" ]; then
     run_log heat3d-online "${mpirun[@]}" -n 8 -x REPRISE_KILL=5:70 "$here/bin/reprise-heat3d" "${h_args[@]}"
     same "heat3d on the GPU, wrapped, rank 5 killed: group rollback online, the same checksum" heat3d-plain \
       heat3d-online "$only_group2" "rank 5 restored step"
+    run_log heat3d-spare-online "${mpirun[@]}" -n 9 -x REPRISE_SPARES=1 -x REPRISE_KILL=5:70 \
+      "$here/bin/reprise-heat3d" "${h_args[@]}"
+    same "heat3d on the GPU, wrapped, rank 5 killed, a spare (waiting in MPI_Init) takes its place" heat3d-plain \
+      heat3d-spare-online "$only_group2" "spare process (start rank 8) is rank 5 now"
   fi
   run_log comm-8-device "${mpirun[@]}" -n 8 "$here/bin/reprise-mpi-comm-check" --space device
   if grep -aq "checksum 0xb047a95ca8e3cbbe" "$out/comm-8-device.log"; then
