@@ -1,7 +1,7 @@
 // reprise-ulfm-probe: does this MPI's ULFM really work? The last rank SIGKILLs itself; the survivors must see
 // MPI_ERR_PROC_FAILED or MPI_ERR_REVOKED, revoke, agree, shrink, spawn a replacement and merge with it, and then
 // compute on a communicator of the original size. Prints "ULFM works" and exits 0 only then. scripts/mpirun.sh
-// runs it to decide whether the host MPI can be used or the sandbox is needed.
+// runs it to decide whether the host's MPI can be used when Open MPI has not been built here.
 #include <mpi.h>
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs `mpirun ARG...` (Open MPI 5.0.7, the first mpirun on PATH) and works around two of its launcher's faults, so
-# that a job's exit status is the ranks' own. Called by scripts/mpirun.sh (on the host and inside the sandbox):
+# that a job's exit status is the ranks' own. Called by scripts/mpirun.sh:
 #
 #   scripts/mpirun-watch.sh ARG...
 #

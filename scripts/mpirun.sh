@@ -2,9 +2,8 @@
 # Runs a program with N ranks under an MPI whose ULFM works, with the flags that make failure handling reliable.
 #
 #   scripts/mpirun.sh -n N [--spares K] [--timeout S] -- PROGRAM [ARG...]
-#   scripts/mpirun.sh --build PROGRAM...      only build the programs for the MPI that would run them (creating
-#                                             the sandbox first if that is the one): the tests' fixture, so that no
-#                                             test pays for it within its own time limit
+#   scripts/mpirun.sh --build PROGRAM...      only build the programs for the MPI that would run them: the tests'
+#                                             fixture, so that no test pays for it within its own time limit
 #   scripts/mpirun.sh --tree                  print the build tree whose programs it would run, and the MPI
 #
 # --spares K starts N + K processes with REPRISE_SPARES=K: the program sees N ranks, and K spare processes wait
@@ -13,13 +12,13 @@
 # first if missing or stale in the build tree that matches the MPI used, or an absolute path.
 # Which MPI, the first of:
 #   built    Open MPI 5.0.7 with ULFM built on this host from Debian's source (scripts/openmpi.sh), when it has
-#            been built: no chroot; programs in build-openmpi
+#            been built; programs in build-openmpi
 #   host     the host's mpirun, when a runtime probe (reprise-ulfm-probe: kill a rank, detect, shrink, respawn)
 #            says its ULFM works; programs in build-host-mpi
-#   sandbox  Open MPI 5 in the trixie sandbox (scripts/ulfm-sandbox.sh, created on first use); build-ulfm
-# REPRISE_MPI=built|host|sandbox forces one. REPRISE_* variables (e.g. REPRISE_KILL) reach every rank.
+# Neither: a message that says to run scripts/openmpi.sh, exit 2. REPRISE_MPI=built|host forces one. REPRISE_*
+# variables (e.g. REPRISE_KILL) reach every rank.
 # REPRISE_SANITIZE=address,undefined|thread: builds and runs the programs with those sanitizers, in a tree of their
-# own (build-openmpi-sanitize-KIND or build-ulfm-sanitize-KIND; set ASAN_OPTIONS=detect_leaks=0: Open MPI does not
+# own (build-openmpi-sanitize-KIND; set ASAN_OPTIONS=detect_leaks=0: Open MPI does not
 # free all it allocates).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -66,7 +65,7 @@ configure_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_ENABLE_MPI=ON -DREPR
 # configure_and_build BUILD TARGET LOG [CMAKE_ARG...]: configures BUILD (log in BUILD/configure.log) and builds
 # TARGET (log in LOG) with the host's tools. Every launch does this, so one launch at a time per build tree holds a
 # flock on BUILD.lock: two configures in one tree (jobs launched side by side, e.g. the demo beside tests) break
-# each other's try_compile. The runs themselves are not serialised. (The sandbox case below does the same inside.)
+# each other's try_compile. The runs themselves are not serialised.
 configure_and_build() {
   local b=$1 target=$2 logf=$3
   shift 3
@@ -93,7 +92,7 @@ host_probe() {
 
 # A job still running near its timeout is most likely hung: just before the timeout kills it, print every rank's
 # stacks (gdb, when installed), so that a hang in a test or a stress run says where each process waits. Ranks and
-# replacements are the descendants of this script (in the sandbox too: it shares the host's process IDs) named
+# replacements are the descendants of this script named
 # like PROGRAM.
 hang_stacks() {  # hang_stacks ROOT_PID NAME
   local root=$1 name=${2##*/} after=$((timeout_s >= 80 ? timeout_s - 40 : timeout_s * 90 / 100)) p procs=() state
@@ -153,7 +152,7 @@ built=$(bash "$here/scripts/openmpi.sh" prefix 2> /dev/null || true)
 if [ -z "$mpi" ]; then
   if [ -n "$built" ]; then mpi=built
   elif [ -z "${REPRISE_SANITIZE:-}" ] && [ "$(host_probe)" = yes ]; then mpi=host
-  else mpi=sandbox; fi
+  else mpi=none; fi
 fi
 
 case "$mpi" in
@@ -178,72 +177,20 @@ case "$mpi" in
     # (Forced with REPRISE_MPI=host: say so when that mpirun has no ULFM at all, rather than its usage error.)
     if [ -n "${REPRISE_MPI:-}" ] && ! mpirun --with-ft ulfm --version > /dev/null 2>&1; then
       log "REPRISE_MPI=host, but the host's mpirun ($(mpirun --version 2>&1 | head -n 1)) does not take" \
-          "--with-ft ulfm: it has no ULFM. Unset REPRISE_MPI to run in the ULFM sandbox (scripts/ulfm-sandbox.sh)"
+          "--with-ft ulfm: it has no ULFM. Unset REPRISE_MPI to use the Open MPI scripts/openmpi.sh builds"
       exit 2
     fi
     if [ -n "${REPRISE_SANITIZE:-}" ]; then
-      log "REPRISE_SANITIZE builds sanitized programs with the built Open MPI or in the sandbox only: unset REPRISE_MPI=host"
+      log "REPRISE_SANITIZE builds sanitized programs with the built Open MPI only: unset REPRISE_MPI=host"
       exit 2
     fi
     on_host "$here/build-host-mpi"
     ;;
-  sandbox)
-    if [ -n "$tree_only" ]; then
-      b=$here/build-ulfm
-      [ -z "${REPRISE_SANITIZE:-}" ] || b=$here/build-ulfm-sanitize-${REPRISE_SANITIZE//,/-}
-      echo "$b sandbox /usr/bin/mpirun"
-      exit 0
-    fi
-    if [ -n "$build_only" ]; then
-      log "building $* in the ULFM sandbox (created first when missing)"
-      exec bash "$here/scripts/ulfm-sandbox.sh" run bash -c '
-        set -e
-        b=/src/build-ulfm
-        (
-          flock 9
-          cmake -S /src -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_ENABLE_MPI=ON -DREPRISE_BUILD_BENCH=ON \
-            -DREPRISE_ENABLE_CUDA=OFF -DREPRISE_IN_SANDBOX=ON > "$b.configure.log" 2>&1 || { cat "$b.configure.log"; exit 1; }
-          cmake --build "$b" -j "$(nproc)" --target "$@" > "$b.build-all.log" 2>&1 \
-            || { tail -30 "$b.build-all.log"; echo "[mpirun.sh] building $* in the sandbox failed" >&2; exit 1; }
-        ) 9> "$b.lock"
-        echo "[mpirun.sh] built: $*" >&2
-      ' bash "$@"
-    fi
-    if [[ "$program" == /* ]]; then
-      case "$program" in
-        "$here"/*) program="/src/${program#"$here"/}" ;;
-        *) log "$program is outside the source tree, which is all the sandbox sees"; exit 2 ;;
-      esac
-    fi
-    # ThreadSanitizer cannot see inside Open MPI (not instrumented): its suppressions for Open MPI's libraries.
-    if [[ "${REPRISE_SANITIZE:-}" == *thread* ]]; then
-      export TSAN_OPTIONS="suppressions=/src/tests/ulfm/tsan-openmpi.supp ${TSAN_OPTIONS:-}"
-    fi
-    # Configure + build inside the sandbox (its own compiler and Open MPI 5), then run there.
-    # Inner arguments: MPIRUN_ARGS... -- PROGRAM ARGS...
-    hang_stacks $$ "$program" > /dev/null &
-    exec timeout --signal=KILL "$timeout_s" bash "$here/scripts/ulfm-sandbox.sh" run bash -c '
-      set -e
-      mpirun_args=()
-      while [ "$1" != "--" ]; do mpirun_args+=("$1"); shift; done
-      shift
-      program=$1; shift
-      b=/src/build-ulfm sanitize=()
-      if [ -n "${REPRISE_SANITIZE:-}" ]; then  # a tree of its own, built with these sanitizers
-        b=/src/build-ulfm-sanitize-${REPRISE_SANITIZE//,/-} sanitize=(-DREPRISE_SANITIZE="$REPRISE_SANITIZE")
-      fi
-      if [[ "$program" != /* ]]; then
-        (  # one configure + build at a time in this tree (see configure_and_build)
-          flock 9
-          cmake -S /src -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_ENABLE_MPI=ON \
-            -DREPRISE_BUILD_BENCH=ON -DREPRISE_ENABLE_CUDA=OFF -DREPRISE_IN_SANDBOX=ON "${sanitize[@]}" > "$b.configure.log" 2>&1 || { cat "$b.configure.log"; exit 1; }
-          cmake --build "$b" -j "$(nproc)" --target "$program" > "$b.build-$program.log" 2>&1 \
-            || { tail -30 "$b.build-$program.log"; echo "[mpirun.sh] building $program in the sandbox failed" >&2; exit 1; }
-        ) 9> "$b.lock" || exit 1
-        program=$(find "$b" -type f -perm -u+x -name "$program" | head -n 1)
-      fi
-      exec bash /src/scripts/mpirun-watch.sh "${mpirun_args[@]}" "$program" "$@"
-    ' bash "${FLAGS[@]}" "${passthrough[@]}" -n "$n" -- "$program" "$@"
+  none)
+    log "no MPI here has a ULFM that works: scripts/openmpi.sh builds Open MPI 5.0.7 with ULFM from Debian's source" \
+        "(about 11 minutes on 2 cores, once; scripts/test.sh and scripts/demo.sh run it), or put an Open MPI 5 with" \
+        "ULFM first on PATH"
+    exit 2
     ;;
-  *) log "REPRISE_MPI=$mpi: use built, host or sandbox"; exit 2 ;;
+  *) log "REPRISE_MPI=$mpi: use built or host"; exit 2 ;;
 esac

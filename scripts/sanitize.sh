@@ -4,7 +4,8 @@
 #   scripts/sanitize.sh address,undefined   [ctest args]   -> build-sanitize-address-undefined
 #   scripts/sanitize.sh thread              [ctest args]   -> build-sanitize-thread
 # Any report fails the run (-fno-sanitize-recover=all, halt_on_error). CUDA and MPI are left out: nvcc takes no
-# sanitizer and the MPI programs run under the ULFM sandbox's own build. Needs scripts/setup.sh's packages.
+# sanitizer, and the MPI programs get theirs from tests/ulfm/sanitized.sh (scripts/mpirun.sh REPRISE_SANITIZE).
+# Needs scripts/setup.sh's packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:?usage: scripts/sanitize.sh address,undefined|thread [ctest args]}

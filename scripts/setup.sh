@@ -13,7 +13,6 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   python3-matplotlib
   clang-format clang-tidy  # scripts/check-sources.sh (ctest: sources_formatted, clang_tidy_clean)
-  debootstrap
   gdb  # scripts/mpirun.sh prints a hung job's stacks
 )
 

@@ -29,7 +29,7 @@ struct Topology {
     if (hwloc_topology_init(&topo) != 0) return;
     hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);  // PCI devices, for GPUs
     // GPUs are found by their PCI bus ids (from CUDA): only the PCI discovery is needed. The other I/O plugins
-    // are slow or worse: hwloc's gl plugin probes X displays and sometimes waits 5 s (seen in the ULFM sandbox,
+    // are slow or worse: hwloc's gl plugin probes X displays and sometimes waits 5 s (seen in a chroot,
     // 1 load in 3; it made every MPI app start and finish seconds late).
     for (const char* plugin : {"gl", "opencl", "levelzero", "cuda", "nvml", "rsmi"})
       hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, plugin);

@@ -11,7 +11,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 cli=$1
 checksum=$2
-dir=build-test-files/groups-$$  # relative to the root: the same inside the ULFM sandbox (cwd /src)
+dir=build-test-files/groups-$$  # relative to the root
 trap 'rm -rf "$root/$dir"' EXIT
 args=(--nx 64 --ny 64 --steps 40 --checkpoint-every 10)
 export REPRISE_RANKS_PER_NODE=2

@@ -41,7 +41,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 checksum=$1
 mode=${2:-whole}
-# Relative to the source root, so the same directory inside the sandbox (cwd /src) and on the host.
+# Relative to the source root (mpirun.sh runs the programs there).
 dir=build-test-files/relaunch-$mode-$$
 trap 'rm -rf "$root/$dir"' EXIT
 args=(--nx 64 --ny 64 --steps 40 --checkpoint-every 10)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # sanitized.sh KIND RUNS SEED: Comm, the protocol, the buddy store and ULFM recovery built with sanitizers KIND
-# (scripts/mpirun.sh REPRISE_SANITIZE: a tree of its own in the sandbox) on real processes: a failure-free 2-rank
+# (scripts/mpirun.sh REPRISE_SANITIZE: a tree of its own) on real processes: a failure-free 2-rank
 # run of reprise-mpi-comm-check (which also builds it, under a timeout that allows for that), then random_kills.sh
 # RUNS SEED on 8 ranks. A sanitizer's report fails the test.
 set -u

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # with_dir.sh NAME COMMAND ARGS...: runs COMMAND from the source root with REPRISE_DIR set to a fresh directory
-# (relative to the root, so the same one inside the ULFM sandbox, whose cwd is /src), removed afterwards.
+# (relative to the root), removed afterwards.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
