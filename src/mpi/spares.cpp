@@ -1,11 +1,13 @@
 // Spare processes: the pool, its rounds, a spare's wait (spares.hpp).
 #include "mpi/spares.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "mpi/check.hpp"
@@ -150,6 +152,17 @@ void SparePool::release() {
 }
 
 MPI_Comm SparePool::wait_until_needed() {
+  // Tests: REPRISE_KILL_SPARE=START_RANK,... makes those spares die as they begin to wait (a spare lost while the
+  // job runs: the others and the application's ranks go on without it).
+  if (const char* v = std::getenv("REPRISE_KILL_SPARE"); v && *v) {
+    const std::string list = std::string(",") + v + ",";
+    if (list.find("," + std::to_string(start_rank_) + ",") != std::string::npos) {
+      std::fprintf(stderr, "reprise: spare process (start rank %d): REPRISE_KILL_SPARE: SIGKILL as it waits\n",
+                   start_rank_);
+      std::fflush(stderr);
+      raise(SIGKILL);
+    }
+  }
   for (;;) {
     if (slow_barrier(pool_) == MPI_SUCCESS) leave(true, "");
     // A process of the pool failed, or a recovery's survivors revoked it: rounds until this spare is needed or
