@@ -370,9 +370,7 @@ std::optional<bool> Recovery::take_spares(Attempt& a) {
   stage("connecting to the spare processes");
   int flag = 1;
   try {
-    MPI_Comm made = MPI_COMM_NULL;  // (handles only from calls that succeeded: see merge())
-    made = job_.spares_.take(a.shrunk, *r);
-    a.inter = made;
+    a.inter = job_.spares_.take(a.shrunk, *r);  // (returns only a handle whose calls succeeded; else throws)
   } catch (const PeerFailure&) {
     flag = 0;
   }
