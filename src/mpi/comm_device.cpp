@@ -60,8 +60,8 @@ void CommState::copy_into_log(PendingMessage& m, void* slot, const void* buf, st
 }
 
 void CommState::log_copies_done() {
-  if (log_copies_.empty()) return;
-  host_.device().synchronize(stream());  // the copies are in order on it
+  if (log_copies_.empty() && unposted_.empty()) return;  // (staging copies of unposted sends are on it too)
+  host_.device().synchronize(stream());                  // the copies are in order on it
   log_copies_.clear();
 }
 

@@ -30,9 +30,16 @@ int probe_any_source(MPI_Comm comm, int tag, int* flag, MPI_Status* st) {
 }
 
 PendingMessage::~PendingMessage() {
-  if (owner) owner->forget(this);
-  if (owner && hold && (request != MPI_REQUEST_NULL || payload != MPI_REQUEST_NULL))
-    owner->keep(std::move(hold));  // staging MPI may still use
+  CommState* const o = owner;  // (forget() clears it)
+  if (o && unposted) {         // freed before it was posted (MPI_Request_free semantics): it is sent all the same
+    try {
+      o->post_unposted(true);
+    } catch (...) {  // NOLINT(bugprone-empty-catch) a destructor: a failure is the next runtime call's to report
+    }
+  }
+  if (o) o->forget(this);
+  if (o && hold && (request != MPI_REQUEST_NULL || payload != MPI_REQUEST_NULL))
+    o->keep(std::move(hold));  // staging MPI may still use
   // Abandoned (a Rollback unwound past it): a send completes or fails on its own; a receive is cancelled, so that
   // it cannot write into the application's memory later.
   for (MPI_Request* r : {&request, &payload}) {
@@ -122,22 +129,35 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
   const bool now = !s.orphan && !s.duplicate && !p_->send_blocked() && !p_->has_queue(dest);
   // A CUDA-aware MPI sends a device payload as it is, when it is sent now (a queued one is kept as a host copy).
   const bool direct = m->device && now && device_direct(bytes);
-  const void* host = buf;  // what MPI sends
+  const void* host = buf;              // what MPI sends
+  std::shared_ptr<gpu::Event> copied;  // the staging copy the post waits for
   if (m->device) {
     // Staged: the payload goes D2H first. A logged message goes straight into its log entry (pinned when a GPU
     // exists) and is sent from there, so the log costs no copy beyond that staging; others go through a pinned
-    // staging buffer.
+    // staging buffer. A message sent now is copied on Comm's stream and posted once the copy is done (isend
+    // returns at once); one that is queued or not sent is copied before isend returns.
     ++stats_.device_messages;
     stats_.device_bytes += bytes;
     if (direct) {
       ++stats_.device_direct;
     } else if (s.log_slot) {
-      device_to_host(s.log_slot, buf, bytes);
-      m->hold = p_->log().find(dest, s.header.seq)->segment;
+      auto segment = p_->log().find(dest, s.header.seq)->segment;
+      if (now) {
+        copy_into_log(*m, s.log_slot, buf, bytes, segment);
+        copied = m->log_copy;
+      } else {
+        device_to_host(s.log_slot, buf, bytes);
+      }
+      m->hold = std::move(segment);
       host = s.log_slot;
     } else {
       auto staging = take_staging(bytes);
-      device_to_host(staging.get(), buf, bytes);
+      if (now) {
+        host_.device().copy_to_host(staging.get(), buf, bytes, stream());
+        copied = host_.device().record(stream());
+      } else {
+        device_to_host(staging.get(), buf, bytes);
+      }
       host = staging.get();
       m->hold = std::move(staging);
     }
@@ -157,14 +177,61 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
     return Comm::Request(std::move(m));
   }
   m->header = WireHeader{s.header.seq, s.header.phase, bytes, s.header.group, kMagic};
+  m->owner = this;
+  live_.push_back(m.get());
+  if (copied || unposted_to(dest)) {  // posted by post_unposted, in this channel's order
+    if (copied) ++stats_.device_posted_later;
+    m->unposted = true;
+    m->from = host;
+    m->copied = std::move(copied);
+    unposted_.push_back(m.get());
+    if (s.log_slot && bytes && !m->device) std::memcpy(s.log_slot, buf, bytes);
+    if (s.log_slot && direct) copy_into_log(*m, s.log_slot, buf, bytes, p_->log().find(dest, s.header.seq)->segment);
+    return Comm::Request(std::move(m));
+  }
   const int posted = post_send(dest, tag, m->header, host, m->packed, m->request, m->payload, m->epoch);
   // The log copy overlaps the transfer; it is done before the send can be reported complete.
   if (s.log_slot && bytes && !m->device) std::memcpy(s.log_slot, buf, bytes);
   if (s.log_slot && direct) copy_into_log(*m, s.log_slot, buf, bytes, p_->log().find(dest, s.header.seq)->segment);
-  m->owner = this;
-  live_.push_back(m.get());
   REPRISE_COMM_CHECK(posted);  // (after the message is registered: a repair reaches it)
   return Comm::Request(std::move(m));
+}
+
+bool CommState::unposted_to(int dest) const {
+  return std::any_of(unposted_.begin(), unposted_.end(), [&](const PendingMessage* m) { return m->peer == dest; });
+}
+
+void CommState::post_unposted(bool block) {
+  std::vector<int> waiting;  // peers whose first unposted send waits for its copy (few: a short scan)
+  for (auto it = unposted_.begin(); it != unposted_.end();) {
+    PendingMessage& m = **it;
+    if (std::find(waiting.begin(), waiting.end(), m.peer) != waiting.end()) {
+      ++it;
+      continue;
+    }
+    if (m.copied) {
+      if (block) {
+        host_.device().wait(*m.copied);
+      } else if (!host_.device().query(*m.copied)) {
+        waiting.push_back(m.peer);
+        ++it;
+        continue;
+      }
+      m.copied.reset();
+    }
+    it = unposted_.erase(it);
+    m.unposted = false;
+    const auto recoveries = stats_.recoveries;
+    REPRISE_COMM_CHECK(post_send(m.peer, m.tag, m.header, m.from, m.packed, m.request, m.payload, m.epoch));
+    if (stats_.recoveries != recoveries) return;  // a repair changed the queue (and invalidated `it`)
+  }
+}
+
+void CommState::drop_unposted(PendingMessage& m) {
+  if (!m.unposted) return;
+  unposted_.erase(std::remove(unposted_.begin(), unposted_.end(), &m), unposted_.end());
+  m.unposted = false;
+  m.copied.reset();
 }
 
 Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag, std::optional<MemorySpace> space) {
@@ -206,6 +273,7 @@ void CommState::post_receive(PendingMessage& m) {
 }
 
 void CommState::forget(PendingMessage* m) {
+  drop_unposted(*m);
   awaiting_header_.erase(std::remove(awaiting_header_.begin(), awaiting_header_.end(), m), awaiting_header_.end());
   live_.erase(std::remove(live_.begin(), live_.end(), m), live_.end());
   m->owner = nullptr;
@@ -233,6 +301,7 @@ bool CommState::finish(MPI_Request& r, MPI_Status* st, bool block, const Pending
       continue;
     }
     if (flag || !block) return flag != 0;
+    if (!unposted_.empty()) post_unposted(false);  // a peer may wait for them to send what this one waits for
     advance_headers(self);
     host_.poll_failure();
     if (control_due()) poll_control();
@@ -312,6 +381,10 @@ void CommState::header_arrived(PendingMessage& m, const MPI_Status& st) {
 // rolled-back process) or post its receive again: every stage re-checks the message's state.
 bool CommState::progress(PendingMessage& m, bool block) {
   if (!m.receive) {
+    while (!m.done && m.unposted) {  // its staging copy first (a repair may drop it meanwhile)
+      post_unposted(block);
+      if (m.unposted && !block) return false;
+    }
     while (!m.done && m.request != MPI_REQUEST_NULL)
       if (!finish(m.request, MPI_STATUS_IGNORE, block, &m)) return false;
     while (!m.done && m.payload != MPI_REQUEST_NULL)

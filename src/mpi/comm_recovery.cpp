@@ -49,7 +49,10 @@ void CommState::after_repair() {
   control_sends_.clear();
   for (auto& o : background_) buried_.push_back(std::move(o));  // MPI may still read their buffers
   background_.clear();
+  unposted_.clear();  // (their copies are done: log_copies_done synchronised Comm's stream)
   for (PendingMessage* m : live_) {
+    m->unposted = false;
+    m->copied.reset();
     abandon(*m);
     m->done = true;
     m->owner = nullptr;
@@ -95,6 +98,7 @@ void CommState::begin_recovery(std::uint32_t epoch, const std::set<int>& rolled_
   }
   for (PendingMessage* m : std::vector<PendingMessage*>(live_)) {
     if (!rolled_back.count(m->peer)) continue;
+    drop_unposted(*m);
     abandon(*m);
     if (m->receive) {
       m->result = 0;
@@ -160,6 +164,7 @@ void CommState::restart_exchange(bool in_recovery) {
 
 void CommState::enter() {
   host_.poll_failure();
+  if (!unposted_.empty()) post_unposted(false);
   if (exchange_pending_) restart_exchange(false);
   if (control_due()) poll_control();
   while (p_->blocked()) {  // a rolled-back process waits for the coordinator's release (step 6)
@@ -201,6 +206,7 @@ void CommState::release_items(const std::vector<protocol::Coordinator::Item>& it
 
 void CommState::poll_control() {
   if (epochs_.empty()) return;
+  if (!unposted_.empty()) post_unposted(false);  // (called while waiting: a peer may wait for them)
   for (;;) {
     const MPI_Comm ctl = host_.control_comm();  // again after a repair
     int flag = 0;
@@ -238,7 +244,10 @@ void CommState::poll_control() {
 
 void CommState::flush_outbox() {
   const std::vector<int> dests = p_->queued_dests();
-  if (!dests.empty()) log_copies_done();  // replays read their log entries
+  if (!dests.empty()) {
+    log_copies_done();    // replays read their log entries
+    post_unposted(true);  // a queued send goes after the unposted ones of its channel
+  }
   for (int d : dests)
     for (auto& m : p_->ready(d)) {
       auto o = std::make_unique<Outbound>();

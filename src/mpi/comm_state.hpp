@@ -112,6 +112,12 @@ struct PendingMessage {
   // A direct logged send: its payload's copy into the log entry (CommState::copy_into_log). The send completes
   // once MPI sent the device buffer and this copy is done: the application may then change the buffer.
   std::shared_ptr<gpu::Event> log_copy;
+  // A send not posted yet (CommState::unposted_): a staged device payload whose D2H copy (`copied`) is enqueued on
+  // Comm's stream, or any send behind such a one to the same peer (MPI matches a channel's messages in the order
+  // they are posted). `from` is what MPI sends once posted.
+  bool unposted = false;
+  const void* from = nullptr;
+  std::shared_ptr<gpu::Event> copied;
   CommState* owner = nullptr;  // pending messages are registered there (repairs reach them)
   bool held = false;           // arrived before an earlier message of its sender: held until that one is delivered
   std::vector<std::byte>* grow = nullptr;  // irecv_any_size: resized to the message's bytes when its header arrives
@@ -260,6 +266,11 @@ class CommState {
   int post_send(int dest, int tag, WireHeader& header, const void* buf, std::vector<std::byte>& packed,
                 MPI_Request& request, MPI_Request& payload, int& epoch);
   void abandon(PendingMessage& m);
+  /// Posts the unposted sends whose copies are done (`block`: waits for them), each peer's in order.
+  void post_unposted(bool block);
+  bool unposted_to(int dest) const;
+  /// A repair: `m` is not sent by this process any more (abandoned, or replayed from the log).
+  void drop_unposted(PendingMessage& m);
   void flush_outbox();
   template <class Queue>
   void pop_completed(Queue& sends);
@@ -303,7 +314,8 @@ class CommState {
     std::shared_ptr<gpu::Event> done;
     std::shared_ptr<logging::Segment> segment;
   };
-  std::deque<LogCopy> log_copies_;  // oldest first
+  std::deque<LogCopy> log_copies_;        // oldest first
+  std::deque<PendingMessage*> unposted_;  // sends waiting for their staging copies (PendingMessage::unposted)
   std::shared_ptr<logging::SegmentPool> staging_pool_ = std::make_shared<logging::SegmentPool>(std::size_t{64} << 20);
   std::vector<std::shared_ptr<void>> kept_;  // staging that MPI may still use after its request was abandoned
   protocol::LogRegion log_region_;
@@ -344,7 +356,8 @@ class CommState {
     std::uint64_t views_sent = 0, views_received = 0, released = 0, channel_checks = 0;
     std::size_t log_max_held = 0;
     std::uint64_t device_messages = 0, device_bytes = 0;
-    std::uint64_t device_direct = 0;  // device payloads sent or received by MPI itself (no staging copy)
+    std::uint64_t device_direct = 0;        // device payloads sent or received by MPI itself (no staging copy)
+    std::uint64_t device_posted_later = 0;  // staged sends isend returned from before their D2H copy was done
     std::uint64_t log_over_bound = 0, asks_sent = 0, asks_received = 0, forced_checkpoints = 0;
     std::uint64_t over_bound_streak = 0, over_bound_streak_max = 0;  // log checks over the bound in a row
     std::uint64_t replayed = 0, replayed_sent = 0, replayed_bytes = 0, orphans_notified = 0, duplicates_dropped = 0,

@@ -191,14 +191,15 @@ int run(int argc, char** argv) {
         fold(prev);
         {
           // Two large messages in flight on one channel with one tag, of different sizes: each receive must get
-          // its own payload (headers and payloads are matched separately).
+          // its own payload (headers and payloads are matched separately). The second is sent from host memory:
+          // behind a staged device send that waits for its D2H copy, it must not be posted first.
           std::vector<std::uint64_t> a(words), half(words / 2), b(words, 0);
           for (std::size_t i = 0; i < half.size(); ++i) half[i] = mix(state[i] + 7);
           std::vector<reprise::Comm::Request> two;
           two.push_back(c.irecv(buf.in("a", a), words * 8, prev, 6, space));
           two.push_back(c.irecv(buf.in("b", b), words * 8, prev, 6, space));
           two.push_back(c.isend(buf.out("state", state), words * 8, next, 6, space));
-          two.push_back(c.isend(buf.out("half", half), half.size() * 8, next, 6, space));
+          two.push_back(c.isend(half.data(), half.size() * 8, next, 6, reprise::MemorySpace::Host));
           const std::size_t got_a = c.wait(two[0]), got_b = c.wait(two[1]);
           c.waitall(two);
           buf.back("a", a, got_a);
