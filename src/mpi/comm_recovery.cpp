@@ -121,19 +121,18 @@ void CommState::restart_exchange(bool in_recovery) {
 #define REPRISE_EXCHANGE_CHECK(call) check((call), REPRISE_MPI_SITE(call))
   const std::size_t N = group_of_.size();
   const MPI_Comm ctl = host_.control_comm();
-  // Step 4: this process's counts now and its group's committed view of each channel, to everyone.
+  // Step 4: this process's counts now and its group's committed view of each channel, each to its peer.
   const protocol::Capture* committed = nullptr;
   if (!in_r_ && announced_) {
     auto it = captures_.find(*announced_);
     if (it != captures_.end()) committed = &it->second;
   }
   const std::vector<std::uint64_t> mine = protocol::exchange_counts(*p_, in_r_, committed);
-  std::vector<std::uint64_t> all(4 * N * N);
-  REPRISE_EXCHANGE_CHECK(polled::allgather(mine.data(), static_cast<int>(4 * N), MPI_UINT64_T, all.data(),
-                                           static_cast<int>(4 * N), MPI_UINT64_T, ctl));
+  std::vector<std::uint64_t> received(4 * N);
+  REPRISE_EXCHANGE_CHECK(polled::alltoall(mine.data(), 4, MPI_UINT64_T, received.data(), 4, MPI_UINT64_T, ctl));
   const bool gated = coordinator_rank_ >= 0;
   const protocol::RecoveryWork w =
-      p_->recover(in_r_, protocol::peer_counts(all, group_of_, rank_, rolled_back_), gated);
+      p_->recover(in_r_, protocol::peer_counts(received, group_of_, rank_, rolled_back_), gated);
   // Step 6: the reports, gathered everywhere, so every process computes the coordinator's first releases itself;
   // later ones come from the coordinator.
   const std::vector<std::uint64_t> report = protocol::encode_report(w);

@@ -112,6 +112,13 @@ inline int allgatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rb
   return collective_result(rc != MPI_SUCCESS ? rc : wait(r), comm);
 }
 
+inline int alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                    MPI_Comm comm) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  const int rc = MPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, &r);
+  return collective_result(rc != MPI_SUCCESS ? rc : wait(r), comm);
+}
+
 inline int allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   MPI_Request r = MPI_REQUEST_NULL;
   const int rc = MPI_Iallreduce(sbuf, rbuf, count, type, op, comm, &r);

@@ -11,26 +11,27 @@ std::vector<std::uint64_t> exchange_counts(const Process& p, bool rolled_back, c
   std::vector<std::uint64_t> mine(4 * N, 0);
   for (std::size_t q = 0; q < N; ++q) {
     const int r = static_cast<int>(q);
-    mine[q] = p.sent(r);
-    mine[N + q] = p.delivered(r);
-    mine[2 * N + q] = rolled_back ? p.delivered(r) : committed ? committed->delivered[q] : 0;
-    mine[3 * N + q] = rolled_back ? p.sent(r) : committed ? committed->sent[q] : 0;
+    std::uint64_t* x = &mine[4 * q];
+    x[0] = p.sent(r);
+    x[1] = p.delivered(r);
+    x[2] = rolled_back ? p.delivered(r) : committed ? committed->delivered[q] : 0;
+    x[3] = rolled_back ? p.sent(r) : committed ? committed->sent[q] : 0;
   }
   return mine;
 }
 
-std::vector<PeerCounts> peer_counts(const std::vector<std::uint64_t>& all, const std::vector<int>& group_of, int me,
-                                    const std::set<int>& rolled_back) {
+std::vector<PeerCounts> peer_counts(const std::vector<std::uint64_t>& received, const std::vector<int>& group_of,
+                                    int me, const std::set<int>& rolled_back) {
   const std::size_t N = group_of.size(), m = static_cast<std::size_t>(me);
-  if (all.size() != 4 * N * N)
-    throw ProtocolError("restart exchange: " + std::to_string(all.size()) + " counts for " + std::to_string(N) +
-                        " ranks (" + std::to_string(4 * N * N) + " expected)");
+  if (received.size() != 4 * N)
+    throw ProtocolError("restart exchange: " + std::to_string(received.size()) + " counts for " + std::to_string(N) +
+                        " ranks (" + std::to_string(4 * N) + " expected)");
   std::vector<PeerCounts> peers;
   for (std::size_t q = 0; q < N; ++q) {
     if (group_of[q] == group_of[m]) continue;
-    const std::uint64_t* x = &all[q * 4 * N];
-    peers.push_back(PeerCounts{static_cast<int>(q), rolled_back.count(static_cast<int>(q)) > 0, x[N + m], x[m],
-                               View{x[2 * N + m], x[3 * N + m]}});
+    const std::uint64_t* x = &received[4 * q];  // q's sent[me], delivered[me], view (delivered, sent)
+    peers.push_back(
+        PeerCounts{static_cast<int>(q), rolled_back.count(static_cast<int>(q)) > 0, x[1], x[0], View{x[2], x[3]}});
   }
   return peers;
 }

@@ -13,27 +13,39 @@ namespace {
 
 TEST(RestartExchange, CountsGiveEachProcessItsPeersOfOtherGroups) {
   const std::vector<int> group_of{0, 0, 1, 1};
-  // Process 2 (group 1, rolled back) sent 4 to 0 and delivered 6 from 0; 0 sent 6 to 2 and delivered 4 from it.
+  // Process 2 (group 1, rolled back) sent 4 to 0 and delivered 6 from 0; its restored counts are its view.
   Process p0(0, group_of), p2(2, group_of);
   const std::vector<std::uint64_t> c0 = exchange_counts(p0, false, nullptr);
-  ASSERT_EQ(c0.size(), 16u);
-  std::vector<std::uint64_t> all(64, 0);
-  std::copy(c0.begin(), c0.end(), all.begin());
-  std::vector<std::uint64_t> c2(16, 0);
-  c2[0] = 4;      // 2's sent[0]
-  c2[4 + 0] = 6;  // 2's delivered[0]
-  c2[8 + 0] = 6;  // a rolled-back process's view: its restored counts
-  c2[12 + 0] = 4;
-  std::copy(c2.begin(), c2.end(), all.begin() + 32);
-  const auto peers = peer_counts(all, group_of, 0, {2, 3});
+  ASSERT_EQ(c0.size(), 16u) << "4 words for each rank";
+  // What process 0 receives: 4 words from each process, its counts of the channel with 0.
+  std::vector<std::uint64_t> received(16, 0);
+  std::copy(c0.begin(), c0.begin() + 4, received.begin());
+  const std::vector<std::uint64_t> from2{4, 6, 6, 4};  // 2's sent[0], delivered[0], view (delivered, sent)
+  std::copy(from2.begin(), from2.end(), received.begin() + 8);
+  const auto peers = peer_counts(received, group_of, 0, {2, 3});
   ASSERT_EQ(peers.size(), 2u) << "only the processes of other groups";
   EXPECT_EQ(peers[0].peer, 2);
   EXPECT_TRUE(peers[0].rolled_back);
   EXPECT_EQ(peers[0].delivered_from_me, 6u);
   EXPECT_EQ(peers[0].sent_to_me, 4u);
   EXPECT_EQ(peers[0].committed.delivered, 6u);
+  EXPECT_EQ(peers[0].committed.sent, 4u);
   EXPECT_EQ(peers[1].peer, 3);
-  EXPECT_THROW(peer_counts(std::vector<std::uint64_t>(60), group_of, 0, {}), ProtocolError);
+  EXPECT_THROW(peer_counts(std::vector<std::uint64_t>(15), group_of, 0, {}), ProtocolError);
+}
+
+TEST(RestartExchange, EachProcessSendsEachPeerTheCountsOfTheirChannel) {
+  // p2 sent 3 messages to 0 and 1 to 1: the words for process q sit at 4 q (an all-to-all of 4 words).
+  const std::vector<int> group_of{0, 0, 1, 1};
+  Process p2(2, group_of);
+  for (int i = 0; i < 3; ++i) p2.send(0, 0, nullptr, 0);
+  p2.send(1, 0, nullptr, 0);
+  const std::vector<std::uint64_t> c = exchange_counts(p2, true, nullptr);
+  ASSERT_EQ(c.size(), 16u);
+  EXPECT_EQ(c[0], 3u);
+  EXPECT_EQ(c[3], 3u) << "a process of R: its restored counts are its view";
+  EXPECT_EQ(c[4], 1u);
+  EXPECT_EQ(c[8], 0u);
 }
 
 TEST(RestartExchange, ReportsRoundTripIntoTheCoordinatorsItems) {
