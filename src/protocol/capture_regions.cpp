@@ -59,8 +59,9 @@ void LogRegion::write(const Capture& c) {
   std::set<std::pair<int, std::uint64_t>> keys;
   for (const auto& e : live) keys.insert({e.dest, e.seq});
   for (auto it = offset_.begin(); it != offset_.end();) it = keys.count(it->first) ? std::next(it) : offset_.erase(it);
-  std::size_t tail = 8;  // index and orphan record
-  for (const auto& r : c.orphan_record) tail += 8 + 16 * r.size();
+  std::size_t tail = 8;       // index and orphan record
+  tail += 8 * c.sent.size();  // an entry count per rank (the format predates the sparse record)
+  for (const auto& [q, r] : c.orphan_record) tail += 16 * r.size();
   tail += kIndexEntry * live.size();
   auto added = [&] {
     std::size_t n = 0;
@@ -102,13 +103,19 @@ void LogRegion::write(const Capture& c) {
     put(e.bytes);
     put(offset_.at({e.dest, e.seq}));
   }
-  put(c.orphan_record.size());
-  for (const auto& r : c.orphan_record) {
-    put(r.size());
-    for (const auto& [seq, phase] : r) {
+  put(c.sent.size());
+  auto next = c.orphan_record.begin();
+  for (std::size_t q = 0; q < c.sent.size(); ++q) {
+    if (next == c.orphan_record.end() || next->first != static_cast<int>(q)) {
+      put(0);
+      continue;
+    }
+    put(next->second.size());
+    for (const auto& [seq, phase] : next->second) {
       put(seq);
       put(phase);
     }
+    ++next;
   }
   const std::uint64_t end = static_cast<std::uint64_t>(p - base);
   const std::uint64_t header[6] = {kRegionMagic, bump_, live.size(), end, XXH3_64bits(base + bump_, end - bump_), 0};
@@ -151,10 +158,12 @@ void LogRegion::read(Capture& c, logging::MessageLog& log, std::size_t ranks) co
   if (ranks != want)
     throw corrupt("an orphan record for " + std::to_string(want) + " ranks in a job of " + std::to_string(ranks) +
                   " (a version of another job?)");
-  c.orphan_record.assign(ranks, {});
-  for (auto& r : c.orphan_record) {
+  c.orphan_record.clear();
+  for (std::size_t q = 0; q < ranks; ++q) {
     const std::uint64_t k = get();
     if (k > (end - at) / 16) throw corrupt("an orphan record of " + std::to_string(k) + " entries does not fit");
+    if (k == 0) continue;
+    auto& r = c.orphan_record[static_cast<int>(q)];
     for (std::uint64_t i = 0; i < k; ++i) {
       const std::uint64_t seq = get();
       r.emplace_back(seq, get());

@@ -19,7 +19,6 @@ Process::Process(int id, std::vector<int> group_of, logging::LogOptions log_opti
       group_of_(std::move(group_of)),
       sent_(group_of_.size(), 0),
       delivered_(group_of_.size(), 0),
-      orphan_record_(group_of_.size()),
       view_(group_of_.size()),
       log_(log_options, std::move(allocate)) {
   if (id_ < 0 || static_cast<std::size_t>(id_) >= group_of_.size())
@@ -62,11 +61,13 @@ void Process::deliver(int src, const Header& h) {
   delivered_[static_cast<std::size_t>(src)] = h.seq;
   const bool from_other_group = h.group != group();
   phase_ = std::max(phase_, from_other_group ? h.phase + 1 : h.phase);
-  if (from_other_group) orphan_record_[static_cast<std::size_t>(src)].emplace_back(h.seq, h.phase);
+  if (from_other_group) orphan_record_[src].emplace_back(h.seq, h.phase);
 }
 
 std::optional<std::uint64_t> Process::orphan_phase(int q, std::uint64_t seq) const {
-  const auto& r = orphan_record_[static_cast<std::size_t>(q)];
+  const auto it = orphan_record_.find(q);
+  if (it == orphan_record_.end()) return std::nullopt;
+  const auto& r = it->second;
   const auto o = std::lower_bound(r.begin(), r.end(), std::make_pair(seq, std::uint64_t{0}));
   if (o == r.end() || o->first != seq) return std::nullopt;
   return o->second;
@@ -84,8 +85,8 @@ void Process::restore(const Capture& c) {
   phase_ = c.phase;
   sent_ = c.sent;
   delivered_ = c.delivered;
+  // (a capture rebuilt from counters alone has none)
   orphan_record_ = c.orphan_record;
-  orphan_record_.resize(group_of_.size());  // a capture rebuilt from counters alone has none
   view_ = c.view;
   log_.restore(c.log);
   reset_recovery_state();
@@ -104,8 +105,11 @@ void Process::apply_view(int q, const View& v) {
   mine.delivered = std::max(mine.delivered, v.delivered);
   mine.sent = std::max(mine.sent, v.sent);
   log_.release_through(q, mine.delivered);
-  auto& r = orphan_record_[static_cast<std::size_t>(q)];
+  const auto it = orphan_record_.find(q);
+  if (it == orphan_record_.end()) return;
+  auto& r = it->second;
   while (!r.empty() && r.front().first <= mine.sent) r.pop_front();
+  if (r.empty()) orphan_record_.erase(it);
 }
 
 RecoveryWork Process::recover(bool rolled_back, const std::vector<PeerCounts>& peers, bool gated) {
@@ -146,8 +150,9 @@ RecoveryWork Process::recover(bool rolled_back, const std::vector<PeerCounts>& p
     if (rolled_back && p.rolled_back) dup_limit_[p.peer] = p.delivered_from_me;
     // Orphans held here: delivered from a rolled-back peer beyond what it has sent now (step 6).
     if (!rolled_back && p.rolled_back) {
-      for (const auto& [seq, phase] : orphan_record_[static_cast<std::size_t>(p.peer)])
-        if (seq > p.sent_to_me) work.orphan_phases.push_back(phase);
+      if (const auto it = orphan_record_.find(p.peer); it != orphan_record_.end())
+        for (const auto& [seq, phase] : it->second)
+          if (seq > p.sent_to_me) work.orphan_phases.push_back(phase);
     }
   }
   for (const auto& [dest, q] : outbox_)

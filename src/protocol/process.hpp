@@ -53,8 +53,9 @@ struct RecoveryWork {
 };
 
 /// Per peer: (seq, sender's phase) of the inter-group messages delivered from it that its group's committed view
-/// does not cover yet, seq ascending (deliveries on a channel are in seq order).
-using OrphanRecord = std::vector<std::deque<std::pair<std::uint64_t, std::uint64_t>>>;
+/// does not cover yet, seq ascending (deliveries on a channel are in seq order). Only peers with such messages
+/// have an entry (a map, not one queue per rank of the job: an empty std::deque alone takes about 600 bytes).
+using OrphanRecord = std::map<int, std::deque<std::pair<std::uint64_t, std::uint64_t>>>;
 
 /// A coordinator item: a blocked process, or a batch of replays, released at its phase.
 enum class ItemKind { Block, Replay };

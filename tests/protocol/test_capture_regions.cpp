@@ -73,7 +73,7 @@ TEST(LogRegion, RoundTripsTheLogSnapshotAndTheOrphanRecord) {
     ASSERT_EQ(e.bytes, 300u);
     EXPECT_EQ(std::memcmp(e.data(), payload(300, static_cast<int>(i)).data(), 300), 0);
   }
-  ASSERT_EQ(back.orphan_record.size(), 4u);
+  ASSERT_EQ(back.orphan_record.size(), 1u) << "only the peer with orphans has an entry";
   ASSERT_EQ(back.orphan_record[3].size(), 5u);
   EXPECT_EQ(back.orphan_record[3][4], (std::pair<std::uint64_t, std::uint64_t>{5, 14}));
 }
