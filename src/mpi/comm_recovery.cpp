@@ -71,7 +71,8 @@ void CommState::begin_recovery(std::uint32_t epoch, const std::set<int>& rolled_
   coordinator_.reset();
   exchanging_ = false;
   in_r_ = rolled_back.count(rank_) > 0;
-  log_copies_done();  // sends to R are completed below, and the exchange reads the log
+  views_told_.clear();  // views in flight go with the old epoch's requests: the next commit sends them again
+  log_copies_done();    // sends to R are completed below, and the exchange reads the log
   if (in_r_) {
     after_repair();  // everything of this process is redone from its group's version
     exchange_pending_ = true;

@@ -321,6 +321,10 @@ class CommState {
   protocol::LogRegion log_region_;
   std::map<std::uint64_t, protocol::Capture> captures_;  // versions not yet announced, and the newest announced
   std::optional<std::uint64_t> announced_;
+  // The committed view last sent to each peer of another group (its channels with traffic only): announce() sends
+  // a view only when it changed, so a commit costs messages to the peers, not to every rank of other groups. A
+  // repair forgets it (views in flight on revoked communicators may be lost): the next commit tells them again.
+  std::map<int, protocol::View> views_told_;
   void announce(std::uint64_t through);  // the newest capture not newer than `through`, when newer than announced_
   bool floor_gated_ = false;
   std::optional<std::uint64_t> floor_;

@@ -93,6 +93,13 @@ void CommState::announce(std::uint64_t through) {
   for (int q = 0; q < size(); ++q) {
     if (group_of(q) == group_of(rank_)) continue;
     const std::size_t i = static_cast<std::size_t>(q);
+    // Views only grow and q keeps the largest (Process::apply_view): one q has, or one of a silent channel, tells
+    // it nothing.
+    if (c.delivered[i] == 0 && c.sent[i] == 0) continue;
+    const auto told = views_told_.find(q);
+    if (told != views_told_.end() && told->second.delivered == c.delivered[i] && told->second.sent == c.sent[i])
+      continue;
+    views_told_[q] = protocol::View{c.delivered[i], c.sent[i]};
     view_sends_.push_back({MPI_REQUEST_NULL, {c.delivered[i], c.sent[i]}});
     auto& back = view_sends_.back();
     REPRISE_COMM_CHECK(MPI_Isend(back.second.data(), 2, MPI_UINT64_T, q, kViewTag, host_.view_comm(), &back.first));
@@ -161,6 +168,7 @@ void CommState::after_restore(std::uint64_t version) {
   captures_.erase(captures_.upper_bound(version), captures_.end());
   log_region_.rewrite_next();  // the restored region's offsets are not this process's map
   if (announced_ && *announced_ > version) announced_ = version;
+  views_told_.clear();
   p_->restore(c);
 }
 
@@ -169,6 +177,7 @@ void CommState::start_over() {
   counters_.clear();
   captures_.clear();
   announced_.reset();
+  views_told_.clear();
   floor_.reset();
   log_region_.rewrite_next();
 }
