@@ -91,7 +91,16 @@ void GroupCommit::report_commit() {
   }
 }
 
-// Rank 0's progress thread: a group's commit; a floor that rose goes to every rank.
+// Every rank's progress thread: a floor from its parent in the tree (protocol::floor_children), kept for the main
+// thread and passed on to its children. (A floor lost with a failed rank only leaves its subtree with an older
+// one, which keeps more versions, never fewer; after the repair every group reports again.)
+void GroupCommit::on_floor(std::uint64_t floor) {
+  floor_received_ = static_cast<std::int64_t>(floor);
+  for (int r : protocol::floor_children(job_.rank_, job_.size_))
+    REPRISE_MPI_CHECK(polled::send(&floor, 1, MPI_UINT64_T, r, kFloor, job_.data_));
+}
+
+// Rank 0's progress thread: a group's commit; a floor that rose goes down the tree to every rank.
 void GroupCommit::on_floor_report(int src) {
   std::uint64_t report[2] = {0, 0};
   REPRISE_MPI_CHECK(polled::recv(report, 2, MPI_UINT64_T, src, kFloorReport, job_.data_, MPI_STATUS_IGNORE));
@@ -112,7 +121,7 @@ void GroupCommit::on_floor_report(int src) {
   if (!floor) return;
   if (job_.trace_)
     std::fprintf(stderr, "reprise: rank %d: job floor %llu\n", job_.rank_, static_cast<unsigned long long>(*floor));
-  for (int r = 0; r < job_.size_; ++r) REPRISE_MPI_CHECK(polled::send(&*floor, 1, MPI_UINT64_T, r, kFloor, job_.data_));
+  on_floor(*floor);
 }
 
 // Whether this group's barrier runs on NCCL (Config::group_barrier). Chosen with the group at its first barrier

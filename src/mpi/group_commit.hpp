@@ -36,7 +36,7 @@ class GroupCommit {
 
   // The progress thread's part (rank 0: groups' commits; every rank: the floor).
   void on_floor_report(int src);
-  void on_floor(std::uint64_t floor) { floor_received_ = static_cast<std::int64_t>(floor); }
+  void on_floor(std::uint64_t floor);  ///< applied at the next checkpoint, forwarded down the tree now
 
   // Repairs.
   void new_communicators(int groups);  ///< every group reports again; rank 0's table starts over

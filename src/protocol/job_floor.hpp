@@ -87,4 +87,16 @@ class JobFloor {
   bool lag_told_ = false;
 };
 
+/// Where the floor goes from rank 0: a binomial tree, so no rank sends it more than log2(N) times (rank 0 once to
+/// each rank was N sends per rise). Rank r's children: r + 2^k for every 2^k above r's highest bit (every 2^k for
+/// rank 0) with r + 2^k < `ranks`; each rank forwards the floor to its children when it arrives. Depth: ceil(log2
+/// N) hops.
+inline std::vector<int> floor_children(int rank, int ranks) {
+  std::vector<int> children;
+  int bit = 1;
+  while (bit <= rank) bit <<= 1;
+  for (; rank + bit < ranks && bit > 0; bit <<= 1) children.push_back(rank + bit);
+  return children;
+}
+
 }  // namespace reprise::protocol

@@ -1,6 +1,9 @@
 // The job floor: rank 0's table of each group's newest commit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "protocol/job_floor.hpp"
 
 namespace reprise::protocol {
@@ -52,6 +55,29 @@ TEST(JobFloor, NamesTheGroupThatHoldsItBackOncePerFloor) {
   ASSERT_TRUE(never);
   EXPECT_EQ(never->group, 1);
   EXPECT_FALSE(never->committed);
+}
+
+TEST(JobFloor, TheFloorReachesEveryRankOnceThroughATreeOfLogDepth) {
+  for (int n : {1, 2, 3, 7, 8, 9, 100, 1000, 100000}) {
+    std::vector<int> parent(static_cast<std::size_t>(n), -1), depth(static_cast<std::size_t>(n), 0);
+    int log2n = 0;
+    while ((1 << log2n) < n) ++log2n;
+    std::size_t most_children = 0;
+    for (int r = 0; r < n; ++r) {  // a child's number is above its parent's: depths are known in rank order
+      const auto children = floor_children(r, n);
+      most_children = std::max(most_children, children.size());
+      for (int c : children) {
+        ASSERT_GT(c, r);
+        ASSERT_LT(c, n);
+        ASSERT_EQ(parent[static_cast<std::size_t>(c)], -1) << "rank " << c << " of " << n << " has two parents";
+        parent[static_cast<std::size_t>(c)] = r;
+        depth[static_cast<std::size_t>(c)] = depth[static_cast<std::size_t>(r)] + 1;
+      }
+    }
+    for (int r = 1; r < n; ++r) EXPECT_NE(parent[static_cast<std::size_t>(r)], -1) << "rank " << r << " of " << n;
+    EXPECT_LE(most_children, static_cast<std::size_t>(log2n)) << n << " ranks";
+    EXPECT_LE(*std::max_element(depth.begin(), depth.end()), log2n) << n << " ranks";
+  }
 }
 
 }  // namespace
