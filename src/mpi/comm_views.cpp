@@ -3,6 +3,7 @@
 // asks, and the protocol state restored with a version.
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <string>
 
 #include "mpi/check.hpp"
@@ -134,12 +135,14 @@ bool CommState::checkpoint_wanted() {
     ++stats_.log_over_bound;
     if (!asks_sent_) {
       asks_sent_ = true;
-      // Gated on the job floor, the views release nothing until every group committed again: ask them all (a
+      // Gated on the job floor, the views release nothing until every group committed again: ask every group (a
       // group that exchanges nothing and never checkpoints on its own would otherwise hold every log forever).
+      // One member of a group is enough: the group's log check is a reduction over its members.
       std::vector<int> ask;
       if (floor_gated_) {
+        std::set<int> groups{group_of(rank_)};
         for (int q = 0; q < size(); ++q)
-          if (group_of(q) != group_of(rank_)) ask.push_back(q);
+          if (groups.insert(group_of(q)).second) ask.push_back(q);
       } else {
         ask = p_->log().dests();
       }
