@@ -121,6 +121,7 @@ void post(VRequest* r, bool receive, const void* buf, int count, MPI_Datatype ty
   }
   Comm& m = w.comm();
   r->request = receive ? m.irecv(data, bytes, job, wire) : m.isend(data, bytes, job, wire);
+  if (w.has_freed()) w.reap_freed(false);
 }
 
 std::unique_ptr<VRequest> post(bool receive, const void* buf, int count, MPI_Datatype type, int rank, int tag,
@@ -331,6 +332,25 @@ extern "C" int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   REPRISE_SERVE("MPI_Wait", {
     std::unique_ptr<VRequest> r = Wrapped::get().release(request);
     ri::complete(*r, ri::wait_one(*r), status);
+  });
+  return MPI_SUCCESS;
+}
+
+// A send freed before it completed still goes (the program may not touch its buffer until something else tells it
+// the message arrived): the interposition keeps it until Comm completed it. A receive freed while pending would
+// write into the program's memory at a time it cannot know, and a replay after a failure could not redo that:
+// refused.
+extern "C" int MPI_Request_free(MPI_Request* request) {
+  if (!serving() || !ours(*request)) return PMPI_Request_free(request);
+  REPRISE_SERVE("MPI_Request_free", {
+    Wrapped& w = Wrapped::get();
+    VRequest& pending = *w.find(*request);
+    if (pending.receive && !pending.done && !pending.null_peer)
+      ri::refuse("MPI_Request_free",
+                 "a receive still under way cannot be freed under Reprise (its message would land at a time the "
+                 "program cannot know, which a replay could not redo): wait for it or test it until it completes");
+    std::unique_ptr<VRequest> r = w.release(request);
+    if (!r->receive && !r->done && !r->null_peer) w.keep_freed(std::move(r));
   });
   return MPI_SUCCESS;
 }

@@ -108,14 +108,19 @@ void Wrapped::start() {
 
 void Wrapped::finish() {
   Serving guard;
+  reap_freed(true);
   runtime().finish();
 }
 
 void Wrapped::stop() {
   if (!rt_) return;
-  if (!rt_->finished_) rt_->finish();      // uniform: every rank returns, or every rank takes part in a recovery
+  if (!rt_->finished_) {
+    reap_freed(true);  // (their receivers wait for them)
+    rt_->finish();     // uniform: every rank returns, or every rank takes part in a recovery
+  }
   for (VRequest* r : requests_) delete r;  // (their Comm requests before Comm goes)
   requests_.clear();
+  freed_.clear();
   probed_.clear();
   ++depth;
   rt_.reset();
@@ -263,6 +268,21 @@ MPI_Request Wrapped::adopt(std::unique_ptr<VRequest> r) {
   return handle(raw);
 }
 
+void Wrapped::keep_freed(std::unique_ptr<VRequest> r) {
+  freed_.push_back(std::move(r));
+  reap_freed(false);
+}
+
+void Wrapped::reap_freed(bool block) {
+  // Taken out first: a rollback inside wait() abandons every request (abandon_requests), and unwinds through here.
+  std::vector<std::unique_ptr<VRequest>> pending;
+  pending.swap(freed_);
+  for (auto& r : pending) {
+    const bool done = block ? (comm().wait(r->request), true) : comm().test(r->request);
+    if (!done) freed_.push_back(std::move(r));
+  }
+}
+
 std::unique_ptr<VRequest> Wrapped::release(MPI_Request* r) {
   VRequest* v = find(*r);
   if (v) requests_.erase(v);
@@ -371,6 +391,7 @@ void Wrapped::restored() {
 void Wrapped::abandon_requests() {
   for (VRequest* r : requests_) delete r;  // Comm cancels their receives
   requests_.clear();
+  freed_.clear();
 }
 
 void Wrapped::rolled_back(bool from_start) {

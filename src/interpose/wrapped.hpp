@@ -122,6 +122,11 @@ class Wrapped {
   MPI_Request handle(VRequest* r) { return reinterpret_cast<MPI_Request>(r); }
   MPI_Request adopt(std::unique_ptr<VRequest> r);
   std::unique_ptr<VRequest> release(MPI_Request* r);
+  /// MPI_Request_free of a send still under way: the message goes all the same (MPI's semantics), so the request is
+  /// kept until Comm completed it: tested at each served post (reap_freed(false)), waited for at the end.
+  void keep_freed(std::unique_ptr<VRequest> r);
+  void reap_freed(bool block);
+  bool has_freed() const { return !freed_.empty(); }
 
   bool app_thread() const;
   int depth = 0;  // served calls under way on the program's thread (their own MPI calls go to the library)
@@ -156,8 +161,9 @@ class Wrapped {
   VComm world_;
   std::unordered_set<VComm*> comms_;
   std::unordered_set<VRequest*> requests_;
-  std::vector<std::shared_ptr<Probed>> probed_;  // in the order the probes came
-  std::uint32_t contexts_used_ = 1;              // bit c: context c is in use here (0: MPI_COMM_WORLD)
+  std::vector<std::unique_ptr<VRequest>> freed_;  // sends the program freed before they completed
+  std::vector<std::shared_ptr<Probed>> probed_;   // in the order the probes came
+  std::uint32_t contexts_used_ = 1;               // bit c: context c is in use here (0: MPI_COMM_WORLD)
 };
 
 /// Inside a served call: the runtime's MPI calls go to the library.

@@ -2,7 +2,7 @@
 // (interpose-check-plain) and linked with libreprise_interpose.so (reprise-interpose-check). Both print the same
 // lines (each call's results, folded into digests); the wrapped one also checks that the messages went through
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
-//   interpose-check [--refuse any-source|any-tag|tag|win|mprobe|comm-create|ibarrier]
+//   interpose-check [--refuse any-source|any-tag|tag|win|mprobe|comm-create|ibarrier|free-receive]
 //   reprise-interpose-check --message-before-restore | --probe-across-checkpoints  (reprise::run; tests with kills)
 #include <mpi.h>
 
@@ -86,6 +86,18 @@ void point_to_point() {
   d = mix(digest(in.data(), in.size()) ^ digest(got_small.data(), got_small.size()) ^
           static_cast<std::uint64_t>(small_count) ^ static_cast<std::uint64_t>(r[0] == MPI_REQUEST_NULL));
   report("isend/irecv/waitall", d);
+
+  // A send freed before it completed (MPI_Request_free) is delivered all the same; its buffer stays untouched until
+  // the end (large: a payload of its own, which MPI may still be sending when the request is freed).
+  static std::vector<double> fired(4000);
+  for (std::size_t i = 0; i < fired.size(); ++i) fired[i] = world_rank + static_cast<double>(i) / 4;
+  std::vector<double> caught(fired.size(), 0);
+  MPI_Request freed;
+  MPI_Isend(fired.data(), static_cast<int>(fired.size()), MPI_DOUBLE, next, 10, MPI_COMM_WORLD, &freed);
+  MPI_Request_free(&freed);
+  const std::uint64_t nulled = freed == MPI_REQUEST_NULL;
+  MPI_Recv(caught.data(), static_cast<int>(caught.size()), MPI_DOUBLE, prev, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  report("isend/request_free", mix(digest(caught.data(), caught.size()) ^ nulled));
 
   // Sendrecv, MPI_PROC_NULL, Test until done, Waitany, Testall.
   double a = world_rank + 0.5, b = -1;
@@ -269,6 +281,10 @@ void refuse(const std::string& what) {
   } else if (what == "ibarrier") {
     MPI_Request r;
     MPI_Ibarrier(MPI_COMM_WORLD, &r);
+  } else if (what == "free-receive") {
+    MPI_Request r;
+    MPI_Irecv(&x, 1, MPI_DOUBLE, next, 0, MPI_COMM_WORLD, &r);
+    MPI_Request_free(&r);
   } else {
     if (world_rank == 0) std::fprintf(stderr, "interpose-check: unknown --refuse %s\n", what.c_str());
     MPI_Abort(MPI_COMM_WORLD, 3);
