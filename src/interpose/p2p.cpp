@@ -95,6 +95,10 @@ void post(VRequest* r, bool receive, const void* buf, int count, MPI_Datatype ty
           const char* call) {
   Wrapped& w = Wrapped::get();
   const VComm& c = w.vcomm(comm, call);
+  r->done = false;  // (a persistent request posted again)
+  r->result = 0;
+  r->null_peer = false;
+  r->probed.reset();
   r->receive = receive;
   r->source = rank;
   r->tag = tag;
@@ -142,6 +146,29 @@ void complete(VRequest& r, std::size_t bytes, MPI_Status* status) {
     PMPI_Unpack(r.packed.data(), static_cast<int>(bytes), &at, r.buf, r.count, r.type, MPI_COMM_SELF);
   }
   if (r.receive) fill_status(status, r.source, r.tag, bytes);
+}
+
+// Whether MPI would wait for the request behind a handle: not null, and not an inactive persistent request.
+bool active(MPI_Request h) {
+  if (h == MPI_REQUEST_NULL) return false;
+  if (!ours(h)) return true;
+  const VRequest* r = Wrapped::get().find(h);
+  return !r->persistent || r->active;
+}
+
+// A request that completed: the program's view of it (complete()), then its handle is released, or (a persistent
+// request) kept, inactive, for the next MPI_Start.
+void finish(MPI_Request* handle, std::size_t bytes, MPI_Status* status) {
+  Wrapped& w = Wrapped::get();
+  VRequest* r = w.find(*handle);
+  if (!r->persistent) {
+    std::unique_ptr<VRequest> done = w.release(handle);
+    complete(*done, bytes, status);
+    return;
+  }
+  complete(*r, bytes, status);
+  r->active = false;
+  r->request = Comm::Request();
 }
 
 // A receive of a probed message: complete once the probe's receive is (its bytes copied into the program's
@@ -330,8 +357,11 @@ extern "C" int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int
 extern "C" int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   if (!serving() || !ours(*request)) return PMPI_Wait(request, status);
   REPRISE_SERVE("MPI_Wait", {
-    std::unique_ptr<VRequest> r = Wrapped::get().release(request);
-    ri::complete(*r, ri::wait_one(*r), status);
+    if (!ri::active(*request)) {
+      ri::empty_status(status);
+    } else {
+      ri::finish(request, ri::wait_one(*Wrapped::get().find(*request)), status);
+    }
   });
   return MPI_SUCCESS;
 }
@@ -345,12 +375,13 @@ extern "C" int MPI_Request_free(MPI_Request* request) {
   REPRISE_SERVE("MPI_Request_free", {
     Wrapped& w = Wrapped::get();
     VRequest& pending = *w.find(*request);
-    if (pending.receive && !pending.done && !pending.null_peer)
+    const bool under_way = ri::active(*request) && !pending.done && !pending.null_peer;
+    if (pending.receive && under_way)
       ri::refuse("MPI_Request_free",
                  "a receive still under way cannot be freed under Reprise (its message would land at a time the "
                  "program cannot know, which a replay could not redo): wait for it or test it until it completes");
     std::unique_ptr<VRequest> r = w.release(request);
-    if (!r->receive && !r->done && !r->null_peer) w.keep_freed(std::move(r));
+    if (!r->receive && under_way) w.keep_freed(std::move(r));
   });
   return MPI_SUCCESS;
 }
@@ -358,10 +389,13 @@ extern "C" int MPI_Request_free(MPI_Request* request) {
 extern "C" int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   if (!serving() || !ours(*request)) return PMPI_Test(request, flag, status);
   REPRISE_SERVE("MPI_Test", {
-    *flag = ri::test_one(*Wrapped::get().find(*request)) ? 1 : 0;
-    if (*flag) {
-      std::unique_ptr<VRequest> done = Wrapped::get().release(request);
-      ri::complete(*done, done->result, status);
+    if (!ri::active(*request)) {
+      *flag = 1;
+      ri::empty_status(status);
+    } else {
+      VRequest& r = *Wrapped::get().find(*request);
+      *flag = ri::test_one(r) ? 1 : 0;
+      if (*flag) ri::finish(request, r.result, status);
     }
   });
   return MPI_SUCCESS;
@@ -373,14 +407,13 @@ extern "C" int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuse
   REPRISE_SERVE("MPI_Waitall", {
     for (int i = 0; i < count; ++i) {
       MPI_Status* st = ri::status_at(statuses, i);
-      if (requests[i] == MPI_REQUEST_NULL) {
+      if (!ri::active(requests[i])) {
         ri::empty_status(st);
       } else if (!ours(requests[i])) {
         const int rc = PMPI_Wait(&requests[i], st);
         if (rc != MPI_SUCCESS) return rc;
       } else {
-        std::unique_ptr<VRequest> r = Wrapped::get().release(&requests[i]);
-        ri::complete(*r, ri::wait_one(*r), st);
+        ri::finish(&requests[i], ri::wait_one(*Wrapped::get().find(requests[i])), st);
       }
     }
   });
@@ -394,7 +427,7 @@ extern "C" int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Sta
     Wrapped& w = Wrapped::get();
     bool all = true;
     for (int i = 0; i < count; ++i) {
-      if (requests[i] == MPI_REQUEST_NULL) continue;
+      if (!ri::active(requests[i])) continue;
       if (!ours(requests[i]))
         ri::refuse("MPI_Testall", "a request of the MPI library and one of Reprise's in one call");
       all = ri::test_one(*w.find(requests[i])) && all;
@@ -403,12 +436,11 @@ extern "C" int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Sta
     if (all)
       for (int i = 0; i < count; ++i) {
         MPI_Status* st = ri::status_at(statuses, i);
-        if (requests[i] == MPI_REQUEST_NULL) {
+        if (!ri::active(requests[i])) {
           ri::empty_status(st);
           continue;
         }
-        std::unique_ptr<VRequest> r = w.release(&requests[i]);
-        ri::complete(*r, r->result, st);
+        ri::finish(&requests[i], w.find(requests[i])->result, st);
       }
   });
   return MPI_SUCCESS;
@@ -423,13 +455,13 @@ extern "C" int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_St
     *index = MPI_UNDEFINED;
     ri::empty_status(status);
     bool any = false;
-    for (int i = 0; i < count; ++i) any = any || requests[i] != MPI_REQUEST_NULL;
+    for (int i = 0; i < count; ++i) any = any || ri::active(requests[i]);
     while (any) {
       for (int i = 0; i < count; ++i) {
-        if (requests[i] == MPI_REQUEST_NULL) continue;
-        if (ri::test_one(*Wrapped::get().find(requests[i]))) {
-          std::unique_ptr<VRequest> r = Wrapped::get().release(&requests[i]);
-          ri::complete(*r, r->result, status);
+        if (!ri::active(requests[i])) continue;
+        VRequest& r = *Wrapped::get().find(requests[i]);
+        if (ri::test_one(r)) {
+          ri::finish(&requests[i], r.result, status);
           *index = i;
           return MPI_SUCCESS;
         }
@@ -448,12 +480,12 @@ int some_done(int count, MPI_Request requests[], int indices[], MPI_Status statu
   bool active = false;
   int done = 0;
   for (int i = 0; i < count; ++i) {
-    if (requests[i] == MPI_REQUEST_NULL) continue;
+    if (!ri::active(requests[i])) continue;
     if (!ours(requests[i])) ri::refuse(call, "a request of the MPI library and one of Reprise's in one call");
     active = true;
-    if (ri::test_one(*Wrapped::get().find(requests[i]))) {
-      std::unique_ptr<VRequest> r = Wrapped::get().release(&requests[i]);
-      ri::complete(*r, r->result, ri::status_at(statuses, done));
+    VRequest& r = *Wrapped::get().find(requests[i]);
+    if (ri::test_one(r)) {
+      ri::finish(&requests[i], r.result, ri::status_at(statuses, done));
       indices[done++] = i;
     }
   }
@@ -487,13 +519,13 @@ extern "C" int MPI_Testany(int count, MPI_Request requests[], int* index, int* f
     *flag = 1;  // (also when no request is active)
     ri::empty_status(status);
     for (int i = 0; i < count; ++i) {
-      if (requests[i] == MPI_REQUEST_NULL) continue;
+      if (!ri::active(requests[i])) continue;
       if (!ours(requests[i]))
         ri::refuse("MPI_Testany", "a request of the MPI library and one of Reprise's in one call");
       *flag = 0;
-      if (ri::test_one(*Wrapped::get().find(requests[i]))) {
-        std::unique_ptr<VRequest> r = Wrapped::get().release(&requests[i]);
-        ri::complete(*r, r->result, status);
+      VRequest& r = *Wrapped::get().find(requests[i]);
+      if (ri::test_one(r)) {
+        ri::finish(&requests[i], r.result, status);
         *index = i;
         *flag = 1;
         break;
@@ -503,9 +535,75 @@ extern "C" int MPI_Testany(int count, MPI_Request requests[], int* index, int* f
   return MPI_SUCCESS;
 }
 
-// Persistent requests are refused (MPI_Send_init, ...): the program cannot hold one of Reprise's to start.
+// Persistent requests: MPI_Send_init (MPI_Ssend_init: as MPI_Ssend) and MPI_Recv_init keep the arguments (rank
+// and tag checked now, as MPI does), MPI_Start posts them as MPI_Isend or MPI_Irecv would, and a wait or test leaves
+// the handle inactive for the next start. After a rollback the program's set-up makes them again (reprise::run).
+namespace reprise::interpose {
+namespace {
+void init(bool receive, const void* buf, int count, MPI_Datatype type, int rank, int tag, MPI_Comm comm,
+          MPI_Request* request, const char* call) {
+  Wrapped& w = Wrapped::get();
+  const VComm& c = w.vcomm(comm, call);
+  peer(c, rank, call);
+  wire_tag(c, tag, call);
+  auto r = std::make_unique<VRequest>();
+  r->persistent = true;
+  r->active = false;
+  r->receive = receive;
+  r->buf = const_cast<void*>(buf);
+  r->count = count;
+  r->type = type;
+  r->source = rank;
+  r->tag = tag;
+  r->comm = comm;
+  *request = w.adopt(std::move(r));
+}
+
+void start(MPI_Request* request, const char* call) {
+  VRequest& r = *Wrapped::get().find(*request);
+  if (!r.persistent) refuse(call, "the request is not persistent (MPI_Send_init and MPI_Recv_init make one)");
+  if (r.active) refuse(call, "the request is already active: wait for it or test it until it completes first");
+  post(&r, r.receive, r.buf, r.count, r.type, r.source, r.tag, r.comm, call);
+  r.active = true;
+}
+}  // namespace
+}  // namespace reprise::interpose
+
+extern "C" int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                             MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Send_init(buf, count, type, dest, tag, comm, request);
+  REPRISE_SERVE("MPI_Send_init", { ri::init(false, buf, count, type, dest, tag, comm, request, "MPI_Send_init"); });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                              MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Ssend_init(buf, count, type, dest, tag, comm, request);
+  REPRISE_SERVE("MPI_Ssend_init", { ri::init(false, buf, count, type, dest, tag, comm, request, "MPI_Ssend_init"); });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                             MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Recv_init(buf, count, type, source, tag, comm, request);
+  REPRISE_SERVE("MPI_Recv_init", { ri::init(true, buf, count, type, source, tag, comm, request, "MPI_Recv_init"); });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Start(MPI_Request* request) {
+  if (!serving() || !ours(*request)) return PMPI_Start(request);
+  REPRISE_SERVE("MPI_Start", { ri::start(request, "MPI_Start"); });
+  return MPI_SUCCESS;
+}
+
 extern "C" int MPI_Startall(int count, MPI_Request requests[]) {
-  if (serving() && ri::any_ours(count, requests))
-    ri::refuse("MPI_Startall", "persistent requests are not supported yet (post the operation each time instead)");
-  return PMPI_Startall(count, requests);
+  if (!serving() || !ri::any_ours(count, requests)) return PMPI_Startall(count, requests);
+  REPRISE_SERVE("MPI_Startall", {
+    for (int i = 0; i < count; ++i) {
+      if (!ours(requests[i]))
+        ri::refuse("MPI_Startall", "a request of the MPI library and one of Reprise's in one call");
+      ri::start(&requests[i], "MPI_Startall");
+    }
+  });
+  return MPI_SUCCESS;
 }

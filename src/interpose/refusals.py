@@ -19,8 +19,10 @@ WHY = [
      r"Rget_accumulate)",
      "one-sided communication is not logged by the protocol, so a rollback could not replay it"),
     (r"^MPI_File", "MPI-IO writes outside the checkpointed state; a rollback would not undo it"),
-    (r"^MPI_(Send_init|Recv_init|Ssend_init|Bsend_init|Rsend_init|Start|Startall|Psend_init|Precv_init|"
-     r"[A-Za-z]+_init$)", "persistent requests are not supported yet (post the operation each time instead)"),
+    (r"^MPI_(Bsend|Buffer_attach|Buffer_detach|Rsend|Ibsend|Irsend)", "buffered and ready sends are not supported "
+     "(use MPI_Send or MPI_Isend)"),
+    (r"^MPI_(Psend_init|Precv_init|Pready|Parrived|[A-Za-z]+_init$)", "persistent collectives and partitioned "
+     "communication are not supported yet (MPI_Send_init and MPI_Recv_init are)"),
     (r"^MPI_(Comm_spawn|Comm_connect|Comm_accept|Comm_join|Intercomm_|Comm_remote|Comm_create_from_group|"
      r"Intercomm_create_from_groups)", "new processes and intercommunicators are managed by the runtime itself "
      "(replacements after a failure)"),
@@ -28,8 +30,6 @@ WHY = [
      "supported yet (MPI_Cart_create and point-to-point are)"),
     (r"^MPI_I(barrier|bcast|reduce|allreduce|gather|allgather|scatter|alltoall|scan|exscan|reduce_scatter)",
      "non-blocking collectives are not supported yet (use the blocking one)"),
-    (r"^MPI_(Bsend|Buffer_attach|Buffer_detach|Rsend|Ibsend|Irsend)", "buffered and ready sends are not supported "
-     "(use MPI_Send or MPI_Isend)"),
     (r"^MPI_(Mprobe|Improbe|Mrecv|Imrecv)", "matched probes are not supported yet (MPI_Probe and MPI_Iprobe "
      "with a named source are: probe, then receive)"),
     (r"^MPI_Cancel", "a cancelled message would leave its channel's order undefined for the replay"),

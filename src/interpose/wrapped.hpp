@@ -66,6 +66,12 @@ struct VRequest {
   bool done = false;               // completed on Comm (by a test that could not yet complete all it was given)
   std::size_t result = 0;          // then, the bytes received or sent
   std::shared_ptr<Probed> probed;  // a receive of a message a probe received: completes from it
+  // A persistent request (MPI_Send_init, MPI_Recv_init): its handle stays the program's until MPI_Request_free, and
+  // MPI_Start posts it again with the arguments above and `comm`. Inactive (never started, or completed since): a
+  // wait or test on it returns at once with an empty status.
+  bool persistent = false;
+  bool active = true;
+  MPI_Comm comm = MPI_COMM_NULL;
 };
 
 inline constexpr int kTagsPerContext = 2048;  // tags 0..2046 for the program; 2047 for collectives

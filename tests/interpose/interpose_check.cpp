@@ -99,6 +99,28 @@ void point_to_point() {
   MPI_Recv(caught.data(), static_cast<int>(caught.size()), MPI_DOUBLE, prev, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   report("isend/request_free", mix(digest(caught.data(), caught.size()) ^ nulled));
 
+  // Persistent requests: a halo exchange made once and started 3 times (the send buffer changed between starts),
+  // a wait and a test on them while inactive (at once, empty status), then freed.
+  std::vector<double> halo_out(600), halo_in(600, 0);
+  MPI_Request halo[2];
+  MPI_Recv_init(halo_in.data(), 600, MPI_DOUBLE, prev, 11, MPI_COMM_WORLD, &halo[0]);
+  MPI_Send_init(halo_out.data(), 600, MPI_DOUBLE, next, 11, MPI_COMM_WORLD, &halo[1]);
+  MPI_Wait(&halo[0], &st);  // inactive: returns at once
+  std::uint64_t h = static_cast<std::uint64_t>(st.MPI_SOURCE == MPI_ANY_SOURCE) ^ (halo[0] != MPI_REQUEST_NULL);
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t i = 0; i < halo_out.size(); ++i) halo_out[i] = world_rank * 10.0 + round + i / 3.0;
+    MPI_Startall(2, halo);
+    MPI_Waitall(2, halo, sts);
+    int halo_count = 0;
+    MPI_Get_count(&sts[0], MPI_DOUBLE, &halo_count);
+    h = mix(h ^ digest(halo_in.data(), halo_in.size()) ^ static_cast<std::uint64_t>(halo_count + sts[0].MPI_SOURCE));
+  }
+  int inactive = 0;
+  MPI_Test(&halo[1], &inactive, MPI_STATUS_IGNORE);
+  MPI_Request_free(&halo[0]);
+  MPI_Request_free(&halo[1]);
+  report("persistent requests", mix(h ^ static_cast<std::uint64_t>(inactive) ^ (halo[0] == MPI_REQUEST_NULL)));
+
   // Sendrecv, MPI_PROC_NULL, Test until done, Waitany, Testall.
   double a = world_rank + 0.5, b = -1;
   MPI_Sendrecv(&a, 1, MPI_DOUBLE, next, 4, &b, 1, MPI_DOUBLE, prev, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
