@@ -271,6 +271,87 @@ extern "C" int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_
   return MPI_SUCCESS;
 }
 
+namespace reprise::interpose {
+namespace {
+
+// MPI_Scan and MPI_Exscan: a chain in rank order, rank r receiving x0 op ... op x(r-1) from rank r - 1 (so every
+// operation, commutative or not, combines as MPI requires). N - 1 steps: a prefix is rare in the programs this
+// serves (offsets of variable-sized blocks), latency matters less than the same bits every time.
+void prefix(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, bool exclusive,
+            const char* call) {
+  VComm& c = Wrapped::get().collective(comm, call);
+  const std::size_t bytes = span_of(count, type, call);
+  std::vector<std::byte> acc(bytes), before(bytes);
+  if (bytes) std::memcpy(acc.data(), sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, bytes);
+  if (c.rank > 0) {
+    recv_from(c, c.rank - 1, before.data(), bytes);  // x0 op ... op x(r-1)
+    if (exclusive && bytes) std::memcpy(recvbuf, before.data(), bytes);
+    if (count) PMPI_Reduce_local(before.data(), acc.data(), count, type, op);  // acc = before op mine
+  }
+  if (c.rank + 1 < c.size) send_to(c, c.rank + 1, acc.data(), bytes);
+  if (!exclusive && bytes) std::memcpy(recvbuf, acc.data(), bytes);
+}
+
+// MPI_Reduce_scatter(_block): the whole vector reduced to rank 0 in rank order, then block r sent to rank r.
+void reduce_scatter(const void* sendbuf, void* recvbuf, const int* recvcounts, MPI_Datatype type, MPI_Op op,
+                    MPI_Comm comm, const char* call) {
+  VComm& c = Wrapped::get().collective(comm, call);
+  require_contiguous(type, call);
+  const MPI_Aint extent = extent_of(type);
+  std::vector<std::size_t> at(static_cast<std::size_t>(c.size) + 1, 0);
+  int total = 0;
+  for (int r = 0; r < c.size; ++r) {
+    total += recvcounts[r];
+    at[static_cast<std::size_t>(r) + 1] = static_cast<std::size_t>(total) * static_cast<std::size_t>(extent);
+  }
+  const std::size_t bytes = span_of(total, type, call);
+  std::vector<std::byte> acc(bytes);
+  if (bytes) std::memcpy(acc.data(), sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, bytes);
+  reduce_to_zero(c, acc, total, type, op);
+  const std::size_t mine = bytes_of(recvcounts[c.rank], type);
+  if (c.rank == 0) {
+    for (int r = 1; r < c.size; ++r)
+      send_to(c, r, acc.data() + at[static_cast<std::size_t>(r)], bytes_of(recvcounts[r], type));
+    if (mine) std::memmove(recvbuf, acc.data(), mine);
+  } else {
+    recv_from(c, 0, recvbuf, mine);
+  }
+}
+
+}  // namespace
+}  // namespace reprise::interpose
+
+extern "C" int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Scan(sendbuf, recvbuf, count, type, op, comm);
+  REPRISE_SERVE("MPI_Scan", { ri::prefix(sendbuf, recvbuf, count, type, op, comm, false, "MPI_Scan"); });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Exscan(sendbuf, recvbuf, count, type, op, comm);
+  REPRISE_SERVE("MPI_Exscan", { ri::prefix(sendbuf, recvbuf, count, type, op, comm, true, "MPI_Exscan"); });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type,
+                                  MPI_Op op, MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
+  REPRISE_SERVE("MPI_Reduce_scatter",
+                { ri::reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, "MPI_Reduce_scatter"); });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                                        MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
+  REPRISE_SERVE("MPI_Reduce_scatter_block", {
+    const int n = Wrapped::get().vcomm(comm, "MPI_Reduce_scatter_block").size;
+    const std::vector<int> counts(static_cast<std::size_t>(n), recvcount);
+    ri::reduce_scatter(sendbuf, recvbuf, counts.data(), type, op, comm, "MPI_Reduce_scatter_block");
+  });
+  return MPI_SUCCESS;
+}
+
 namespace {
 
 // Gathers each rank's block to `root` (rank order), at byte offsets `at` of recvbuf (root only).

@@ -202,6 +202,22 @@ void collectives() {
   minloc[1] = best.at;
   report("allreduce/reduce",
          mix(digest(sum.data(), 5) ^ digest(in_place.data(), 5) ^ digest(&p, 1) ^ digest(minloc, 2) ^ digest(&q, 1)));
+  // Prefixes and reduce-scatters (integers: exact in any order).
+  std::int64_t x[2] = {me + 1, 10 * me - 3}, scan[2] = {0, 0}, exscan[2] = {-7, -7}, ex_in_place[2] = {me + 1, 2};
+  MPI_Scan(x, scan, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Exscan(x, exscan, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Exscan(MPI_IN_PLACE, ex_in_place, 2, MPI_INT64_T, MPI_PROD, MPI_COMM_WORLD);
+  if (me == 0) exscan[0] = exscan[1] = ex_in_place[0] = ex_in_place[1] = 0;  // (undefined at rank 0)
+  std::vector<std::int64_t> spread(static_cast<std::size_t>(3 * n)), block(3), varied(static_cast<std::size_t>(n + 1));
+  for (std::size_t i = 0; i < spread.size(); ++i) spread[i] = static_cast<std::int64_t>(i) * (me + 1);
+  MPI_Reduce_scatter_block(spread.data(), block.data(), 3, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  std::vector<int> shares(static_cast<std::size_t>(n), 1);
+  shares[0] = 2;  // rank 0 gets 2 elements, the others 1 each
+  std::vector<std::int64_t> whole(static_cast<std::size_t>(n + 1));
+  for (std::size_t i = 0; i < whole.size(); ++i) whole[i] = static_cast<std::int64_t>(i + 1) * (me + 2);
+  MPI_Reduce_scatter(whole.data(), varied.data(), shares.data(), MPI_INT64_T, MPI_BXOR, MPI_COMM_WORLD);
+  report("scan/exscan/reduce_scatter", mix(digest(scan, 2) ^ digest(exscan, 2) ^ digest(ex_in_place, 2) ^
+                                           digest(block.data(), 3) ^ digest(varied.data(), me == 0 ? 2 : 1)));
   // Large enough for the segmented allreduce (reduce-scatter + allgather), with an element count that does not
   // divide among the ranks, and a pair type with a gap (MPI_DOUBLE_INT: 12 bytes of data every 16).
   const int large = 40009;  // (320 KB: above kSegmentedBytes, 256 KiB)
