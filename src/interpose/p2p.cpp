@@ -252,6 +252,83 @@ bool probe(int source, int tag, MPI_Comm comm, MPI_Status* status, bool block, c
 }  // namespace
 }  // namespace reprise::interpose
 
+// Matched probes: the message a probe received ahead is marked matched (MPI_Message: later probes and receives
+// pass it by) and the matched receive completes from it. Kept in the probed list until then, so a checkpoint keeps it
+// with the version, unmatched: after a rollback the program's probe runs again and finds it.
+namespace reprise::interpose {
+namespace {
+bool matched_probe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status, bool block,
+                   const char* call) {
+  Wrapped& w = Wrapped::get();
+  const VComm& c = w.vcomm(comm, call);
+  const int job = peer(c, source, call);
+  if (job == MPI_PROC_NULL) {
+    *message = MPI_MESSAGE_NO_PROC;
+    fill_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
+    return true;
+  }
+  Probed& p = w.probe(job, wire_tag(c, tag, call));
+  if (!w.settle(p, block)) return false;
+  p.matched = true;
+  p.program_source = source;
+  p.program_tag = tag;
+  *message = w.message(&p);
+  fill_status(status, source, tag, p.data.size());
+  return true;
+}
+
+// A receive of a matched message, as a request (complete: from_probe).
+std::unique_ptr<VRequest> matched_receive(void* buf, int count, MPI_Datatype type, MPI_Message* message) {
+  auto r = std::make_unique<VRequest>();
+  r->receive = true;
+  r->buf = buf;
+  r->count = count;
+  r->type = type;
+  if (*message == MPI_MESSAGE_NO_PROC) {
+    r->null_peer = true;
+  } else {
+    r->probed = Wrapped::get().take_matched(*message);
+    r->source = r->probed->program_source;
+    r->tag = r->probed->program_tag;
+  }
+  *message = MPI_MESSAGE_NULL;
+  return r;
+}
+
+bool ours_or_no_proc(MPI_Message m) {
+  return m == MPI_MESSAGE_NO_PROC || Wrapped::get().ours_message(m);
+}
+}  // namespace
+}  // namespace reprise::interpose
+
+extern "C" int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
+  if (!serving() || !ours(comm)) return PMPI_Mprobe(source, tag, comm, message, status);
+  REPRISE_SERVE("MPI_Mprobe", { ri::matched_probe(source, tag, comm, message, status, true, "MPI_Mprobe"); });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message, MPI_Status* status) {
+  if (!serving() || !ours(comm)) return PMPI_Improbe(source, tag, comm, flag, message, status);
+  REPRISE_SERVE("MPI_Improbe",
+                { *flag = ri::matched_probe(source, tag, comm, message, status, false, "MPI_Improbe") ? 1 : 0; });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
+  if (!serving() || !ri::ours_or_no_proc(*message)) return PMPI_Mrecv(buf, count, type, message, status);
+  REPRISE_SERVE("MPI_Mrecv", {
+    std::unique_ptr<VRequest> r = ri::matched_receive(buf, count, type, message);
+    ri::complete(*r, ri::wait_one(*r), status);
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request) {
+  if (!serving() || !ri::ours_or_no_proc(*message)) return PMPI_Imrecv(buf, count, type, message, request);
+  REPRISE_SERVE("MPI_Imrecv", { *request = Wrapped::get().adopt(ri::matched_receive(buf, count, type, message)); });
+  return MPI_SUCCESS;
+}
+
 extern "C" int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
   if (!serving() || !ours(comm)) return PMPI_Probe(source, tag, comm, status);
   REPRISE_SERVE("MPI_Probe", { ri::probe(source, tag, comm, status, true, "MPI_Probe"); });

@@ -30,8 +30,6 @@ WHY = [
      "supported yet (MPI_Cart_create and point-to-point are)"),
     (r"^MPI_I(barrier|bcast|reduce|allreduce|gather|allgather|scatter|alltoall|scan|exscan|reduce_scatter)",
      "non-blocking collectives are not supported yet (use the blocking one)"),
-    (r"^MPI_(Mprobe|Improbe|Mrecv|Imrecv)", "matched probes are not supported yet (MPI_Probe and MPI_Iprobe "
-     "with a named source are: probe, then receive)"),
     (r"^MPI_Cancel", "a cancelled message would leave its channel's order undefined for the replay"),
     (r"^MPI_Comm_(group|remote_group)", "groups of the program's communicators are not supported yet (use "
      "MPI_Comm_split to make a communicator of some ranks)"),

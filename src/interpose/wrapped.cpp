@@ -227,7 +227,7 @@ void Wrapped::free(MPI_Comm* c) {
 
 Probed& Wrapped::probe(int source, int wire_tag) {
   for (const auto& p : probed_)
-    if (p->source == source && p->wire_tag == wire_tag) return *p;
+    if (p->source == source && p->wire_tag == wire_tag && !p->matched) return *p;
   auto p = std::make_shared<Probed>();
   p->source = source;
   p->wire_tag = wire_tag;
@@ -249,12 +249,28 @@ bool Wrapped::settle(Probed& p, bool block) {
 
 std::shared_ptr<Probed> Wrapped::take(int source, int wire_tag) {
   for (auto it = probed_.begin(); it != probed_.end(); ++it)
-    if ((*it)->source == source && (*it)->wire_tag == wire_tag) {
+    if ((*it)->source == source && (*it)->wire_tag == wire_tag && !(*it)->matched) {
       std::shared_ptr<Probed> p = *it;
       probed_.erase(it);
       return p;
     }
   return nullptr;
+}
+
+std::shared_ptr<Probed> Wrapped::take_matched(MPI_Message m) {
+  for (auto it = probed_.begin(); it != probed_.end(); ++it)
+    if ((*it)->matched && message(it->get()) == m) {
+      std::shared_ptr<Probed> p = *it;
+      probed_.erase(it);
+      return p;
+    }
+  return nullptr;
+}
+
+bool Wrapped::ours_message(MPI_Message m) const {
+  return std::any_of(probed_.begin(), probed_.end(), [&](const std::shared_ptr<Probed>& p) {
+    return p->matched && reinterpret_cast<MPI_Message>(p.get()) == m;
+  });
 }
 
 VRequest* Wrapped::find(MPI_Request r) {

@@ -49,6 +49,10 @@ struct Probed {
   std::vector<std::byte> data;  // (declared before the request: destroyed after it, once its receive is cancelled)
   Comm::Request request;
   bool done = false;
+  // Matched by MPI_Mprobe or MPI_Improbe (the program holds it as an MPI_Message until MPI_Mrecv or MPI_Imrecv takes
+  // it): later probes and receives pass it by. `program_source` and `program_tag`: as the program named them.
+  bool matched = false;
+  int program_source = 0, program_tag = 0;
 };
 
 /// A request made by a served call.
@@ -123,6 +127,10 @@ class Wrapped {
   Probed& probe(int source, int wire_tag);
   bool settle(Probed& p, bool block);
   std::shared_ptr<Probed> take(int source, int wire_tag);
+  MPI_Message message(Probed* p) { return reinterpret_cast<MPI_Message>(p); }
+  /// The matched message behind a handle the program holds, taken out of the probed list (null: not ours).
+  std::shared_ptr<Probed> take_matched(MPI_Message m);
+  bool ours_message(MPI_Message m) const;
 
   VRequest* find(MPI_Request r);
   MPI_Request handle(VRequest* r) { return reinterpret_cast<MPI_Request>(r); }

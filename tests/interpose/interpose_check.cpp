@@ -2,7 +2,7 @@
 // (interpose-check-plain) and linked with libreprise_interpose.so (reprise-interpose-check). Both print the same
 // lines (each call's results, folded into digests); the wrapped one also checks that the messages went through
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
-//   interpose-check [--refuse any-source|any-tag|tag|win|mprobe|comm-create|ibarrier|free-receive]
+//   interpose-check [--refuse any-source|any-tag|tag|win|comm-create|ibarrier|free-receive]
 //   reprise-interpose-check --message-before-restore | --probe-across-checkpoints  (reprise::run; tests with kills)
 #include <mpi.h>
 
@@ -119,6 +119,41 @@ void point_to_point() {
   MPI_Test(&halo[1], &inactive, MPI_STATUS_IGNORE);
   MPI_Request_free(&halo[0]);
   MPI_Request_free(&halo[1]);
+  // Matched probes: MPI_Mprobe then MPI_Mrecv (the size from the status), MPI_Improbe until it matches then
+  // MPI_Imrecv and a wait, a probe of MPI_PROC_NULL; a plain receive in between takes the message after the matched
+  // one (tag 12: three messages in a row).
+  std::vector<int> m_out(static_cast<std::size_t>(5 + world_rank)), m_in(64, -1), m_in2(64, -1), m_plain(64, -1);
+  for (std::size_t i = 0; i < m_out.size(); ++i) m_out[i] = world_rank * 100 + static_cast<int>(i);
+  MPI_Request m_sent[3];
+  for (int k = 0; k < 3; ++k)
+    MPI_Isend(m_out.data(), static_cast<int>(m_out.size()) - k, MPI_INT, next, 12, MPI_COMM_WORLD, &m_sent[k]);
+  MPI_Message msg;
+  MPI_Status mst;
+  MPI_Mprobe(prev, 12, MPI_COMM_WORLD, &msg, &mst);
+  int m_count = 0;
+  MPI_Get_count(&mst, MPI_INT, &m_count);
+  MPI_Recv(m_plain.data(), 64, MPI_INT, prev, 12, MPI_COMM_WORLD, &st);  // the second message
+  int plain_count = 0;
+  MPI_Get_count(&st, MPI_INT, &plain_count);
+  MPI_Mrecv(m_in.data(), m_count, MPI_INT, &msg, &mst);
+  const std::uint64_t m_null = msg == MPI_MESSAGE_NULL;
+  int matched = 0;
+  while (!matched) MPI_Improbe(prev, 12, MPI_COMM_WORLD, &matched, &msg, &mst);
+  MPI_Request m_req;
+  MPI_Imrecv(m_in2.data(), 64, MPI_INT, &msg, &m_req);
+  MPI_Wait(&m_req, &mst);
+  int m_count2 = 0;
+  MPI_Get_count(&mst, MPI_INT, &m_count2);
+  MPI_Waitall(3, m_sent, MPI_STATUSES_IGNORE);
+  MPI_Message no_message;
+  MPI_Mprobe(MPI_PROC_NULL, 0, MPI_COMM_WORLD, &no_message, &mst);
+  const std::uint64_t no_proc = no_message == MPI_MESSAGE_NO_PROC && mst.MPI_SOURCE == MPI_PROC_NULL;
+  MPI_Mrecv(nullptr, 0, MPI_INT, &no_message, MPI_STATUS_IGNORE);
+  report("matched probes", mix(digest(m_in.data(), m_in.size()) ^ digest(m_in2.data(), m_in2.size()) ^
+                               digest(m_plain.data(), m_plain.size()) ^
+                               static_cast<std::uint64_t>(m_count * 10000 + plain_count * 100 + m_count2) ^
+                               (m_null << 1) ^ (no_proc << 2) ^ (static_cast<std::uint64_t>(mst.MPI_SOURCE) << 3)));
+
   report("persistent requests", mix(h ^ static_cast<std::uint64_t>(inactive) ^ (halo[0] == MPI_REQUEST_NULL)));
 
   // Sendrecv, MPI_PROC_NULL, Test until done, Waitany, Testall.
@@ -310,9 +345,6 @@ void refuse(const std::string& what) {
   } else if (what == "win") {
     MPI_Win win;
     MPI_Win_create(&x, sizeof x, sizeof x, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-  } else if (what == "mprobe") {
-    MPI_Message m;
-    if (world_rank == 0) MPI_Mprobe(1, 0, MPI_COMM_WORLD, &m, MPI_STATUS_IGNORE);
   } else if (what == "comm-create") {
     MPI_Group g;
     MPI_Comm_group(MPI_COMM_WORLD, &g);
