@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <thread>
 #include <utility>
@@ -157,7 +158,8 @@ VComm& Wrapped::vcomm(MPI_Comm c, const char* call) {
   if (VComm* v = find(c)) return *v;
   refuse(call, c == MPI_COMM_NULL ? "the communicator is MPI_COMM_NULL"
                                   : "the communicator is not MPI_COMM_WORLD or one derived from it with a call "
-                                    "Reprise serves (MPI_Comm_dup, MPI_Comm_split, MPI_Cart_create)");
+                                    "Reprise serves (MPI_Comm_dup, MPI_Comm_split, MPI_Comm_split_type, "
+                                    "MPI_Cart_create)");
 }
 
 VComm& Wrapped::collective(MPI_Comm c, const char* call) {
@@ -540,23 +542,48 @@ extern "C" int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* out) {
   return MPI_SUCCESS;
 }
 
+namespace reprise::interpose {
+namespace {
+// MPI_Comm_split's body: each colour's ranks ordered by (key, parent rank).
+void split(MPI_Comm comm, int color, int key, MPI_Comm* out, const char* call) {
+  Wrapped& w = Wrapped::get();
+  VComm& parent = w.vcomm(comm, call);
+  *out = w.create(color != MPI_UNDEFINED, call, [&] {
+    const std::vector<std::int64_t> mine{color, key};
+    const std::vector<std::int64_t> all = allgather_ints(parent, mine);
+    std::vector<std::pair<std::int64_t, int>> same;  // (key, parent rank) of this rank's colour
+    for (int r = 0; r < parent.size; ++r)
+      if (color != MPI_UNDEFINED && all[2 * static_cast<std::size_t>(r)] == color)
+        same.emplace_back(all[2 * static_cast<std::size_t>(r) + 1], r);
+    std::sort(same.begin(), same.end());
+    std::vector<int> members;
+    for (const auto& [k, r] : same) members.push_back(r);
+    return w.derive(parent, members, color != MPI_UNDEFINED);
+  });
+}
+}  // namespace
+}  // namespace reprise::interpose
+
 extern "C" int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* out) {
   if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_split(comm, color, key, out);
-  REPRISE_SERVE("MPI_Comm_split", {
-    Wrapped& w = Wrapped::get();
-    VComm& parent = w.vcomm(comm, "MPI_Comm_split");
-    *out = w.create(color != MPI_UNDEFINED, "MPI_Comm_split", [&] {
-      const std::vector<std::int64_t> mine{color, key};
-      const std::vector<std::int64_t> all = allgather_ints(parent, mine);
-      std::vector<std::pair<std::int64_t, int>> same;  // (key, parent rank) of this rank's colour
-      for (int r = 0; r < parent.size; ++r)
-        if (color != MPI_UNDEFINED && all[2 * static_cast<std::size_t>(r)] == color)
-          same.emplace_back(all[2 * static_cast<std::size_t>(r) + 1], r);
-      std::sort(same.begin(), same.end());
-      std::vector<int> members;
-      for (const auto& [k, r] : same) members.push_back(r);
-      return w.derive(parent, members, color != MPI_UNDEFINED);
-    });
+  REPRISE_SERVE("MPI_Comm_split", { reprise::interpose::split(comm, color, key, out, "MPI_Comm_split"); });
+  return MPI_SUCCESS;
+}
+
+// MPI_COMM_TYPE_SHARED: the ranks of this rank's node as the runtime sees nodes (the ones a node failure takes
+// together; REPRISE_RANKS_PER_NODE included), so a node communicator and a group of the protocol agree. Other
+// split types are refused (the runtime knows nodes, not finer hardware levels).
+extern "C" int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* out) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_split_type(comm, split_type, key, info, out);
+  REPRISE_SERVE("MPI_Comm_split_type", {
+    if (split_type != MPI_COMM_TYPE_SHARED && split_type != MPI_UNDEFINED)
+      reprise::interpose::refuse("MPI_Comm_split_type",
+                                 "split type " + std::to_string(split_type) +
+                                     " is not supported under Reprise (MPI_COMM_TYPE_SHARED is: the ranks of a node)");
+    int color = MPI_UNDEFINED;
+    if (split_type == MPI_COMM_TYPE_SHARED)
+      color = nlohmann::json::parse(Wrapped::get().runtime().placement_json()).at("node").get<int>();
+    reprise::interpose::split(comm, color, key, out, "MPI_Comm_split_type");
   });
   return MPI_SUCCESS;
 }

@@ -2,7 +2,8 @@
 // (interpose-check-plain) and linked with libreprise_interpose.so (reprise-interpose-check). Both print the same
 // lines (each call's results, folded into digests); the wrapped one also checks that the messages went through
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
-//   interpose-check [--refuse any-source|any-tag|tag|win|comm-create|ibarrier|free-receive]
+//   interpose-check [--refuse any-source|any-tag|tag|win|comm-create|ibarrier|free-receive|split-type]
+//   interpose-check --node-communicator
 //   reprise-interpose-check --message-before-restore | --probe-across-checkpoints  (reprise::run; tests with kills)
 #include <mpi.h>
 
@@ -351,6 +352,9 @@ void refuse(const std::string& what) {
   } else if (what == "ibarrier") {
     MPI_Request r;
     MPI_Ibarrier(MPI_COMM_WORLD, &r);
+  } else if (what == "split-type") {
+    MPI_Comm c;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED + 1000, 0, MPI_INFO_NULL, &c);
   } else if (what == "free-receive") {
     MPI_Request r;
     MPI_Irecv(&x, 1, MPI_DOUBLE, next, 0, MPI_COMM_WORLD, &r);
@@ -448,7 +452,21 @@ int main(int argc, char** argv) {
     rc = probe_across_checkpoints(argc, argv);
   } else
 #endif
-      if (argc == 3 && std::string(argv[1]) == "--refuse") {
+      if (argc == 2 && std::string(argv[1]) == "--node-communicator") {
+    // MPI_Comm_split_type(MPI_COMM_TYPE_SHARED): each rank prints the world ranks of its node communicator (the
+    // nodes the runtime sees: REPRISE_RANKS_PER_NODE), in the communicator's order (key: minus the world rank).
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, -world_rank, MPI_INFO_NULL, &node);
+    int size = 0;
+    MPI_Comm_size(node, &size);
+    std::vector<int> members(static_cast<std::size_t>(size));
+    MPI_Allgather(&world_rank, 1, MPI_INT, members.data(), 1, MPI_INT, node);
+    std::string line =
+        "rank " + std::to_string(world_rank) + ": node communicator of " + std::to_string(size) + " ranks:";
+    for (int m : members) line += " " + std::to_string(m);
+    std::printf("%s\n", line.c_str());
+    MPI_Comm_free(&node);
+  } else if (argc == 3 && std::string(argv[1]) == "--refuse") {
     refuse(argv[2]);
     rc = 1;
   } else {
