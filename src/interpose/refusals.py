@@ -31,11 +31,10 @@ WHY = [
     (r"^MPI_I(barrier|bcast|reduce|allreduce|gather|allgather|scatter|alltoall|scan|exscan|reduce_scatter)",
      "non-blocking collectives are not supported yet (use the blocking one)"),
     (r"^MPI_Cancel", "a cancelled message would leave its channel's order undefined for the replay"),
-    (r"^MPI_Comm_(group|remote_group)", "groups of the program's communicators are not supported yet (use "
-     "MPI_Comm_split to make a communicator of some ranks)"),
-    (r"^MPI_Comm_(create|create_group|idup|dup_with_info)",
-     "this way of making a communicator is not supported yet (MPI_Comm_dup, MPI_Comm_split, MPI_Comm_split_type "
-     "and MPI_Cart_create are)"),
+    (r"^MPI_Comm_remote_group", "intercommunicators are managed by the runtime itself"),
+    (r"^MPI_Comm_(create_group|idup|dup_with_info)",
+     "this way of making a communicator is not supported yet (MPI_Comm_dup, MPI_Comm_split, MPI_Comm_split_type, "
+     "MPI_Comm_create and MPI_Cart_create are)"),
 ]
 GENERIC = "it is not supported on the application's communicators under Reprise (docs/WRAPPING.md lists what is)"
 

@@ -159,7 +159,7 @@ VComm& Wrapped::vcomm(MPI_Comm c, const char* call) {
   refuse(call, c == MPI_COMM_NULL ? "the communicator is MPI_COMM_NULL"
                                   : "the communicator is not MPI_COMM_WORLD or one derived from it with a call "
                                     "Reprise serves (MPI_Comm_dup, MPI_Comm_split, MPI_Comm_split_type, "
-                                    "MPI_Cart_create)");
+                                    "MPI_Comm_create, MPI_Cart_create)");
 }
 
 VComm& Wrapped::collective(MPI_Comm c, const char* call) {
@@ -584,6 +584,54 @@ extern "C" int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_I
     if (split_type == MPI_COMM_TYPE_SHARED)
       color = nlohmann::json::parse(Wrapped::get().runtime().placement_json()).at("node").get<int>();
     reprise::interpose::split(comm, color, key, out, "MPI_Comm_split_type");
+  });
+  return MPI_SUCCESS;
+}
+
+// Groups are the library's: MPI_Comm_group gives a real MPI group of the communicator's job ranks (taken from the
+// runtime's communicator, numbered as the job), in the communicator's order, so every group call (MPI_Group_incl,
+// _excl, _translate_ranks, _rank, _size, _free, ...) is the library's own. MPI_Comm_create maps a group back to
+// ranks of its parent and derives the communicator as MPI_Comm_split does. (MPI_Comm_create_group, collective over
+// the group's members only, stays refused: deriving a communicator agrees on its context over the parent.)
+extern "C" int MPI_Comm_group(MPI_Comm comm, MPI_Group* group) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_group(comm, group);
+  REPRISE_SERVE("MPI_Comm_group", {
+    Wrapped& w = Wrapped::get();
+    const VComm& c = w.vcomm(comm, "MPI_Comm_group");
+    std::vector<int> job(static_cast<std::size_t>(c.size));
+    for (int r = 0; r < c.size; ++r) job[static_cast<std::size_t>(r)] = c.job_rank(r);
+    MPI_Group all = MPI_GROUP_NULL;
+    PMPI_Comm_group(w.runtime().comm(), &all);
+    PMPI_Group_incl(all, c.size, job.data(), group);
+    PMPI_Group_free(&all);
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* out) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_create(comm, group, out);
+  REPRISE_SERVE("MPI_Comm_create", {
+    Wrapped& w = Wrapped::get();
+    VComm& parent = w.vcomm(comm, "MPI_Comm_create");
+    int n = 0;
+    PMPI_Group_size(group, &n);
+    std::vector<int> in_group(static_cast<std::size_t>(n)), job(static_cast<std::size_t>(n));
+    std::iota(in_group.begin(), in_group.end(), 0);
+    MPI_Group all = MPI_GROUP_NULL;
+    PMPI_Comm_group(w.runtime().comm(), &all);
+    PMPI_Group_translate_ranks(group, n, in_group.data(), all, job.data());
+    PMPI_Group_free(&all);
+    std::vector<int> members;  // the group's members as ranks of the parent, in the group's order
+    for (int j : job) {
+      int at = -1;
+      for (int r = 0; r < parent.size && at < 0; ++r)
+        if (parent.job_rank(r) == j) at = r;
+      if (at < 0)
+        reprise::interpose::refuse("MPI_Comm_create", "the group has a process that is not in the communicator");
+      members.push_back(at);
+    }
+    const bool in_it = std::find(members.begin(), members.end(), parent.rank) != members.end();
+    *out = w.create(in_it, "MPI_Comm_create", [&] { return w.derive(parent, members, in_it); });
   });
   return MPI_SUCCESS;
 }

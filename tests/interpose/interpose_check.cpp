@@ -2,7 +2,7 @@
 // (interpose-check-plain) and linked with libreprise_interpose.so (reprise-interpose-check). Both print the same
 // lines (each call's results, folded into digests); the wrapped one also checks that the messages went through
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
-//   interpose-check [--refuse any-source|any-tag|tag|win|comm-create|ibarrier|free-receive|split-type]
+//   interpose-check [--refuse any-source|any-tag|tag|win|comm-create-group|ibarrier|free-receive|split-type]
 //   interpose-check --node-communicator
 //   reprise-interpose-check --message-before-restore | --probe-across-checkpoints  (reprise::run; tests with kills)
 #include <mpi.h>
@@ -332,6 +332,37 @@ void communicators() {
   MPI_Comm_free(&half);
   MPI_Comm_free(&dup);
   report("communicators", d);
+
+  // Groups: the group of a split communicator, a group without world rank 0 reversed, MPI_Comm_create from it
+  // (rank 0 gets MPI_COMM_NULL), ranks translated between the groups.
+  MPI_Comm odd_even;
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, world_rank, &odd_even);
+  MPI_Group world_group, split_group, rest, reversed;
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  MPI_Comm_group(odd_even, &split_group);
+  const int zero = 0;
+  MPI_Group_excl(world_group, 1, &zero, &rest);
+  std::vector<int> order(static_cast<std::size_t>(world_size - 1));
+  for (int i = 0; i < world_size - 1; ++i) order[static_cast<std::size_t>(i)] = world_size - 2 - i;
+  MPI_Group_incl(rest, world_size - 1, order.data(), &reversed);
+  MPI_Comm made;
+  MPI_Comm_create(MPI_COMM_WORLD, reversed, &made);
+  int made_rank = -1, made_size = -1, made_sum = -1;
+  if (made != MPI_COMM_NULL) {
+    MPI_Comm_rank(made, &made_rank);
+    MPI_Comm_size(made, &made_size);
+    MPI_Allreduce(&world_rank, &made_sum, 1, MPI_INT, MPI_SUM, made);
+    MPI_Comm_free(&made);
+  }
+  int split_size = 0, in_world = -1;
+  MPI_Group_size(split_group, &split_size);
+  const int first = 0;
+  MPI_Group_translate_ranks(split_group, 1, &first, world_group, &in_world);
+  for (MPI_Group* g : {&world_group, &split_group, &rest, &reversed}) MPI_Group_free(g);
+  MPI_Comm_free(&odd_even);
+  report("groups", mix(static_cast<std::uint64_t>(made_rank + 1) ^ static_cast<std::uint64_t>(made_size + 1) << 8 ^
+                       static_cast<std::uint64_t>(made_sum + 1) << 16 ^ static_cast<std::uint64_t>(split_size) << 32 ^
+                       static_cast<std::uint64_t>(in_world) << 40));
 }
 
 void refuse(const std::string& what) {
@@ -346,9 +377,11 @@ void refuse(const std::string& what) {
   } else if (what == "win") {
     MPI_Win win;
     MPI_Win_create(&x, sizeof x, sizeof x, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-  } else if (what == "comm-create") {
+  } else if (what == "comm-create-group") {
     MPI_Group g;
     MPI_Comm_group(MPI_COMM_WORLD, &g);
+    MPI_Comm c;
+    MPI_Comm_create_group(MPI_COMM_WORLD, g, 0, &c);
   } else if (what == "ibarrier") {
     MPI_Request r;
     MPI_Ibarrier(MPI_COMM_WORLD, &r);
