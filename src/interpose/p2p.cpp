@@ -235,17 +235,26 @@ namespace ri = reprise::interpose;
 namespace reprise::interpose {
 namespace {
 // A probe of (source, tag) on the program's communicator: whether its message is here (waiting for it when
-// `block`), the status then filled.
-bool probe(int source, int tag, MPI_Comm comm, MPI_Status* status, bool block, const char* call) {
+// `block`), the status then filled. `message` (MPI_Mprobe, MPI_Improbe): the message found is matched and its
+// handle goes there (MPI_MESSAGE_NO_PROC for MPI_PROC_NULL).
+bool probe(int source, int tag, MPI_Comm comm, MPI_Status* status, bool block, const char* call,
+           MPI_Message* message = nullptr) {
   Wrapped& w = Wrapped::get();
   const VComm& c = w.vcomm(comm, call);
   const int job = peer(c, source, call);
   if (job == MPI_PROC_NULL) {
+    if (message) *message = MPI_MESSAGE_NO_PROC;
     fill_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
     return true;
   }
   Probed& p = w.probe(job, wire_tag(c, tag, call));
   if (!w.settle(p, block)) return false;
+  if (message) {
+    p.matched = true;
+    p.program_source = source;
+    p.program_tag = tag;
+    *message = w.message(&p);
+  }
   fill_status(status, source, tag, p.data.size());
   return true;
 }
@@ -257,26 +266,6 @@ bool probe(int source, int tag, MPI_Comm comm, MPI_Status* status, bool block, c
 // with the version, unmatched: after a rollback the program's probe runs again and finds it.
 namespace reprise::interpose {
 namespace {
-bool matched_probe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status, bool block,
-                   const char* call) {
-  Wrapped& w = Wrapped::get();
-  const VComm& c = w.vcomm(comm, call);
-  const int job = peer(c, source, call);
-  if (job == MPI_PROC_NULL) {
-    *message = MPI_MESSAGE_NO_PROC;
-    fill_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
-    return true;
-  }
-  Probed& p = w.probe(job, wire_tag(c, tag, call));
-  if (!w.settle(p, block)) return false;
-  p.matched = true;
-  p.program_source = source;
-  p.program_tag = tag;
-  *message = w.message(&p);
-  fill_status(status, source, tag, p.data.size());
-  return true;
-}
-
 // A receive of a matched message, as a request (complete: from_probe).
 std::unique_ptr<VRequest> matched_receive(void* buf, int count, MPI_Datatype type, MPI_Message* message) {
   auto r = std::make_unique<VRequest>();
@@ -303,14 +292,14 @@ bool ours_or_no_proc(MPI_Message m) {
 
 extern "C" int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
   if (!serving() || !ours(comm)) return PMPI_Mprobe(source, tag, comm, message, status);
-  REPRISE_SERVE("MPI_Mprobe", { ri::matched_probe(source, tag, comm, message, status, true, "MPI_Mprobe"); });
+  REPRISE_SERVE("MPI_Mprobe", { ri::probe(source, tag, comm, status, true, "MPI_Mprobe", message); });
   return MPI_SUCCESS;
 }
 
 extern "C" int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message, MPI_Status* status) {
   if (!serving() || !ours(comm)) return PMPI_Improbe(source, tag, comm, flag, message, status);
   REPRISE_SERVE("MPI_Improbe",
-                { *flag = ri::matched_probe(source, tag, comm, message, status, false, "MPI_Improbe") ? 1 : 0; });
+                { *flag = ri::probe(source, tag, comm, status, false, "MPI_Improbe", message) ? 1 : 0; });
   return MPI_SUCCESS;
 }
 
