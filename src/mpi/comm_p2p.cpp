@@ -31,12 +31,9 @@ int probe_any_source(MPI_Comm comm, int tag, int* flag, MPI_Status* st) {
 
 PendingMessage::~PendingMessage() {
   CommState* const o = owner;  // (forget() clears it)
-  if (o && unposted) {         // freed before it was posted (MPI_Request_free semantics): it is sent all the same
-    try {
-      o->post_unposted(true);
-    } catch (...) {  // NOLINT(bugprone-empty-catch) a destructor: a failure is the next runtime call's to report
-    }
-  }
+  // Freed before it was posted (MPI_Request_free semantics): it is sent all the same, unchecked (a repair, or a
+  // Rollback, must not start in a destructor: the next runtime call detects the failure).
+  if (o && unposted) o->post_unposted(true, false);
   if (o) o->forget(this);
   if (o && hold && (request != MPI_REQUEST_NULL || payload != MPI_REQUEST_NULL))
     o->keep(std::move(hold));  // staging MPI may still use
@@ -201,7 +198,7 @@ bool CommState::unposted_to(int dest) const {
   return std::any_of(unposted_.begin(), unposted_.end(), [&](const PendingMessage* m) { return m->peer == dest; });
 }
 
-void CommState::post_unposted(bool block) {
+void CommState::post_unposted(bool block, bool checked) {
   std::vector<int> waiting;  // peers whose first unposted send waits for its copy (few: a short scan)
   for (auto it = unposted_.begin(); it != unposted_.end();) {
     PendingMessage& m = **it;
@@ -222,7 +219,9 @@ void CommState::post_unposted(bool block) {
     it = unposted_.erase(it);
     m.unposted = false;
     const auto recoveries = stats_.recoveries;
-    REPRISE_COMM_CHECK(post_send(m.peer, m.tag, m.header, m.from, m.packed, m.request, m.payload, m.epoch));
+    const int rc = post_send(m.peer, m.tag, m.header, m.from, m.packed, m.request, m.payload, m.epoch);
+    if (!checked) continue;
+    host_.check_mpi(rc, REPRISE_MPI_SITE(post_send(m.peer, m.tag, m.header, m.from)));
     if (stats_.recoveries != recoveries) return;  // a repair changed the queue (and invalidated `it`)
   }
 }

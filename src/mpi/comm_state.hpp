@@ -266,8 +266,9 @@ class CommState {
   int post_send(int dest, int tag, WireHeader& header, const void* buf, std::vector<std::byte>& packed,
                 MPI_Request& request, MPI_Request& payload, int& epoch);
   void abandon(PendingMessage& m);
-  /// Posts the unposted sends whose copies are done (`block`: waits for them), each peer's in order.
-  void post_unposted(bool block);
+  /// Posts the unposted sends whose copies are done (`block`: waits for them), each peer's in order. `checked`:
+  /// a failed post starts the repair here; unchecked (a destructor), the next runtime call detects the failure.
+  void post_unposted(bool block, bool checked = true);
   bool unposted_to(int dest) const;
   /// A repair: `m` is not sent by this process any more (abandoned, or replayed from the log).
   void drop_unposted(PendingMessage& m);
