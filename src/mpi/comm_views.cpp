@@ -65,7 +65,7 @@ void CommState::barrier_result(const std::vector<const std::uint64_t*>& member, 
   log_copies_done();  // the snapshot's payloads are read below
   // Capture into the regions (counters and views; log snapshot and orphan record), keeping the capture in memory.
   counters_.write(*p_);
-  log_region_.write(captures_[version] = p_->capture());
+  log_region_.write(captures_[version] = p_->capture(), group_of_.size());
 }
 
 std::pair<void*, std::size_t> CommState::locate_log_region(std::optional<std::size_t> bytes) {
@@ -91,17 +91,15 @@ void CommState::announce(std::uint64_t through) {
   const std::uint64_t version = it->first;
   if (announced_ && version <= *announced_) return;
   const protocol::Capture& c = it->second;
-  for (int q = 0; q < size(); ++q) {
+  for (const auto& [q, ch] : c.channels) {  // the peers this process counts, not every rank
     if (group_of(q) == group_of(rank_)) continue;
-    const std::size_t i = static_cast<std::size_t>(q);
     // Views only grow and q keeps the largest (Process::apply_view): one q has, or one of a silent channel, tells
     // it nothing.
-    if (c.delivered[i] == 0 && c.sent[i] == 0) continue;
+    if (ch.delivered == 0 && ch.sent == 0) continue;
     const auto told = views_told_.find(q);
-    if (told != views_told_.end() && told->second.delivered == c.delivered[i] && told->second.sent == c.sent[i])
-      continue;
-    views_told_[q] = protocol::View{c.delivered[i], c.sent[i]};
-    view_sends_.push_back({MPI_REQUEST_NULL, {c.delivered[i], c.sent[i]}});
+    if (told != views_told_.end() && told->second.delivered == ch.delivered && told->second.sent == ch.sent) continue;
+    views_told_[q] = protocol::View{ch.delivered, ch.sent};
+    view_sends_.push_back({MPI_REQUEST_NULL, {ch.delivered, ch.sent}});
     auto& back = view_sends_.back();
     REPRISE_COMM_CHECK(MPI_Isend(back.second.data(), 2, MPI_UINT64_T, q, kViewTag, host_.view_comm(), &back.first));
     ++stats_.views_sent;

@@ -24,24 +24,24 @@ std::size_t align64(std::size_t n) {
 void CounterRegion::write(const Process& p) {
   const std::size_t N = ranks_;
   words_[0] = p.phase();
-  for (std::size_t q = 0; q < N; ++q) {
-    const int r = static_cast<int>(q);
-    words_[1 + q] = p.sent(r);
-    words_[1 + N + q] = p.delivered(r);
-    words_[1 + 2 * N + q] = p.view(r).delivered;
-    words_[1 + 3 * N + q] = p.view(r).sent;
+  std::fill(words_.begin() + 1, words_.end(), 0);
+  for (const auto& [r, ch] : p.channels()) {
+    const auto q = static_cast<std::size_t>(r);
+    words_[1 + q] = ch.sent;
+    words_[1 + N + q] = ch.delivered;
+    words_[1 + 2 * N + q] = ch.view.delivered;
+    words_[1 + 3 * N + q] = ch.view.sent;
   }
 }
 
 Capture CounterRegion::read() const {
   const std::size_t N = ranks_;
-  const auto at = [&](std::size_t i) { return words_.begin() + static_cast<std::ptrdiff_t>(i); };
   Capture c;
   c.phase = words_[0];
-  c.sent.assign(at(1), at(1 + N));
-  c.delivered.assign(at(1 + N), at(1 + 2 * N));
-  c.view.resize(N);
-  for (std::size_t q = 0; q < N; ++q) c.view[q] = View{words_[1 + 2 * N + q], words_[1 + 3 * N + q]};
+  for (std::size_t q = 0; q < N; ++q) {
+    const Channel ch{words_[1 + q], words_[1 + N + q], View{words_[1 + 2 * N + q], words_[1 + 3 * N + q]}};
+    if (ch.sent || ch.delivered || ch.view.delivered || ch.view.sent) c.channels[static_cast<int>(q)] = ch;
+  }
   return c;
 }
 
@@ -53,14 +53,14 @@ std::pair<void*, std::size_t> LogRegion::locate(std::optional<std::size_t> bytes
   return {bytes_.data(), bytes_.size()};
 }
 
-void LogRegion::write(const Capture& c) {
+void LogRegion::write(const Capture& c, std::size_t ranks) {
   const std::vector<logging::Entry>& live = c.log.entries;
   // Released entries leave the map (their bytes stay, unchanged); new ones need room behind the others.
   std::set<std::pair<int, std::uint64_t>> keys;
   for (const auto& e : live) keys.insert({e.dest, e.seq});
   for (auto it = offset_.begin(); it != offset_.end();) it = keys.count(it->first) ? std::next(it) : offset_.erase(it);
-  std::size_t tail = 8;       // index and orphan record
-  tail += 8 * c.sent.size();  // an entry count per rank (the format predates the sparse record)
+  std::size_t tail = 8;  // index and orphan record
+  tail += 8 * ranks;     // an entry count per rank (the format predates the sparse record)
   for (const auto& [q, r] : c.orphan_record) tail += 16 * r.size();
   tail += kIndexEntry * live.size();
   auto added = [&] {
@@ -103,9 +103,9 @@ void LogRegion::write(const Capture& c) {
     put(e.bytes);
     put(offset_.at({e.dest, e.seq}));
   }
-  put(c.sent.size());
+  put(ranks);
   auto next = c.orphan_record.begin();
-  for (std::size_t q = 0; q < c.sent.size(); ++q) {
+  for (std::size_t q = 0; q < ranks; ++q) {
     if (next == c.orphan_record.end() || next->first != static_cast<int>(q)) {
       put(0);
       continue;

@@ -44,8 +44,8 @@ class LogRegion {
   /// The region's memory; `bytes`: the size recorded in a version about to be restored into it (it is resized,
   /// and the next write() rewrites everything: the restored offsets are not this process's).
   std::pair<void*, std::size_t> locate(std::optional<std::size_t> bytes = std::nullopt);
-  /// The log snapshot and orphan record of `c`.
-  void write(const Capture& c);
+  /// The log snapshot and orphan record of `c`, a capture of a job of `ranks` processes.
+  void write(const Capture& c, std::size_t ranks);
   /// The log snapshot (copied into `log`'s memory, not live) and the orphan record of the region as restored.
   /// CorruptCheckpointError when the region is truncated or damaged, or holds an orphan record for another
   /// number of ranks than `ranks`.

@@ -8,26 +8,58 @@
 namespace reprise::protocol {
 
 namespace {
-std::string channel(int a, int b) {
+std::string channel_name(int a, int b) {
   return std::to_string(a) + "->" + std::to_string(b);
 }
 }  // namespace
 
-Process::Process(int id, std::vector<int> group_of, logging::LogOptions log_options,
+GroupMap::GroupMap(const std::vector<int>& group_of) : ranks_(group_of.size()) {
+  int k = 0;
+  while (static_cast<std::size_t>(k) < group_of.size() && group_of[static_cast<std::size_t>(k)] == 0) ++k;
+  bool blocks = k > 0;
+  for (std::size_t r = 0; blocks && r < group_of.size(); ++r) blocks = group_of[r] == static_cast<int>(r) / k;
+  if (blocks)
+    per_group_ = k;
+  else
+    table_ = std::make_shared<const std::vector<int>>(group_of);
+}
+
+GroupMap GroupMap::blocks(std::size_t ranks, int per_group) {
+  if (per_group < 1) throw UsageError("protocol: groups of " + std::to_string(per_group) + " ranks");
+  GroupMap g;
+  g.ranks_ = ranks;
+  g.per_group_ = per_group;
+  return g;
+}
+
+Process::Process(int id, const std::vector<int>& group_of, logging::LogOptions log_options,
                  logging::MessageLog::Allocate allocate)
-    : id_(id),
-      group_of_(std::move(group_of)),
-      sent_(group_of_.size(), 0),
-      delivered_(group_of_.size(), 0),
-      view_(group_of_.size()),
-      log_(log_options, std::move(allocate)) {
-  if (id_ < 0 || static_cast<std::size_t>(id_) >= group_of_.size())
-    throw UsageError("protocol: process " + std::to_string(id_) + " outside 0.." +
-                     std::to_string(group_of_.size() - 1));
+    : Process(id, GroupMap(group_of), log_options, std::move(allocate)) {}
+
+Process::Process(int id, GroupMap groups, logging::LogOptions log_options, logging::MessageLog::Allocate allocate)
+    : id_(id), groups_(std::move(groups)), group_(0), log_(log_options, std::move(allocate)) {
+  if (id_ < 0 || static_cast<std::size_t>(id_) >= groups_.ranks())
+    throw UsageError("protocol: process " + std::to_string(id_) + " outside 0.." + std::to_string(groups_.ranks() - 1));
+  group_ = groups_(id_);
+}
+
+std::size_t Process::state_bytes() const {
+  // A std::map node: three pointers and a colour word besides its value.
+  constexpr std::size_t kNode = 4 * sizeof(void*);
+  std::size_t b = sizeof(*this) + groups_.table_bytes();
+  b += channels_.size() * (kNode + sizeof(Channels::value_type));
+  for (const auto& [q, r] : orphan_record_) b += kNode + sizeof(OrphanRecord::value_type) + r.size() * 16;
+  b += (orphan_limit_.size() + dup_limit_.size()) * (kNode + 16);
+  for (const auto& [q, items] : outbox_) {
+    b += kNode + sizeof(std::deque<Queued>) + items.size() * sizeof(Queued);
+    for (const Queued& item : items) b += item.message.payload.size();
+  }
+  b += log_.live_entries() * sizeof(logging::Entry);
+  return b;
 }
 
 Process::Send Process::send(int dest, std::int32_t tag, const void* payload, std::size_t bytes) {
-  const std::uint64_t seq = ++sent_[static_cast<std::size_t>(dest)];
+  const std::uint64_t seq = ++channels_[dest].sent;
   Send r;
   r.header = Header{seq, phase_, group()};
   if (!inter(dest)) return r;
@@ -56,9 +88,9 @@ Process::Arrival Process::arrival(int src, const Header& h) const {
 void Process::deliver(int src, const Header& h) {
   if (arrival(src, h) != Arrival::Deliver)
     throw ProtocolError("protocol: process " + std::to_string(id_) + " delivers seq " + std::to_string(h.seq) +
-                        " on channel " + channel(src, id_) + " after seq " + std::to_string(delivered(src)) +
+                        " on channel " + channel_name(src, id_) + " after seq " + std::to_string(delivered(src)) +
                         " (out of sequence)");
-  delivered_[static_cast<std::size_t>(src)] = h.seq;
+  channels_[src].delivered = h.seq;
   const bool from_other_group = h.group != group();
   phase_ = std::max(phase_, from_other_group ? h.phase + 1 : h.phase);
   if (from_other_group) orphan_record_[src].emplace_back(h.seq, h.phase);
@@ -78,16 +110,14 @@ void Process::raise_phase(std::uint64_t group_max) {
 }
 
 Capture Process::capture() {
-  return Capture{phase_, sent_, delivered_, orphan_record_, view_, log_.snapshot()};
+  return Capture{phase_, channels_, orphan_record_, log_.snapshot()};
 }
 
 void Process::restore(const Capture& c) {
   phase_ = c.phase;
-  sent_ = c.sent;
-  delivered_ = c.delivered;
+  channels_ = c.channels;
   // (a capture rebuilt from counters alone has none)
   orphan_record_ = c.orphan_record;
-  view_ = c.view;
   log_.restore(c.log);
   reset_recovery_state();
 }
@@ -101,7 +131,8 @@ void Process::reset_recovery_state() {
 }
 
 void Process::apply_view(int q, const View& v) {
-  View& mine = view_[static_cast<std::size_t>(q)];
+  if (v.delivered == 0 && v.sent == 0 && !channels_.count(q)) return;  // nothing to learn or release
+  View& mine = channels_[q].view;
   mine.delivered = std::max(mine.delivered, v.delivered);
   mine.sent = std::max(mine.sent, v.sent);
   log_.release_through(q, mine.delivered);
@@ -134,8 +165,8 @@ RecoveryWork Process::recover(bool rolled_back, const std::vector<PeerCounts>& p
       if (lo < hi) {
         const auto entries = log_.range(p.peer, lo, hi);
         if (entries.size() != hi - lo)
-          throw ProtocolError("protocol: process " + std::to_string(id_) + " owes " + channel(id_, p.peer) + " seqs " +
-                              std::to_string(lo + 1) + ".." + std::to_string(hi) + " but its log holds " +
+          throw ProtocolError("protocol: process " + std::to_string(id_) + " owes " + channel_name(id_, p.peer) +
+                              " seqs " + std::to_string(lo + 1) + ".." + std::to_string(hi) + " but its log holds " +
                               std::to_string(entries.size()) + " of them");
         auto& q = outbox_[p.peer];
         auto& list = work.replays[p.peer];
@@ -203,7 +234,7 @@ std::vector<Process::Outgoing> Process::ready(int dest) {
       const logging::Entry* e = log_.find(dest, item.seq);
       if (!e)
         throw ProtocolError("protocol: process " + std::to_string(id_) + " lost log entry " + std::to_string(item.seq) +
-                            " of channel " + channel(id_, dest) + " before replaying it");
+                            " of channel " + channel_name(id_, dest) + " before replaying it");
       if (static_cast<std::int64_t>(e->phase) > release_phase_) break;
       Outgoing m{Header{e->seq, e->phase, group()}, true, e->tag, {}};
       m.payload.assign(e->data(), e->data() + e->bytes);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <vector>
@@ -32,6 +33,36 @@ struct Header {
 struct View {
   std::uint64_t delivered = 0;
   std::uint64_t sent = 0;
+};
+
+/// One channel pair with a peer q as this process counts it: sent[q], delivered[q] and q's group's committed view.
+struct Channel {
+  std::uint64_t sent = 0;
+  std::uint64_t delivered = 0;
+  View view;
+};
+/// The peers a process has exchanged messages with (or learned a view from), ascending. Sparse: a process of a
+/// job of N ranks holds one entry per peer, not N (docs/SCALING.md).
+using Channels = std::map<int, Channel>;
+
+/// rank -> group for the whole job. Groups of K consecutive ranks (nodes of K ranks, the default) are kept as K
+/// alone; any other assignment as one table shared by the copies (every Process of an address space, the
+/// simulator's included), so a copy costs O(1) in the job's size.
+class GroupMap {
+ public:
+  GroupMap() = default;
+  explicit GroupMap(const std::vector<int>& group_of);
+  /// N ranks in groups of `per_group` consecutive ranks (the last one may be smaller).
+  static GroupMap blocks(std::size_t ranks, int per_group);
+  int operator()(int rank) const { return table_ ? (*table_)[static_cast<std::size_t>(rank)] : rank / per_group_; }
+  std::size_t ranks() const { return ranks_; }
+  /// Bytes of the table a rank holds (0 for consecutive blocks).
+  std::size_t table_bytes() const { return table_ ? table_->size() * sizeof(int) : 0; }
+
+ private:
+  std::size_t ranks_ = 0;
+  int per_group_ = 1;
+  std::shared_ptr<const std::vector<int>> table_;
 };
 
 /// What a process knows about a peer after the restart exchange (PROTOCOL.md recovery step 4).
@@ -63,28 +94,41 @@ enum class ItemKind { Block, Replay };
 /// Everything a group checkpoint captures of the protocol state besides the application's data [model].
 struct Capture {
   std::uint64_t phase = 0;
-  std::vector<std::uint64_t> sent, delivered;
+  Channels channels;
   OrphanRecord orphan_record;
-  std::vector<View> view;
   logging::Snapshot log;
+  std::uint64_t sent(int q) const { return at(q).sent; }
+  std::uint64_t delivered(int q) const { return at(q).delivered; }
+  View view(int q) const { return at(q).view; }
+  Channel at(int q) const {
+    const auto it = channels.find(q);
+    return it == channels.end() ? Channel{} : it->second;
+  }
 };
 
 class Process {
  public:
   /// `group_of[q]` is q's group, for every process q.
-  Process(int id, std::vector<int> group_of, logging::LogOptions log_options = {},
+  Process(int id, const std::vector<int>& group_of, logging::LogOptions log_options = {},
+          logging::MessageLog::Allocate allocate = nullptr);
+  Process(int id, GroupMap groups, logging::LogOptions log_options = {},
           logging::MessageLog::Allocate allocate = nullptr);
 
   int id() const { return id_; }
-  /// The job's size: the number of processes (channels) this state counts.
-  std::size_t ranks() const { return group_of_.size(); }
-  int group() const { return group_of_[static_cast<std::size_t>(id_)]; }
-  int group_of(int q) const { return group_of_[static_cast<std::size_t>(q)]; }
+  /// The job's size: the number of processes this state can count channels with.
+  std::size_t ranks() const { return groups_.ranks(); }
+  int group() const { return group_; }
+  int group_of(int q) const { return groups_(q); }
   bool inter(int q) const { return group_of(q) != group(); }
   std::uint64_t phase() const { return phase_; }
-  std::uint64_t sent(int q) const { return sent_[static_cast<std::size_t>(q)]; }
-  std::uint64_t delivered(int q) const { return delivered_[static_cast<std::size_t>(q)]; }
-  const View& view(int q) const { return view_[static_cast<std::size_t>(q)]; }
+  std::uint64_t sent(int q) const { return channel(q).sent; }
+  std::uint64_t delivered(int q) const { return channel(q).delivered; }
+  View view(int q) const { return channel(q).view; }
+  /// Every peer with a count or a view, ascending.
+  const Channels& channels() const { return channels_; }
+  /// Bytes of protocol state this process holds besides log payloads: channels, orphan record, recovery limits,
+  /// the outbox's queued items, the group table (an estimate from the containers' node sizes).
+  std::size_t state_bytes() const;
   /// The sender's phase of orphan-record entry (q, seq), if this process holds it.
   std::optional<std::uint64_t> orphan_phase(int q, std::uint64_t seq) const;
   const logging::MessageLog& log() const { return log_; }
@@ -165,12 +209,17 @@ class Process {
   std::vector<int> queued_dests() const;
 
  private:
+  Channel channel(int q) const {
+    const auto it = channels_.find(q);
+    return it == channels_.end() ? Channel{} : it->second;
+  }
+
   int id_;
-  std::vector<int> group_of_;
+  GroupMap groups_;
+  int group_;
   std::uint64_t phase_ = 0;
-  std::vector<std::uint64_t> sent_, delivered_;
+  Channels channels_;
   OrphanRecord orphan_record_;
-  std::vector<View> view_;
   std::map<int, std::uint64_t> orphan_limit_;  // R only, during a recovery: x -> x.delivered[me], x in S
   std::map<int, std::uint64_t> dup_limit_;     // R only, during a recovery: x -> x.delivered[me], x in R
   bool blocked_ = false, send_blocked_ = false;

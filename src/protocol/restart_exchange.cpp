@@ -14,8 +14,8 @@ std::vector<std::uint64_t> exchange_counts(const Process& p, bool rolled_back, c
     std::uint64_t* x = &mine[4 * q];
     x[0] = p.sent(r);
     x[1] = p.delivered(r);
-    x[2] = rolled_back ? p.delivered(r) : committed ? committed->delivered[q] : 0;
-    x[3] = rolled_back ? p.sent(r) : committed ? committed->sent[q] : 0;
+    x[2] = rolled_back ? p.delivered(r) : committed ? committed->delivered(r) : 0;
+    x[3] = rolled_back ? p.sent(r) : committed ? committed->sent(r) : 0;
   }
   return mine;
 }

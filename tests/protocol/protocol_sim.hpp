@@ -214,7 +214,7 @@ class Sim {
       for (int q = 0; q < N; ++q) {
         if (prog_.group[q] == prog_.group[p.core->id()]) continue;
         const auto& cap = committed_.at(prog_.group[q]).second.at(q);
-        stale += p.core->log().range(q, 0, cap.core->delivered[static_cast<std::size_t>(p.core->id())]).size();
+        stale += p.core->log().range(q, 0, cap.core->delivered(p.core->id())).size();
       }
     return stale;
   }
@@ -442,8 +442,7 @@ class Sim {
         if (prog_.group[q] != e.g) {
           Arrive a{};
           a.view = true;
-          a.v = View{e.caps[i].core->delivered[static_cast<std::size_t>(q)],
-                     e.caps[i].core->sent[static_cast<std::size_t>(q)]};
+          a.v = View{e.caps[i].core->delivered(q), e.caps[i].core->sent(q)};
           xmit(i, q, a);
         }
     if (on_commit) on_commit(*this, e.g, e.v);
@@ -513,9 +512,7 @@ class Sim {
         if (prog_.group[q] == prog_.group[i]) continue;
         const Process& c = *P[static_cast<std::size_t>(q)].core;
         const Capture& cq = *committed_.at(prog_.group[q]).second.at(q).core;
-        peers.push_back(
-            PeerCounts{q, R.count(q) > 0, c.delivered(i), c.sent(i),
-                       View{cq.delivered[static_cast<std::size_t>(i)], cq.sent[static_cast<std::size_t>(i)]}});
+        peers.push_back(PeerCounts{q, R.count(q) > 0, c.delivered(i), c.sent(i), View{cq.delivered(i), cq.sent(i)}});
       }
       RecoveryWork w;
       try {
