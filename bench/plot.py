@@ -4,10 +4,10 @@
 usage: /usr/bin/python3 bench/plot.py FILE.json [FILE.json ...] [-o OUTDIR]
 
 Understands the JSON of reprise-bench-checkpoint ("kind": "checkpoint"), reprise-bench-dirty ("dirty"),
-reprise-bench-d2h ("d2h"), reprise-bench-overhead ("overhead"), bench/recovery_spares.py ("recovery_spares") and
-others (the plotters below); other kinds are skipped with a message, and a file that is not JSON, or lacks a field
-its plot needs, is reported and skipped (exit status 1). Needs
-Debian's python3-matplotlib: run it with /usr/bin/python3 (another python3 may come first on PATH).
+reprise-bench-d2h ("d2h"), reprise-bench-overhead ("overhead"), bench/recovery_spares.py ("recovery_spares"),
+reprise-sim ("sim") and others (the plotters below); other kinds are skipped with a message, and a file that is
+not JSON, or lacks a field its plot needs, is reported and skipped (exit status 1). Needs Debian's
+python3-matplotlib: run it with /usr/bin/python3 (another python3 may come first on PATH).
 """
 import argparse
 import json
@@ -198,6 +198,32 @@ def plot_recovery_spares(data, stem, outdir):
     return save(fig, outdir, stem + "-recovery_spares.png")
 
 
+def plot_sim(data, stem, outdir):
+    runs = sorted(data["runs"], key=lambda r: (r["pattern"], r["ranks"]))
+    patterns = sorted({r["pattern"] for r in runs})
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    panels = [("per_rank_state_bytes_max", "protocol state per rank, max (B)"),
+              ("control_messages_per_rank_per_checkpoint_max", "control messages per rank per checkpoint, max"),
+              ("recovery_messages_per_rank_max_others", "recovery messages per rank, max; dotted: the coordinator")]
+    for ax, (key, title) in zip(axes, panels):
+        for p in patterns:
+            rs = [r for r in runs if r["pattern"] == p]
+            line, = ax.plot([r["ranks"] for r in rs], [r[key] for r in rs], "o-", label=p)
+            if key.startswith("recovery"):
+                ax.plot([r["ranks"] for r in rs], [r["recovery_messages_coordinator"] for r in rs], ":x",
+                        color=line.get_color(), label=f"{p}: the coordinator")
+        ax.set_xscale("log")
+        ax.set_xlabel("ranks")
+        ax.set_title(title, fontsize=9)
+        if key.startswith("recovery"):
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7)
+    fig.suptitle("reprise-sim: the protocol core per rank against the job's size", fontsize=10)
+    return save(fig, outdir, stem + "-sim.png")
+
+
 def save(fig, outdir, name):
     fig.tight_layout()
     path = os.path.join(outdir, name)
@@ -214,7 +240,7 @@ def main():
     os.makedirs(args.outdir, exist_ok=True)
     plotters = {"checkpoint": plot_checkpoint, "dirty": plot_dirty, "d2h": plot_d2h, "overhead": plot_overhead,
                 "logging": plot_logging, "interpose": plot_interpose, "heat3d": plot_heat3d,
-                "recovery_spares": plot_recovery_spares}
+                "recovery_spares": plot_recovery_spares, "sim": plot_sim}
     status = 0
     for f in args.files:
         try:

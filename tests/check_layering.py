@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The layering of ../shared/DESIGN.md section 3, checked on the include lines of every source file.
 
-    interpose -> mpi (its public API);  mpi -> {runtime, protocol};  protocol -> {core, logging};  runtime -> core;
+    interpose -> mpi (its public API);  mpi -> {runtime, protocol};  sim -> protocol;  protocol -> {core, logging};
+    runtime -> core;
     {core, logging} -> gpu -> kernels
 
 Each folder may include its own headers and those of the layers it is allowed to use; MPI, CUDA and NCCL headers
@@ -21,6 +22,7 @@ ALLOWED = {
     "src/protocol": {"protocol", "logging", "core", "gpu"},
     "src/runtime": {"runtime", "core", "logging", "gpu", "kernels"},
     "src/mpi": {"mpi", "runtime", "protocol", "logging", "core", "gpu", "kernels"},
+    "src/sim": {"sim", "protocol", "logging", "core", "gpu"},
     "src/interpose": {"interpose"},  # the runtime through its public headers (include/reprise) only
     "include/reprise": set(),
     "apps": set(),
@@ -28,6 +30,7 @@ ALLOWED = {
 # Exceptions, each with its reason: file -> project folders it may include besides its folder's.
 EXCEPTIONS = {
     "apps/reprise_cli.cpp": {"core", "protocol"},  # the `reprise` tool: core's file format, protocol's grouping
+    "apps/reprise_sim.cpp": {"sim", "protocol"},  # `reprise-sim`: the simulator, protocol's matrix format
     "apps/tile_kernels_cuda.cpp": {"gpu"},  # the apps' own CUDA tiles use REPRISE_CUDA_CHECK
 }
 # Only src/mpi and src/interpose run MPI (the apps and tests are programs of their own).
