@@ -460,6 +460,10 @@ class Engine {
     if (s.logged) logged_bytes_ += static_cast<double>(bytes);
     if (s.orphan) {  // the receiver kept it: notify the coordinator instead
       ++orphans_;
+      if (const auto it = outstanding_.find({me, d, s.header.seq}); it != outstanding_.end()) {
+        outstanding_phases_.erase(outstanding_phases_.find(it->second));
+        outstanding_.erase(it);
+      }
       ++p.ctl_recovery;
       control(Kind::Notify, me, -1, s.header.phase, 0);
       return;
@@ -483,6 +487,12 @@ class Engine {
       std::memcpy(&content, m.payload.data(), sizeof content);
       if (m.replay) {
         ++replayed_;
+        // The release rule (PROTOCOL.md): no replay goes out while an orphan of a lower phase is outstanding.
+        if (!outstanding_phases_.empty() && *outstanding_phases_.begin() < m.header.phase)
+          note("release-rule", "rank " + std::to_string(me) + " replays #" + std::to_string(m.header.seq) +
+                                   " to rank " + std::to_string(d) + " at phase " + std::to_string(m.header.phase) +
+                                   " while an orphan at phase " + std::to_string(*outstanding_phases_.begin()) +
+                                   " is outstanding");
         if (o_.sabotage == Options::Sabotage::DropReplays) continue;
       }
       transmit(me, d, m.header, content, static_cast<std::uint64_t>(m.tag));
@@ -600,6 +610,8 @@ class Engine {
     if (dying_.empty()) return;  // handled with an earlier failure's event
     const std::vector<int> failed(dying_.begin(), dying_.end());
     dying_.clear();
+    outstanding_.clear();  // the new recovery recomputes them
+    outstanding_phases_.clear();
     // 2. The recovery plan every survivor computes (protocol::plan_group_recovery) from what the survivors hold: a
     // dead rank's memory is lost, its buddy's copy of its group's committed version is not; groups with a member
     // still re-executing after an earlier recovery roll back again (as src/mpi/recovery.cpp asks).
@@ -714,6 +726,21 @@ class Engine {
         continue;
       }
       orphan_phases.insert(orphan_phases.end(), w.orphan_phases.begin(), w.orphan_phases.end());
+      if (!inR[static_cast<std::size_t>(i)]) {  // what the survivor really holds from each rolled-back peer
+        std::size_t held = 0;
+        for (int r : peers[static_cast<std::size_t>(i)]) {
+          if (!inR[static_cast<std::size_t>(r)]) continue;
+          const std::uint64_t lo = P[static_cast<std::size_t>(r)].core->sent(i), hi = p.core->delivered(r);
+          for (std::uint64_t k = lo + 1; k <= hi; ++k, ++held)
+            if (const auto ph = p.core->orphan_phase(r, k)) {
+              outstanding_[{r, i, k}] = *ph;
+              outstanding_phases_.insert(*ph);
+            }
+        }
+        if (held != w.orphan_phases.size())
+          note("orphan-count", "rank " + std::to_string(i) + " reports " + std::to_string(w.orphan_phases.size()) +
+                                   " orphans and holds " + std::to_string(held));
+      }
       if (gated) {
         items.push_back({i, ItemKind::Block, w.phase});
         for (std::uint64_t ph : w.replay_phases) items.push_back({i, ItemKind::Replay, ph});
@@ -721,6 +748,8 @@ class Engine {
     }
     coordinator_msgs_ += static_cast<std::size_t>(N) + items.size() + orphan_phases.size();
     coordinator_.begin(epoch_, items, orphan_phases);
+    if (o_.sabotage == Options::Sabotage::NoGating)
+      for (const auto& it : items) P[static_cast<std::size_t>(it.process)].core->release(it.kind, it.phase);
     release();
     for (int i = 0; i < N; ++i) {
       Rank& p = P[static_cast<std::size_t>(i)];
@@ -767,6 +796,9 @@ class Engine {
   std::map<std::pair<int, std::uint64_t>, std::shared_ptr<std::vector<RankCapture>>> pending_;
   std::map<std::pair<int, int>, std::vector<int>> barrier_;
   std::set<int> dying_;
+  // The orphans survivors hold (sender, receiver, seq -> phase) until their re-execution is notified.
+  std::map<std::tuple<int, int, std::uint64_t>, std::uint64_t> outstanding_;
+  std::multiset<std::uint64_t> outstanding_phases_;
   protocol::Layout layout_;
   bool stopped_ = false;
   std::uint32_t epoch_ = 0;

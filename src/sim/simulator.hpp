@@ -1,10 +1,12 @@
-// reprise-sim: a discrete-event simulation that runs the project's own protocol core (protocol::Process and
-// protocol::Coordinator: channel counters, sender-based log, orphan records, the restart exchange's rules, the
-// release rule) for N simulated ranks over a network model, with synthetic communication patterns, group
-// checkpoints and injected failures. One run is two simulations of the same program: failure-free, then with the
-// failures; every rank must end with the same application state (a hash over every message it delivered, in
-// order) and nothing may hang. It measures what the protocol costs each rank as the job grows (docs/SCALING.md):
-// the simulator's own bookkeeping is O(N) in total, the state it measures is each simulated rank's.
+// reprise-sim: a discrete-event simulation that runs the project's own protocol core (protocol::Process,
+// protocol::Coordinator, protocol::plan_group_recovery: channel counters, sender-based log, orphan records, the
+// restart exchange's rules, the release rule, the recovery plan) for N simulated ranks over a network model, with
+// synthetic communication patterns, group checkpoints and injected failures. One run is two simulations of the same
+// program: failure-free, then with the failures; every rank must end with the same application state (a hash over
+// every message it delivered, in order), nothing may hang, survivors report the orphans they hold, and no replay
+// overtakes an outstanding orphan of a lower phase (the release rule). It measures what the protocol costs each
+// rank as the job grows (docs/SCALING.md): the simulator's own bookkeeping is O(N) in total, the state it measures
+// is each simulated rank's.
 #pragma once
 
 #include <cstddef>
@@ -46,7 +48,7 @@ struct Options {
   double detect_seconds = 0;                ///< from a death to the recovery's start (ULFM's detector)
   std::uint64_t seed = 1;
   /// For the simulator's own tests: a driver that breaks one rule, so that the check is seen to fail.
-  enum class Sabotage { None, DropReplays, RepairDropsSurvivorTraffic } sabotage = Sabotage::None;
+  enum class Sabotage { None, DropReplays, RepairDropsSurvivorTraffic, NoGating } sabotage = Sabotage::None;
 };
 
 struct Result {

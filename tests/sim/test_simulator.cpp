@@ -1,5 +1,6 @@
 // reprise-sim's simulator: every pattern recovers from failures and ends as the failure-free run; a driver that
-// breaks a rule is caught; per-rank state and per-checkpoint messages do not grow with the job (the scale rule).
+// breaks a rule (drops replays, loses survivor traffic, releases without gating) is caught; per-rank state and
+// per-checkpoint messages do not grow with the job (the scale rule).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -60,6 +61,14 @@ TEST(Simulator, ADriverThatBreaksARuleIsCaught) {
   o.sabotage = Options::Sabotage::RepairDropsSurvivorTraffic;
   r = simulate(o);
   EXPECT_FALSE(r.problems.empty()) << "survivor-to-survivor messages lost in the repair";
+  // Every item released at once: a replay at phase 1 overtakes an orphan at phase 0 (the release rule).
+  o = small(Pattern::Stencil2d, 16);
+  o.failures = {{0, 5}};
+  ASSERT_TRUE(simulate(o).problems.empty());
+  o.sabotage = Options::Sabotage::NoGating;
+  r = simulate(o);
+  ASSERT_FALSE(r.problems.empty());
+  EXPECT_NE(r.problems.front().find("release-rule"), std::string::npos) << problems(r);
 }
 
 // The scale rule (DESIGN.md): what a rank holds and sends per checkpoint is bounded by its peers and its group.
