@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   app.add_option("--latency", o.latency_seconds, "seconds between nodes (model)");
   app.add_option("--bandwidth", o.bandwidth, "bytes/s of a node's link (model)");
   app.add_option("--detect-seconds", o.detect_seconds, "from a death to the recovery's start (model)");
+  app.add_flag("--job-floor", o.job_floor, "hold a job floor, as with REPRISE_DIR or REPRISE_ROLLBACK=all");
   app.add_option("--seed", o.seed, "seed of the compute-time jitter");
   app.add_option("--json", json, "write {\"kind\": \"sim\", \"runs\": [...]} to this file");
   app.add_option("--write-matrix", write_matrix, "write the pattern's communication matrix (of the last --ranks)");

@@ -11,12 +11,14 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <queue>
 #include <set>
 #include <tuple>
 #include <utility>
 
 #include "protocol/coordinator.hpp"
+#include "protocol/job_floor.hpp"
 #include "protocol/process.hpp"
 #include "protocol/recovery_plan.hpp"
 #include "protocol/topology.hpp"
@@ -169,6 +171,9 @@ struct Rank {
   std::uint64_t st = 0;
   std::map<int, std::deque<Msg>> inbox;
   std::map<int, protocol::View> views_told;
+  // Captures kept until their views are announced (the newest announced one stays), as CommState keeps them.
+  std::map<std::uint64_t, std::shared_ptr<const Capture>> captures;
+  std::optional<std::uint64_t> announced, floor;  // floor: the job floor last received (--job-floor)
   std::uint32_t inc = 0;
   bool sched = false, done = false, dead = false, at_barrier = false;
   double busy_until = 0;  // computing, or in a checkpoint's app-visible part
@@ -176,7 +181,7 @@ struct Rank {
   std::size_t ctl_checkpoint = 0, checkpoints = 0, ctl_recovery = 0;
 };
 
-enum class Kind : std::uint8_t { Run, Message, View, Commit, Release, Notify, Recover };
+enum class Kind : std::uint8_t { Run, Message, View, Commit, Release, Notify, Recover, FloorReport, Floor };
 
 struct Event {
   double t;
@@ -202,6 +207,7 @@ class Engine {
       members_[g].push_back(r);
     }
     G = static_cast<int>(members_.size());
+    floor_table_.reset(G);
     gep_.assign(members_.size(), 0);
     committed_.resize(members_.size());
     link_free_.assign(static_cast<std::size_t>((N + o.ranks_per_node - 1) / o.ranks_per_node), 0.0);
@@ -253,6 +259,12 @@ class Engine {
           break;
         case Kind::Recover:
           on_recover();
+          break;
+        case Kind::FloorReport:
+          on_floor_report(e);
+          break;
+        case Kind::Floor:
+          on_floor(e);
           break;
       }
     }
@@ -340,7 +352,9 @@ class Engine {
 
   void sample(const Rank& p) {
     const std::size_t views = p.views_told.size() * (4 * sizeof(void*) + sizeof(std::pair<const int, protocol::View>));
-    state_max_ = std::max(state_max_, p.core->state_bytes() + views);
+    std::size_t kept = p.captures.size() * sizeof(std::pair<const std::uint64_t, std::shared_ptr<const Capture>>);
+    if (o_.job_floor && p.core->id() == 0) kept += static_cast<std::size_t>(G) * sizeof(std::optional<std::uint64_t>);
+    state_max_ = std::max(state_max_, p.core->state_bytes() + views + kept);
     log_entries_max_ = std::max(log_entries_max_, p.core->log().live_entries());
   }
 
@@ -552,6 +566,7 @@ class Engine {
       ++m.pc;
       sample(m);
       caps->push_back(capture(m));
+      m.captures[static_cast<std::uint64_t>(p.step)] = caps->back().core;
       m.ctl_checkpoint += 3 * rounds + 2;
       ++m.checkpoints;
       m.at_barrier = false;
@@ -576,27 +591,87 @@ class Engine {
     pending_.erase(it);
     if (e.y != gep_[g] || e.x <= committed_[g].first) return;  // rolled back meanwhile, or an older version
     committed_[g] = {e.x, caps};
-    // Views to the peers whose view changed (as CommState::announce does).
-    for (std::size_t k = 0; k < caps->size(); ++k) {
-      const int i = members_[g][k];
-      Rank& m = P[static_cast<std::size_t>(i)];
-      for (const auto& [q, ch] : (*caps)[k].core->channels) {
-        if (groups_(q) == e.a || (ch.delivered == 0 && ch.sent == 0)) continue;
-        auto& told = m.views_told[q];
-        if (told.delivered == ch.delivered && told.sent == ch.sent) continue;
-        told = protocol::View{ch.delivered, ch.sent};
-        ++m.ctl_checkpoint;
-        Event v{};
-        v.kind = Kind::View;
-        v.a = i;
-        v.b = q;
-        v.inc_a = m.inc;
-        v.inc_b = P[static_cast<std::size_t>(q)].inc;
-        v.x = ch.delivered;
-        v.y = ch.sent;
-        push(t_ + (node(i) == node(q) ? o_.intra_latency_seconds : o_.latency_seconds), v);
-      }
+    for (int i : members_[g]) committed_view(i);
+    if (o_.job_floor) {  // the group's first rank reports the commit to rank 0 (GroupCommit::report_commit)
+      ++P[static_cast<std::size_t>(members_[g].front())].ctl_checkpoint;
+      report_floor(e.a, e.x);
     }
+  }
+
+  // CommState::committed: the views of the group's newest commit, or with a job floor of the newest version at or
+  // below the floor (a group's views must not release log entries a coordinated rollback to the floor needs).
+  void committed_view(int i) {
+    Rank& m = P[static_cast<std::size_t>(i)];
+    const std::uint64_t v = committed_[static_cast<std::size_t>(groups_(i))].first;
+    if (!o_.job_floor)
+      announce(i, v);
+    else if (m.floor)
+      announce(i, std::min(v, *m.floor));
+  }
+
+  // CommState::announce: the views of the newest capture at or below `through`, to the peers whose view changed.
+  void announce(int i, std::uint64_t through) {
+    Rank& m = P[static_cast<std::size_t>(i)];
+    auto it = m.captures.upper_bound(through);
+    if (it == m.captures.begin()) return;
+    --it;
+    if (m.announced && it->first <= *m.announced) return;
+    for (const auto& [q, ch] : it->second->channels) {
+      if (groups_(q) == groups_(i) || (ch.delivered == 0 && ch.sent == 0)) continue;
+      auto& told = m.views_told[q];
+      if (told.delivered == ch.delivered && told.sent == ch.sent) continue;
+      told = protocol::View{ch.delivered, ch.sent};
+      ++m.ctl_checkpoint;
+      Event v{};
+      v.kind = Kind::View;
+      v.a = i;
+      v.b = q;
+      v.inc_a = m.inc;
+      v.inc_b = P[static_cast<std::size_t>(q)].inc;
+      v.x = ch.delivered;
+      v.y = ch.sent;
+      push(t_ + (node(i) == node(q) ? o_.intra_latency_seconds : o_.latency_seconds), v);
+    }
+    m.announced = it->first;
+    m.captures.erase(m.captures.begin(), it);
+  }
+
+  // ---- the job floor (--job-floor): rank 0 keeps a protocol::JobFloor, the floor goes down protocol::floor_children
+  void report_floor(int g, std::uint64_t v) {
+    Event r{};
+    r.kind = Kind::FloorReport;
+    r.a = g;
+    r.x = v;
+    push(t_ + o_.latency_seconds, r);
+  }
+
+  void on_floor_report(const Event& e) {
+    if (P[0].dead) return;  // lost with rank 0; every group reports again after the repair
+    ++P[0].ctl_checkpoint;
+    if (const auto f = floor_table_.report(e.a, e.x)) floor_at(0, *f);
+  }
+
+  void floor_at(int r, std::uint64_t f) {
+    Rank& p = P[static_cast<std::size_t>(r)];
+    if (!p.floor || f > *p.floor) p.floor = f;
+    committed_view(r);
+    for (int c : protocol::floor_children(r, N)) {
+      ++p.ctl_checkpoint;
+      Event d{};
+      d.kind = Kind::Floor;
+      d.a = r;
+      d.b = c;
+      d.inc_b = P[static_cast<std::size_t>(c)].inc;
+      d.x = f;
+      push(t_ + (node(r) == node(c) ? o_.intra_latency_seconds : o_.latency_seconds), d);
+    }
+  }
+
+  void on_floor(const Event& e) {
+    Rank& p = P[static_cast<std::size_t>(e.b)];
+    if (e.inc_b != p.inc || p.dead) return;  // its subtree keeps an older floor (more versions, never fewer)
+    ++p.ctl_checkpoint;
+    floor_at(e.b, e.x);
   }
 
   void on_view(const Event& e) {
@@ -693,7 +768,17 @@ class Engine {
         p.sched = p.done = p.dead = p.at_barrier = false;
         p.busy_until = t_;
         p.inbox.clear();
+        // CommState::after_restore (a replacement's CommState is new: nothing kept, no floor)
         p.views_told.clear();
+        if (dead[static_cast<std::size_t>(mem[k])]) {
+          p.captures.clear();
+          p.announced.reset();
+          p.floor.reset();
+        } else {
+          const auto version = committed_[static_cast<std::size_t>(g)].first;
+          p.captures.erase(p.captures.upper_bound(version), p.captures.end());
+          if (p.announced && *p.announced > version) p.announced = version;
+        }
         load_step(p, c.step);
         p.pc = c.pc;
         p.st = c.st;
@@ -747,6 +832,15 @@ class Engine {
       }
     }
     coordinator_msgs_ += static_cast<std::size_t>(N) + items.size() + orphan_phases.size();
+    if (o_.job_floor) {  // after a repair every group reports again (GroupCommit::new_communicators)
+      floor_table_.reset(G);
+      for (int g = 0; g < G; ++g)
+        if (const std::uint64_t v = committed_[static_cast<std::size_t>(g)].first) {
+          ++P[static_cast<std::size_t>(members_[static_cast<std::size_t>(g)].front())].ctl_recovery;
+          ++P[0].ctl_recovery;
+          report_floor(g, v);
+        }
+    }
     coordinator_.begin(epoch_, items, orphan_phases);
     if (o_.sabotage == Options::Sabotage::NoGating)
       for (const auto& it : items) P[static_cast<std::size_t>(it.process)].core->release(it.kind, it.phase);
@@ -800,6 +894,7 @@ class Engine {
   std::map<std::tuple<int, int, std::uint64_t>, std::uint64_t> outstanding_;
   std::multiset<std::uint64_t> outstanding_phases_;
   protocol::Layout layout_;
+  protocol::JobFloor floor_table_;  // rank 0's (--job-floor)
   bool stopped_ = false;
   std::uint32_t epoch_ = 0;
   protocol::Coordinator coordinator_;
@@ -946,6 +1041,7 @@ std::string to_json(const Options& o, const Result& r) {
   j["max_group_ranks"] = r.max_group_ranks;
   j["steps"] = o.steps;
   j["checkpoint_every"] = o.checkpoint_every;
+  j["job_floor"] = o.job_floor;
   j["message_bytes"] = o.message_bytes;
   j["state_bytes"] = o.state_bytes;
   auto& f = j["failures"] = nlohmann::json::array();

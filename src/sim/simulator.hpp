@@ -46,6 +46,9 @@ struct Options {
   double intra_bandwidth = 100e9;           ///< bytes/s within a node
   double checkpoint_bandwidth = 20e9;       ///< bytes/s of a rank's app-visible checkpoint (device digest, pack)
   double detect_seconds = 0;                ///< from a death to the recovery's start (ULFM's detector)
+  /// Hold a job floor (the runtime does with REPRISE_DIR or REPRISE_ROLLBACK=all): each group's first rank reports
+  /// its commits to rank 0, the floor goes down a binomial tree, and committed views wait for it.
+  bool job_floor = false;
   std::uint64_t seed = 1;
   /// For the simulator's own tests: a driver that breaks one rule, so that the check is seen to fail.
   enum class Sabotage { None, DropReplays, RepairDropsSurvivorTraffic, NoGating } sabotage = Sabotage::None;

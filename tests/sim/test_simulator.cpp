@@ -87,6 +87,24 @@ TEST(Simulator, PerRankStateAndCheckpointMessagesDoNotGrowWithTheJob) {
   EXPECT_LE(b.recovery_messages_per_rank_max_others, a.recovery_messages_per_rank_max_others + 2);
 }
 
+// With a job floor (REPRISE_DIR, or coordinated rollback) the views wait for the floor and rank 0 hears every
+// group's commits: still every rank ends as in the failure-free run, and rank 0's messages follow the groups' count
+// (the item docs/SCALING.md lists as not met).
+TEST(Simulator, AJobFloorGatesTheViewsAndRankZeroHearsEveryGroup) {
+  Options o = small(Pattern::Stencil2d, 256);
+  o.job_floor = true;
+  o.failures = {{0, 9}, {77, 13}};  // rank 0 itself: the floor's reports are lost and sent again after the repair
+  const Result a = simulate(o);
+  ASSERT_TRUE(a.problems.empty()) << problems(a);
+  o.ranks = 1024;
+  const Result b = simulate(o);
+  ASSERT_TRUE(b.problems.empty()) << problems(b);
+  EXPECT_GT(b.control_messages_per_rank_per_checkpoint_max, 3 * a.control_messages_per_rank_per_checkpoint_max);
+  o.job_floor = false;
+  const Result c = simulate(o);
+  EXPECT_LT(c.control_messages_per_rank_per_checkpoint_max, 0.2 * b.control_messages_per_rank_per_checkpoint_max);
+}
+
 TEST(Simulator, OptionsItCannotRunAreRefusedWithWhy) {
   const auto refused = [](const Options& o, const std::string& says) {
     try {
