@@ -13,6 +13,7 @@
 #include "mpi/check.hpp"
 #include "mpi/comm_state.hpp"
 #include "mpi/polled.hpp"
+#include "protocol/group_channels.hpp"
 #include "reprise/errors.hpp"
 
 namespace reprise::mpi {
@@ -51,6 +52,7 @@ CommState::CommState(CommHost& host, int rank, std::vector<int> group_of, loggin
     : host_(host),
       rank_(rank),
       group_of_(std::move(group_of)),
+      members_(protocol::group_members(group_of_, rank)),
       log_options_(log_options),
       log_memory_(std::move(log_memory)),
       p_(std::make_unique<protocol::Process>(rank, group_of_, log_options_, log_memory_)),

@@ -285,6 +285,7 @@ class CommState {
   CommHost& host_;
   int rank_;
   std::vector<int> group_of_;
+  std::vector<int> members_;  // this rank's group, ascending (computed once: a scan of group_of_ is O(N))
   logging::LogOptions log_options_;
   logging::MessageLog::Allocate log_memory_;
   bool asked_ = false;      // a process of another group asked this one's group to checkpoint (log bound)

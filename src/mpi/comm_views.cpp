@@ -53,12 +53,11 @@ void CommState::poll_views() {
 
 std::vector<std::uint64_t> CommState::barrier_contribution() {
   poll_views();
-  return protocol::barrier_contribution(*p_, protocol::group_members(group_of_, rank_));
+  return protocol::barrier_contribution(*p_, members_);
 }
 
 void CommState::barrier_result(const std::vector<const std::uint64_t*>& member, std::uint64_t version) {
-  const std::uint64_t phase =
-      protocol::check_group_channels(protocol::group_members(group_of_, rank_), member, version);
+  const std::uint64_t phase = protocol::check_group_channels(members_, member, version);
   ++stats_.channel_checks;
   asks_sent_ = false;
   p_->raise_phase(phase);

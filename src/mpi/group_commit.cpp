@@ -76,8 +76,11 @@ void GroupCommit::report_commit() {
     job_.store_->set_job_floor(static_cast<std::uint64_t>(f));
     job_.comm_state_->job_floor(static_cast<std::uint64_t>(f));  // the views it allows go in committed(), below
   }
-  if (job_.layout_.members_of_group(job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)]).front() != job_.rank_)
-    return;
+  if (!first_of_group_)  // once: members_of_group scans every rank of the job (the layout is the job's for good)
+    first_of_group_ =
+        job_.layout_.members_of_group(job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)]).front() ==
+        job_.rank_;
+  if (!*first_of_group_) return;
   const auto c = job_.store_->committed();
   if (!c || (floor_reported_ && *c <= *floor_reported_)) return;
   floor_reported_ = *c;

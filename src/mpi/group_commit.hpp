@@ -58,6 +58,7 @@ class GroupCommit {
   std::unique_ptr<gpu::NcclBarrier> nccl_;          // an NCCL group's communicator
   protocol::JobFloor floor_table_;                  // rank 0 (progress thread): each group's newest commit
   std::optional<std::uint64_t> floor_reported_;     // a group's first rank: the last commit reported
+  std::optional<bool> first_of_group_;              // this rank is its group's first (computed at the first report)
   std::atomic<std::int64_t> floor_received_{-1};    // the newest job floor from rank 0 (-1: none yet)
 };
 
