@@ -19,6 +19,7 @@
 #include "protocol/capture_regions.hpp"
 #include "protocol/coordinator.hpp"
 #include "protocol/device_mpi.hpp"
+#include "protocol/job_floor.hpp"
 #include "protocol/process.hpp"
 #include "reprise/comm.hpp"
 
@@ -135,6 +136,7 @@ class CommState {
   static constexpr int kCollectiveTag = 32767;         // reserved: application tags are 0..32766
   static constexpr int kViewTag = 1;                   // a committed view (on the view communicator)
   static constexpr int kAskTag = 4;                    // "your group, please checkpoint" (log bound; view comm.)
+  static constexpr std::uint64_t kFloodAsk = 1;        // an ask's first word: pass it on to every group (flood_ask)
   static constexpr int kNotifyTag =
       2;  // control: a rolled-back process re-executed an orphan send (to the coordinator)
   static constexpr int kReleaseTag = 3;       // control: the coordinator released an item of the receiving process
@@ -189,8 +191,8 @@ class CommState {
   void after_restore(std::uint64_t version);
   /// Log bound (Config::log_bound_bytes): whether this member wants its group to checkpoint now, because its
   /// log holds more than the bound (it then also asks, once per checkpoint, every process it holds log entries
-  /// for: their groups' commits release those entries; gated on the job floor, every process of another group:
-  /// the floor must rise) or because a process of another group asked it. Clears
+  /// for: their groups' commits release those entries; gated on the job floor, every group, through the tree of
+  /// the groups' first ranks: the floor must rise) or because a process of another group asked it. Clears
   /// the request. A log still over the bound at kBoundTooLowChecks checks in a row (each asked for a
   /// checkpoint) means the bound is below what the log must hold until receivers' groups commit: warned once.
   bool checkpoint_wanted();
@@ -242,6 +244,8 @@ class CommState {
  private:
   friend class reprise::Comm;
   void poll_views();
+  void send_ask(int q, std::uint64_t kind);
+  void flood_ask(int from);  // -1: from this rank's own log
   void maybe_poll_views();
   /// Advances a pending message; `block`: until it completed. Returns whether it completed.
   bool progress(PendingMessage& m, bool block);
@@ -290,6 +294,8 @@ class CommState {
   logging::MessageLog::Allocate log_memory_;
   bool asked_ = false;      // a process of another group asked this one's group to checkpoint (log bound)
   bool asks_sent_ = false;  // since the last checkpoint
+  bool flooded_ = false;    // a group's first rank passed an ask for every group on since the last checkpoint
+  std::optional<protocol::GroupTreeRanks> tree_;  // this rank's place among the groups' first ranks (flood_ask)
   std::unique_ptr<protocol::Process> p_;
   protocol::CounterRegion counters_;
   bool on_device(const void* buf, std::optional<MemorySpace> space);

@@ -41,6 +41,7 @@ void CommState::poll_views() {
     if (st.MPI_TAG == kAskTag) {
       asked_ = true;
       ++stats_.asks_received;
+      if (v[0] == kFloodAsk) flood_ask(st.MPI_SOURCE);
       continue;
     }
     const std::size_t before = p_->log().live_entries();
@@ -59,7 +60,7 @@ std::vector<std::uint64_t> CommState::barrier_contribution() {
 void CommState::barrier_result(const std::vector<const std::uint64_t*>& member, std::uint64_t version) {
   const std::uint64_t phase = protocol::check_group_channels(members_, member, version);
   ++stats_.channel_checks;
-  asks_sent_ = false;
+  asks_sent_ = flooded_ = false;
   p_->raise_phase(phase);
   log_copies_done();  // the snapshot's payloads are read below
   // Capture into the regions (counters and views; log snapshot and orphan record), keeping the capture in memory.
@@ -107,6 +108,30 @@ void CommState::announce(std::uint64_t through) {
   captures_.erase(captures_.begin(), it);  // older ones are obsolete
 }
 
+void CommState::send_ask(int q, std::uint64_t kind) {
+  view_sends_.push_back({MPI_REQUEST_NULL, {kind, 0}});
+  auto& back = view_sends_.back();
+  REPRISE_COMM_CHECK(MPI_Isend(back.second.data(), 2, MPI_UINT64_T, q, kAskTag, host_.view_comm(), &back.first));
+  ++stats_.asks_sent;
+}
+
+// A checkpoint ask for every group (the log bound under the job floor) at a group's first rank: passed on once per
+// checkpoint of its group to its neighbours in the groups' tree (protocol::group_tree_ranks: the parent group's
+// first rank and the child groups'), except the one it came from. A tree has one path between two groups, so an ask
+// reaches every group, and no rank sends or receives more than kFloorFanIn + 1 of them per checkpoint (plus its
+// own group's members' asks), whatever the number of groups (one rank asked each of G - 1 groups before).
+void CommState::flood_ask(int from) {
+  if (flooded_) return;
+  flooded_ = true;
+  if (!tree_) {
+    const int groups = *std::max_element(group_of_.begin(), group_of_.end()) + 1;
+    tree_ = protocol::group_tree_ranks(group_of_, rank_, groups);
+  }
+  if (tree_->parent >= 0 && tree_->parent != from) send_ask(tree_->parent, kFloodAsk);
+  for (int c : tree_->children)
+    if (c != from) send_ask(c, kFloodAsk);
+}
+
 bool CommState::checkpoint_wanted() {
   poll_views();
   const bool over = p_->log().over_bound();
@@ -134,20 +159,14 @@ bool CommState::checkpoint_wanted() {
       asks_sent_ = true;
       // Gated on the job floor, the views release nothing until every group committed again: ask every group (a
       // group that exchanges nothing and never checkpoints on its own would otherwise hold every log forever).
-      // One member of a group is enough: the group's log check is a reduction over its members.
-      std::vector<int> ask;
-      if (floor_gated_) {
-        std::set<int> groups{group_of(rank_)};
-        for (int q = 0; q < size(); ++q)
-          if (groups.insert(group_of(q)).second) ask.push_back(q);
+      // One member of a group is enough (the group's log check is a reduction over its members): the ask floods
+      // the tree of the groups' first ranks (flood_ask), from this rank's group's first rank.
+      if (!floor_gated_) {
+        for (int q : p_->log().dests()) send_ask(q, 0);
+      } else if (members_.front() == rank_) {
+        flood_ask(-1);
       } else {
-        ask = p_->log().dests();
-      }
-      for (int q : ask) {
-        view_sends_.push_back({MPI_REQUEST_NULL, {0, 0}});
-        auto& back = view_sends_.back();
-        REPRISE_COMM_CHECK(MPI_Isend(back.second.data(), 2, MPI_UINT64_T, q, kAskTag, host_.view_comm(), &back.first));
-        ++stats_.asks_sent;
+        send_ask(members_.front(), kFloodAsk);
       }
     }
   }

@@ -68,30 +68,63 @@ void GroupCommit::agree(std::optional<std::uint64_t> capture) {
 
 // At every checkpoint: the job floor last received applies (here, on the main thread: the store belongs to the
 // Runtime, which destroys it while the progress thread may still run). At a group's first rank: its group's
-// commit goes to rank 0 when it is newer than the last report (after a repair every group reports again: rank
-// 0's table starts over).
+// commit enters the groups' reduction tree when it is newer than the last one (after a repair every group reports
+// again: the tree starts over).
 void GroupCommit::report_commit() {
   if (!holds_job_floor()) return;
   if (const std::int64_t f = floor_received_; f >= 0) {
     job_.store_->set_job_floor(static_cast<std::uint64_t>(f));
     job_.comm_state_->job_floor(static_cast<std::uint64_t>(f));  // the views it allows go in committed(), below
   }
-  if (!first_of_group_)  // once: members_of_group scans every rank of the job (the layout is the job's for good)
-    first_of_group_ =
-        job_.layout_.members_of_group(job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)]).front() ==
-        job_.rank_;
-  if (!*first_of_group_) return;
+  if (!first_of_group_) return;
   const auto c = job_.store_->committed();
   if (!c || (floor_reported_ && *c <= *floor_reported_)) return;
   floor_reported_ = *c;
-  const std::uint64_t report[2] = {
-      static_cast<std::uint64_t>(job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)]), *c};
+  FloorStep step;
+  {
+    const std::lock_guard<std::mutex> lock(floor_mutex_);
+    step = {floor_node_.own(*c), floor_node_.group(), floor_parent_rank_};
+  }
   const MPI_Comm data = job_.data_;
   try {
-    REPRISE_MPI_CHECK(polled::send(report, 2, MPI_UINT64_T, 0, kFloorReport, data));
+    floor_out(step);
   } catch (const PeerFailure&) {
     if (data == job_.data_) job_.link_down("job floor report");  // the next runtime call recovers
   }
+}
+
+// What a report made this group's node do: its subtree's summary goes to the parent group's first rank as
+// {group, sequence number, complete, version, group named}; at the root (group 0, whose first rank is rank 0) a
+// floor that rose goes down the tree to every rank, and a group that holds it back is named once.
+void GroupCommit::floor_out(const FloorStep& step) {
+  const protocol::FloorNode::Out& out = step.out;
+  if (out.up) {
+    const std::uint64_t report[5] = {static_cast<std::uint64_t>(step.group), out.seq, out.up->complete ? 1u : 0u,
+                                     out.up->version, static_cast<std::uint64_t>(out.up->group)};
+    REPRISE_MPI_CHECK(polled::send(report, 5, MPI_UINT64_T, step.parent_rank, kFloorReport, job_.data_));
+  }
+  std::optional<protocol::FloorNode::Lag> lag;
+  if (job_.rank_ == 0) {
+    const std::lock_guard<std::mutex> lock(floor_mutex_);
+    lag = floor_node_.lag();
+  }
+  if (lag) {
+    const std::string what = lag->committed ? "its newest commit is version " + std::to_string(*lag->committed)
+                                            : std::string("it has committed nothing yet");
+    std::fprintf(stderr,
+                 "reprise: rank %d: group %d (%s) holds the job floor back: %s, while group 0 committed %u times "
+                 "since the floor last rose. Every rank keeps its versions from there on (%s) until that group "
+                 "commits again.\n",
+                 job_.rank_, lag->group, ranks_phrase(job_.layout_.members_of_group(lag->group)).c_str(), what.c_str(),
+                 lag->rounds,
+                 job_.group_rollback_    ? "its files"
+                 : job_.cfg_.dir.empty() ? "memory"
+                                         : "memory and files");
+  }
+  if (!out.floor) return;
+  if (job_.trace_)
+    std::fprintf(stderr, "reprise: rank %d: job floor %llu\n", job_.rank_, static_cast<unsigned long long>(*out.floor));
+  on_floor(*out.floor);
 }
 
 // Every rank's progress thread: a floor from its parent in the tree (protocol::floor_children), kept for the main
@@ -103,28 +136,17 @@ void GroupCommit::on_floor(std::uint64_t floor) {
     REPRISE_MPI_CHECK(polled::send(&floor, 1, MPI_UINT64_T, r, kFloor, job_.data_));
 }
 
-// Rank 0's progress thread: a group's commit; a floor that rose goes down the tree to every rank.
+// A group's first rank, on the progress thread: a child group's report.
 void GroupCommit::on_floor_report(int src) {
-  std::uint64_t report[2] = {0, 0};
-  REPRISE_MPI_CHECK(polled::recv(report, 2, MPI_UINT64_T, src, kFloorReport, job_.data_, MPI_STATUS_IGNORE));
-  const auto floor = floor_table_.report(static_cast<int>(report[0]), report[1]);
-  if (const auto lag = floor_table_.lag()) {
-    const std::string what = lag->committed ? "its newest commit is version " + std::to_string(*lag->committed)
-                                            : std::string("it has committed nothing yet");
-    std::fprintf(stderr,
-                 "reprise: rank %d: group %d (%s) holds the job floor back: %s, while the other groups "
-                 "committed %u times since the floor last rose. Every rank keeps its versions from there on (%s) "
-                 "until that group commits again.\n",
-                 job_.rank_, lag->group, ranks_phrase(job_.layout_.members_of_group(lag->group)).c_str(), what.c_str(),
-                 lag->others,
-                 job_.group_rollback_    ? "its files"
-                 : job_.cfg_.dir.empty() ? "memory"
-                                         : "memory and files");
+  std::uint64_t report[5] = {0, 0, 0, 0, 0};
+  REPRISE_MPI_CHECK(polled::recv(report, 5, MPI_UINT64_T, src, kFloorReport, job_.data_, MPI_STATUS_IGNORE));
+  const protocol::FloorSummary s{report[2] != 0, report[3], static_cast<int>(report[4])};
+  FloorStep step;
+  {
+    const std::lock_guard<std::mutex> lock(floor_mutex_);
+    step = {floor_node_.report(static_cast<int>(report[0]), report[1], s), floor_node_.group(), floor_parent_rank_};
   }
-  if (!floor) return;
-  if (job_.trace_)
-    std::fprintf(stderr, "reprise: rank %d: job floor %llu\n", job_.rank_, static_cast<unsigned long long>(*floor));
-  on_floor(*floor);
+  floor_out(step);
 }
 
 // Whether this group's barrier runs on NCCL (Config::group_barrier). Chosen with the group at its first barrier
@@ -250,8 +272,15 @@ bool GroupCommit::holds_job_floor() const {
   return !job_.group_rollback_ || !job_.cfg_.dir.empty();
 }
 
+// The groups' reduction tree starts over: this rank's group, whether it is the group's first rank, and the first
+// rank of the parent group (one pass over the job's layout, at the start and at each repair).
 void GroupCommit::new_communicators(int groups) {
-  floor_table_.reset(groups);
+  const int group = job_.layout_.group_of.at(static_cast<std::size_t>(job_.rank_));
+  const protocol::GroupTreeRanks tree = protocol::group_tree_ranks(job_.layout_.group_of, job_.rank_, groups);
+  const std::lock_guard<std::mutex> lock(floor_mutex_);
+  floor_node_.reset(group, groups);
+  first_of_group_ = tree.first;
+  floor_parent_rank_ = tree.parent;
   floor_reported_.reset();
 }
 

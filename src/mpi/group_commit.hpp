@@ -1,6 +1,6 @@
 // The group's side of a checkpoint (a part of MpiCoordination with its own state): the commit agreement of the
-// group (MPI, or NCCL on the members' GPUs), the job floor (rank 0's table of each group's newest commit, and the
-// floor every rank applies), and waiting for the group while serving the protocol.
+// group (MPI, or NCCL on the members' GPUs), the job floor (the groups' first ranks reduce their commits in a tree,
+// every rank applies the floor), and waiting for the group while serving the protocol.
 #pragma once
 
 #include <mpi.h>
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "gpu/nccl_barrier.hpp"
@@ -34,18 +35,23 @@ class GroupCommit {
   /// Whether ranks keep a version common to all (the job floor): coordinated rollback, or files to relaunch from.
   bool holds_job_floor() const;
 
-  // The progress thread's part (rank 0: groups' commits; every rank: the floor).
+  // The progress thread's part (a group's first rank: its child groups' reports; every rank: the floor).
   void on_floor_report(int src);
   void on_floor(std::uint64_t floor);  ///< applied at the next checkpoint, forwarded down the tree now
 
   // Repairs.
-  void new_communicators(int groups);  ///< every group reports again; rank 0's table starts over
+  void new_communicators(int groups);  ///< every group reports again; the reduction tree starts over
   void forget_floor() { floor_received_ = -1; }
   void reset_barrier();  ///< a new group communicator: the barrier is chosen (and built) again
   void cancel_wait();    ///< a recovery abandons the group collective this rank waits for
 
  private:
   void report_commit();
+  struct FloorStep {
+    protocol::FloorNode::Out out;
+    int group = 0, parent_rank = -1;
+  };
+  void floor_out(const FloorStep& step);  // a report up the groups' tree, or the floor down
   bool nccl_group();
   void wait_nccl(const std::function<bool()>& finished);
   /// REPRISE_GROUP_COLLECTIVE(call, req, what) calls it.
@@ -56,10 +62,14 @@ class GroupCommit {
   MPI_Request* pending_ = nullptr;                  // the group collective this rank waits for (wait_group)
   std::optional<protocol::BarrierChoice> barrier_;  // the group barrier's kind, chosen with the group
   std::unique_ptr<gpu::NcclBarrier> nccl_;          // an NCCL group's communicator
-  protocol::JobFloor floor_table_;                  // rank 0 (progress thread): each group's newest commit
-  std::optional<std::uint64_t> floor_reported_;     // a group's first rank: the last commit reported
-  std::optional<bool> first_of_group_;              // this rank is its group's first (computed at the first report)
-  std::atomic<std::int64_t> floor_received_{-1};    // the newest job floor from rank 0 (-1: none yet)
+  // A group's first rank: its place in the groups' reduction tree (its own commits from the main thread, its
+  // child groups' reports from the progress thread).
+  std::mutex floor_mutex_;
+  protocol::FloorNode floor_node_;
+  bool first_of_group_ = false;                   // (from the layout, at new_communicators)
+  int floor_parent_rank_ = -1;                    // the first rank of the parent group (-1: group 0)
+  std::optional<std::uint64_t> floor_reported_;   // the last commit of the group reported
+  std::atomic<std::int64_t> floor_received_{-1};  // the newest job floor from rank 0 (-1: none yet)
 };
 
 }  // namespace reprise::mpi

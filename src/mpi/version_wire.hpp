@@ -19,7 +19,7 @@ enum Tag : int {
   kPutPiece = 12,     // owner -> buddy (data): its payload pieces and trailer
   kRelease = 13,      // owner -> buddy (data): a version no chain needs any more
   kAck = 14,          // buddy -> owner (ack): the version is stored (or kRefused)
-  kFloorReport = 15,  // a group's first rank to rank 0: {group, committed version}
+  kFloorReport = 15,  // a group's first rank to its parent group's: its subtree's oldest commit (job_floor.hpp)
   kFloor = 16,        // rank 0 to every rank: the job floor (protocol/job_floor.hpp)
   kMoveCount = 21,    // recovery (world): how many versions follow
   kMoveHead = 22,

@@ -2,9 +2,12 @@
 // restorable on every rank only if no rank released it, and groups commit (and release) on their own: without a
 // floor, a group that committed v+1 drops v while another group has committed only v, and no version is common to
 // every rank (a coordinated rollback, REPRISE_ROLLBACK=all, then finds none; a relaunch from files starts over).
-// Each group's first rank reports its group's commits to rank 0, which keeps this table and sends the floor to
-// every rank whenever it rises; ranks keep the floor's chain and everything newer (BuddyStore::set_job_floor).
-// A stale floor is only older, so ranks keep more than needed, never less. Pure logic, tested without MPI.
+// The groups' first ranks compute it in a reduction tree over the group numbers (FloorNode: at most kFloorFanIn
+// children each, so no rank hears from more than kFloorFanIn groups, whatever the job's size): each reports its
+// subtree's oldest commit to its parent when it rises, and group 0's first rank (rank 0) sends the floor down a
+// tree of the same shape over the ranks (floor_children) whenever it rises; ranks keep the floor's chain and everything
+// newer (BuddyStore::set_job_floor). A stale floor is only older, so ranks keep more than needed, never less. Pure
+// logic, tested without MPI.
 #pragma once
 
 #include <algorithm>
@@ -14,89 +17,196 @@
 
 namespace reprise::protocol {
 
-class JobFloor {
+/// Children per group in the floor's reduction tree: group g's are k*g + 1 .. k*g + k; its parent (g - 1) / k.
+inline constexpr int kFloorFanIn = 8;
+
+inline int floor_parent_group(int group) {
+  return group <= 0 ? -1 : (group - 1) / kFloorFanIn;
+}
+
+inline std::vector<int> floor_child_groups(int group, int groups) {
+  std::vector<int> children;
+  for (long c = long(kFloorFanIn) * group + 1; c <= long(kFloorFanIn) * group + kFloorFanIn && c < groups; ++c)
+    children.push_back(static_cast<int>(c));
+  return children;
+}
+
+/// A rank's place among the groups' first ranks (the tree above): whether it is its group's first rank, the first
+/// rank of the parent group (-1 for group 0) and of each child group. One pass over `group_of` (rank -> group).
+struct GroupTreeRanks {
+  bool first = false;
+  int parent = -1;
+  std::vector<int> children;
+};
+inline GroupTreeRanks group_tree_ranks(const std::vector<int>& group_of, int rank, int groups) {
+  const int group = group_of.at(static_cast<std::size_t>(rank));
+  const int parent = floor_parent_group(group);
+  const std::vector<int> child_groups = floor_child_groups(group, groups);
+  GroupTreeRanks t;
+  t.children.assign(child_groups.size(), -1);
+  int first = -1;
+  std::size_t found = 0;  // child groups whose first rank is known
+  for (std::size_t r = 0; r < group_of.size(); ++r) {
+    const int g = group_of[r];
+    if (g == group && first < 0) first = static_cast<int>(r);
+    if (g == parent && t.parent < 0) t.parent = static_cast<int>(r);
+    if (g > group && !child_groups.empty() && g >= child_groups.front() && g <= child_groups.back()) {
+      int& c = t.children[static_cast<std::size_t>(g - child_groups.front())];
+      if (c < 0) {
+        c = static_cast<int>(r);
+        ++found;
+      }
+    }
+    if (first >= 0 && (parent < 0 || t.parent >= 0) && found == child_groups.size()) break;
+  }
+  t.first = first == rank;
+  return t;
+}
+
+/// What a subtree of groups tells its parent: the oldest of its groups' newest commits and a group that has it,
+/// or (complete false) a group of the subtree that has committed nothing yet.
+struct FloorSummary {
+  bool complete = false;
+  std::uint64_t version = 0;
+  int group = -1;
+  bool operator==(const FloorSummary& o) const {
+    return complete == o.complete && version == o.version && group == o.group;
+  }
+};
+
+/// One group's place in the reduction tree, kept by its first rank: its own newest commit and each child
+/// subtree's last summary. A report goes up when the subtree became complete or its floor rose, and at the group's
+/// own commits when anything changed (so the group named, the oldest or one that has committed nothing, is at most
+/// one of its commits old): in lockstep at most two reports per checkpoint.
+class FloorNode {
  public:
-  /// A group that holds the floor back while the others commit: every rank keeps its versions from the floor on.
+  /// A group that holds the floor back while the job goes on: every rank keeps its versions from the floor on.
   struct Lag {
     int group = -1;
-    std::optional<std::uint64_t> committed;  ///< its newest commit (none: it has reported none)
-    unsigned others = 0;                     ///< reports of the other groups since the floor last rose
+    std::optional<std::uint64_t> committed;  ///< its newest commit (none: it has committed nothing yet)
+    unsigned rounds = 0;                     ///< commits of group 0 since the floor last rose
+  };
+  /// What a report makes this node do: tell its parent (`up`, with its sequence number), or at the root (group 0)
+  /// send a floor that rose down to every rank.
+  struct Out {
+    std::optional<FloorSummary> up;
+    std::uint64_t seq = 0;
+    std::optional<std::uint64_t> floor;
   };
 
-  explicit JobFloor(int groups = 0) { reset(groups); }
+  FloorNode(int group = 0, int groups = 1) { reset(group, groups); }
 
-  /// Forget every report (after a repair every group reports again: the table may be a replacement's).
-  void reset(int groups) {
-    committed_.assign(static_cast<std::size_t>(groups < 0 ? 0 : groups), std::nullopt);
+  /// Forget every report (after a repair every group reports again: a parent may be a replacement).
+  void reset(int group, int groups) {
+    group_ = group;
+    groups_ = groups;
+    children_ = floor_child_groups(group, groups);
+    slots_.assign(children_.size() + 1, Slot{});
     sent_.reset();
+    floor_.reset();
     since_rise_ = 0;
     lag_told_ = false;
   }
 
-  /// Once per floor: the group holding it back, when the other groups reported `rounds` commits each (on average)
-  /// since it last rose. For a warning: a group that stopped committing makes every rank keep everything newer.
+  int group() const { return group_; }
+  int parent() const { return floor_parent_group(group_); }
+  const std::vector<int>& children() const { return children_; }
+  /// What this node keeps (the first rank of a group holds it): bounded by the fan-in, not by the job's size.
+  std::size_t state_bytes() const {
+    return sizeof(*this) + children_.capacity() * sizeof(int) + slots_.capacity() * sizeof(Slot);
+  }
+  /// The subtree's summary now (at the root: the job's; complete once every group committed).
+  FloorSummary summary() const { return summary_; }
+
+  /// This group committed `version`.
+  Out own(std::uint64_t version) { return report(group_, 0, FloorSummary{true, version, group_}); }
+
+  /// Group `from` (this group, or a child) reports `s`, its `seq`-th report since the last reset. Reports of other
+  /// groups, or older than the last one taken from `from` (a late message), or that would take a subtree back
+  /// (a complete summary followed by an incomplete one, a lower version) change nothing.
+  Out report(int from, std::uint64_t seq, const FloorSummary& s) {
+    Slot* slot = nullptr;
+    if (from == group_) {
+      slot = &slots_[0];
+    } else {
+      const auto it = std::find(children_.begin(), children_.end(), from);
+      if (it == children_.end()) return {};
+      slot = &slots_[static_cast<std::size_t>(it - children_.begin()) + 1];
+      if (slot->heard && seq <= slot->seq) return {};
+      slot->seq = seq;
+    }
+    if (slot->heard && slot->s.complete && (!s.complete || s.version < slot->s.version)) return {};
+    slot->heard = true;
+    slot->s = s;
+    if (from == group_) ++since_rise_;
+    const FloorSummary was = summary_;
+    summary_ = combine();
+    Out out;
+    if (group_ == 0) {
+      if (summary_.complete && (!floor_ || summary_.version > *floor_)) {
+        floor_ = summary_.version;
+        out.floor = floor_;
+        since_rise_ = 0;
+        lag_told_ = false;
+      }
+      return out;
+    }
+    const bool rose = summary_.complete != was.complete || summary_.version != was.version;
+    if (!sent_ || (!(*sent_ == summary_) && (rose || from == group_))) {
+      sent_ = summary_;
+      out.up = summary_;
+      out.seq = ++seq_;
+    }
+    return out;
+  }
+
+  /// At the root, once per floor: the group holding it back, when group 0 committed `rounds` times since the floor
+  /// last rose. For a warning: a group that stopped committing makes every rank keep everything newer.
   std::optional<Lag> lag(unsigned rounds = 4) {
-    if (lag_told_ || committed_.size() < 2 || since_rise_ < rounds * (committed_.size() - 1)) return std::nullopt;
+    if (group_ != 0 || groups_ < 2 || lag_told_ || since_rise_ < rounds) return std::nullopt;
     lag_told_ = true;
     Lag l;
-    l.others = since_rise_;
-    for (std::size_t g = 0; g < committed_.size(); ++g) {  // a group that never reported, else the oldest commit
-      if (!committed_[g]) {
-        l.group = static_cast<int>(g);
-        l.committed.reset();
-        break;
-      }
-      if (l.group < 0 || *committed_[g] < *l.committed) {
-        l.group = static_cast<int>(g);
-        l.committed = committed_[g];
-      }
-    }
+    l.group = summary_.group;
+    if (summary_.complete) l.committed = summary_.version;
+    l.rounds = since_rise_;
     return l;
   }
 
-  /// Group `group` committed `version`. Returns the new floor when it rose (every group has reported and the
-  /// oldest of their versions is newer than the last floor returned); std::nullopt otherwise. Reports of an
-  /// unknown group, or older than the group's last one (a late message), change nothing.
-  std::optional<std::uint64_t> report(int group, std::uint64_t version) {
-    if (group < 0 || static_cast<std::size_t>(group) >= committed_.size()) return std::nullopt;
-    auto& c = committed_[static_cast<std::size_t>(group)];
-    if (c && version <= *c) return std::nullopt;
-    c = version;
-    std::uint64_t floor = UINT64_MAX;
-    for (const auto& g : committed_) {
-      if (!g) {
-        ++since_rise_;
-        return std::nullopt;
-      }
-      floor = std::min(floor, *g);
+ private:
+  struct Slot {
+    bool heard = false;
+    std::uint64_t seq = 0;
+    FloorSummary s;
+  };
+
+  FloorSummary combine() const {
+    FloorSummary out{true, 0, -1};
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      const Slot& sl = slots_[i];
+      if (!sl.heard) return FloorSummary{false, 0, i == 0 ? group_ : children_[i - 1]};
+      if (!sl.s.complete) return sl.s;
+      if (out.group < 0 || sl.s.version < out.version) out = sl.s;
     }
-    if (sent_ && floor <= *sent_) {
-      ++since_rise_;
-      return std::nullopt;
-    }
-    sent_ = floor;
-    since_rise_ = 0;
-    lag_told_ = false;
-    return floor;
+    return out;
   }
 
- private:
-  std::vector<std::optional<std::uint64_t>> committed_;
-  std::optional<std::uint64_t> sent_;
-  unsigned since_rise_ = 0;  // reports since the floor last rose (or since the start)
+  int group_ = 0, groups_ = 1;
+  std::vector<int> children_;
+  std::vector<Slot> slots_;  // [0]: this group's own commit; [1 + i]: children_[i]'s subtree
+  FloorSummary summary_;
+  std::optional<FloorSummary> sent_;    // the last summary sent up
+  std::uint64_t seq_ = 0;               // reports sent up (never reset: a parent drops older ones)
+  std::optional<std::uint64_t> floor_;  // the root: the last floor sent down
+  unsigned since_rise_ = 0;             // this group's commits since the floor last rose
   bool lag_told_ = false;
 };
 
-/// Where the floor goes from rank 0: a binomial tree, so no rank sends it more than log2(N) times (rank 0 once to
-/// each rank was N sends per rise). Rank r's children: r + 2^k for every 2^k above r's highest bit (every 2^k for
-/// rank 0) with r + 2^k < `ranks`; each rank forwards the floor to its children when it arrives. Depth: ceil(log2
-/// N) hops.
+/// Where the floor goes from rank 0: the same shape of tree over the ranks, so no rank sends it more than
+/// kFloorFanIn times per rise, whatever the job's size (rank 0 once to each rank was N sends per rise; a binomial
+/// tree, log2(N)). Rank r's children: k*r + 1 .. k*r + k below `ranks`; each rank forwards the floor to its children
+/// when it arrives. Depth: ceil(log_k N) hops (6 at 100,000 ranks).
 inline std::vector<int> floor_children(int rank, int ranks) {
-  std::vector<int> children;
-  int bit = 1;
-  while (bit <= rank) bit <<= 1;
-  for (; rank + bit < ranks && bit > 0; bit <<= 1) children.push_back(rank + bit);
-  return children;
+  return floor_child_groups(rank, ranks);
 }
 
 }  // namespace reprise::protocol

@@ -207,7 +207,8 @@ class Engine {
       members_[g].push_back(r);
     }
     G = static_cast<int>(members_.size());
-    floor_table_.reset(G);
+    floor_nodes_.resize(members_.size());
+    for (int g = 0; g < G; ++g) floor_nodes_[static_cast<std::size_t>(g)].reset(g, G);
     gep_.assign(members_.size(), 0);
     committed_.resize(members_.size());
     link_free_.assign(static_cast<std::size_t>((N + o.ranks_per_node - 1) / o.ranks_per_node), 0.0);
@@ -353,7 +354,8 @@ class Engine {
   void sample(const Rank& p) {
     const std::size_t views = p.views_told.size() * (4 * sizeof(void*) + sizeof(std::pair<const int, protocol::View>));
     std::size_t kept = p.captures.size() * sizeof(std::pair<const std::uint64_t, std::shared_ptr<const Capture>>);
-    if (o_.job_floor && p.core->id() == 0) kept += static_cast<std::size_t>(G) * sizeof(std::optional<std::uint64_t>);
+    const int g = groups_(p.core->id());
+    if (o_.job_floor && leader(g) == p.core->id()) kept += floor_nodes_[static_cast<std::size_t>(g)].state_bytes();
     state_max_ = std::max(state_max_, p.core->state_bytes() + views + kept);
     log_entries_max_ = std::max(log_entries_max_, p.core->log().live_entries());
   }
@@ -592,10 +594,8 @@ class Engine {
     if (e.y != gep_[g] || e.x <= committed_[g].first) return;  // rolled back meanwhile, or an older version
     committed_[g] = {e.x, caps};
     for (int i : members_[g]) committed_view(i);
-    if (o_.job_floor) {  // the group's first rank reports the commit to rank 0 (GroupCommit::report_commit)
-      ++P[static_cast<std::size_t>(members_[g].front())].ctl_checkpoint;
-      report_floor(e.a, e.x);
-    }
+    if (o_.job_floor)  // the commit enters the groups' reduction tree at its first rank (GroupCommit::report_commit)
+      floor_step(e.a, floor_nodes_[g].own(e.x), false);
   }
 
   // CommState::committed: the views of the group's newest commit, or with a job floor of the newest version at or
@@ -636,19 +636,37 @@ class Engine {
     m.captures.erase(m.captures.begin(), it);
   }
 
-  // ---- the job floor (--job-floor): rank 0 keeps a protocol::JobFloor, the floor goes down protocol::floor_children
-  void report_floor(int g, std::uint64_t v) {
-    Event r{};
-    r.kind = Kind::FloorReport;
-    r.a = g;
-    r.x = v;
-    push(t_ + o_.latency_seconds, r);
+  // ---- the job floor (--job-floor): each group's first rank keeps a protocol::FloorNode of the groups' reduction
+  // tree; the floor goes down protocol::floor_children from rank 0
+  int leader(int g) const { return members_[static_cast<std::size_t>(g)].front(); }
+
+  // What a report made group g's node do (GroupCommit::floor_out): a report to the parent group's first rank, or at
+  // the root a floor that rose.
+  void floor_step(int g, const protocol::FloorNode::Out& out, bool recovery) {
+    if (out.up) {
+      Rank& p = P[static_cast<std::size_t>(leader(g))];
+      ++(recovery ? p.ctl_recovery : p.ctl_checkpoint);
+      const int parent = protocol::floor_parent_group(g);
+      Event r{};
+      r.kind = Kind::FloorReport;
+      r.a = g;
+      r.b = parent;
+      r.inc_a = epoch_;
+      r.x = out.up->version;
+      r.y = out.seq;
+      r.z = out.up->complete ? 1 : 0;
+      r.w = static_cast<std::uint64_t>(out.up->group);
+      push(t_ + (node(leader(g)) == node(leader(parent)) ? o_.intra_latency_seconds : o_.latency_seconds), r);
+    }
+    if (out.floor) floor_at(0, *out.floor);
   }
 
   void on_floor_report(const Event& e) {
-    if (P[0].dead) return;  // lost with rank 0; every group reports again after the repair
-    ++P[0].ctl_checkpoint;
-    if (const auto f = floor_table_.report(e.a, e.x)) floor_at(0, *f);
+    Rank& p = P[static_cast<std::size_t>(leader(e.b))];
+    if (e.inc_a != epoch_ || p.dead) return;  // an older tree's (every group reports again after the repair)
+    ++p.ctl_checkpoint;
+    const protocol::FloorSummary s{e.z != 0, e.x, static_cast<int>(e.w)};
+    floor_step(e.b, floor_nodes_[static_cast<std::size_t>(e.b)].report(e.a, e.y, s), false);
   }
 
   void floor_at(int r, std::uint64_t f) {
@@ -833,13 +851,10 @@ class Engine {
     }
     coordinator_msgs_ += static_cast<std::size_t>(N) + items.size() + orphan_phases.size();
     if (o_.job_floor) {  // after a repair every group reports again (GroupCommit::new_communicators)
-      floor_table_.reset(G);
+      for (int g = 0; g < G; ++g) floor_nodes_[static_cast<std::size_t>(g)].reset(g, G);
       for (int g = 0; g < G; ++g)
-        if (const std::uint64_t v = committed_[static_cast<std::size_t>(g)].first) {
-          ++P[static_cast<std::size_t>(members_[static_cast<std::size_t>(g)].front())].ctl_recovery;
-          ++P[0].ctl_recovery;
-          report_floor(g, v);
-        }
+        if (const std::uint64_t v = committed_[static_cast<std::size_t>(g)].first)
+          floor_step(g, floor_nodes_[static_cast<std::size_t>(g)].own(v), true);
     }
     coordinator_.begin(epoch_, items, orphan_phases);
     if (o_.sabotage == Options::Sabotage::NoGating)
@@ -894,7 +909,7 @@ class Engine {
   std::map<std::tuple<int, int, std::uint64_t>, std::uint64_t> outstanding_;
   std::multiset<std::uint64_t> outstanding_phases_;
   protocol::Layout layout_;
-  protocol::JobFloor floor_table_;  // rank 0's (--job-floor)
+  std::vector<protocol::FloorNode> floor_nodes_;  // each group's first rank's (--job-floor)
   bool stopped_ = false;
   std::uint32_t epoch_ = 0;
   protocol::Coordinator coordinator_;

@@ -1,7 +1,9 @@
-// The job floor: rank 0's table of each group's newest commit.
+// The job floor: the groups' reduction tree (FloorNode) and the tree that takes the floor to every rank.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <deque>
+#include <random>
 #include <vector>
 
 #include "protocol/job_floor.hpp"
@@ -9,59 +11,168 @@
 namespace reprise::protocol {
 namespace {
 
-TEST(JobFloor, RisesOnlyWhenEveryGroupReportedAndTheOldestMoved) {
-  JobFloor f(3);
-  EXPECT_FALSE(f.report(0, 20));
-  EXPECT_FALSE(f.report(2, 10));
-  EXPECT_EQ(f.report(1, 30), 10u);  // every group reported: the oldest commit
-  EXPECT_FALSE(f.report(0, 40));    // group 2 still at 10
-  EXPECT_FALSE(f.report(2, 5));     // late and older: ignored
-  EXPECT_EQ(f.report(2, 50), 30u);
-  EXPECT_FALSE(f.report(7, 90));  // not a group of this layout
-  EXPECT_FALSE(f.report(-1, 90));
-  f.reset(2);  // a repair: every group reports again
-  EXPECT_FALSE(f.report(0, 40));
-  EXPECT_EQ(f.report(1, 40), 40u);
+// Every group's first rank, wired in-process: reports go up in any order (a message may overtake another), the
+// root's floors are recorded.
+struct Tree {
+  struct Msg {
+    int from, to;
+    std::uint64_t seq;
+    FloorSummary s;
+  };
+  explicit Tree(int groups) : nodes(static_cast<std::size_t>(groups)), received(nodes.size(), 0) {
+    for (int g = 0; g < groups; ++g) nodes[static_cast<std::size_t>(g)].reset(g, groups);
+  }
+  void take(int g, const FloorNode::Out& o) {
+    if (o.up) in_flight.push_back({g, nodes[static_cast<std::size_t>(g)].parent(), o.seq, *o.up});
+    if (o.floor) floors.push_back(*o.floor);
+  }
+  void commit(int g, std::uint64_t v) { take(g, nodes[static_cast<std::size_t>(g)].own(v)); }
+  // Delivers one message in flight (the oldest, or a random one).
+  void deliver(std::mt19937* rng = nullptr) {
+    std::size_t i = rng ? std::uniform_int_distribution<std::size_t>(0, in_flight.size() - 1)(*rng) : 0;
+    const Msg m = in_flight[i];
+    in_flight.erase(in_flight.begin() + static_cast<std::ptrdiff_t>(i));
+    ++received[static_cast<std::size_t>(m.to)];
+    take(m.to, nodes[static_cast<std::size_t>(m.to)].report(m.from, m.seq, m.s));
+  }
+  void drain(std::mt19937* rng = nullptr) {
+    while (!in_flight.empty()) deliver(rng);
+  }
+  std::vector<FloorNode> nodes;
+  std::vector<std::size_t> received;
+  std::deque<Msg> in_flight;
+  std::vector<std::uint64_t> floors;
+};
+
+TEST(FloorNode, TheTreeHasBoundedFanInAndLogDepth) {
+  for (int groups : {1, 2, 8, 9, 10, 73, 1000, 25000}) {
+    int depth = 0;
+    for (int g = 1; g < groups; ++g) {
+      const int p = floor_parent_group(g);
+      ASSERT_GE(p, 0);
+      ASSERT_LT(p, g);
+      const auto siblings = floor_child_groups(p, groups);
+      EXPECT_NE(std::find(siblings.begin(), siblings.end(), g), siblings.end()) << g << " of " << groups;
+      int d = 0;
+      for (int a = g; a > 0; a = floor_parent_group(a)) ++d;
+      depth = std::max(depth, d);
+    }
+    for (int g = 0; g < groups; ++g)
+      EXPECT_LE(floor_child_groups(g, groups).size(), static_cast<std::size_t>(kFloorFanIn));
+    int log8 = 0;
+    for (long span = 1; span < groups; span *= kFloorFanIn) ++log8;
+    EXPECT_LE(depth, log8) << groups << " groups";
+  }
+  EXPECT_EQ(floor_parent_group(0), -1);
 }
 
-TEST(JobFloor, NamesTheGroupThatHoldsItBackOncePerFloor) {
-  JobFloor f(3);
-  f.report(0, 10);
-  f.report(1, 10);
-  EXPECT_EQ(f.report(2, 10), 10u);
-  // Group 1 stops committing; the others go on: 4 rounds of the 2 others (8 reports) make it a lag.
+TEST(FloorNode, RisesOnlyWhenEveryGroupCommittedAndTheOldestMoved) {
+  Tree t(3);  // groups 1 and 2 are group 0's children
+  t.commit(0, 20);
+  t.commit(2, 10);
+  t.drain();
+  EXPECT_TRUE(t.floors.empty());
+  EXPECT_FALSE(t.nodes[0].summary().complete);
+  EXPECT_EQ(t.nodes[0].summary().group, 1);  // the group that has committed nothing yet
+  t.commit(1, 30);
+  t.drain();
+  EXPECT_EQ(t.floors, (std::vector<std::uint64_t>{10}));
+  t.commit(0, 40);  // group 2 still at 10
+  t.drain();
+  EXPECT_EQ(t.floors.size(), 1u);
+  t.commit(2, 50);
+  t.drain();
+  EXPECT_EQ(t.floors.back(), 30u);
+  // A late report (an older sequence number) and one of a group that is not a child change nothing.
+  EXPECT_FALSE(t.nodes[0].report(2, 1, FloorSummary{true, 5, 2}).floor);
+  EXPECT_FALSE(t.nodes[0].report(7, 99, FloorSummary{true, 90, 7}).floor);
+  EXPECT_EQ(t.nodes[0].summary().version, 30u);
+  t.nodes[0].reset(0, 2);  // a repair: every group reports again
+  EXPECT_FALSE(t.nodes[0].own(40).floor);
+  EXPECT_EQ(t.nodes[0].report(1, 1, FloorSummary{true, 40, 1}).floor, 40u);
+}
+
+// In any order of delivery, a floor never passes a group's newest commit, floors only rise, and once every report
+// arrived the floor is the oldest group's commit. No first rank hears more than 2 * kFloorFanIn reports per
+// checkpoint, whatever the number of groups.
+TEST(FloorNode, AnyDeliveryOrderGivesTheOldestCommitWithBoundedReports) {
+  std::mt19937 rng(7);
+  for (int groups : {2, 9, 73, 700}) {
+    Tree t(groups);
+    std::vector<std::uint64_t> committed(static_cast<std::size_t>(groups), 0);
+    const int rounds = 20;
+    for (int round = 1; round <= rounds; ++round) {
+      std::vector<int> order(static_cast<std::size_t>(groups));
+      for (int g = 0; g < groups; ++g) order[static_cast<std::size_t>(g)] = g;
+      std::shuffle(order.begin(), order.end(), rng);
+      for (int g : order) {
+        if (rng() % 5 == 0) continue;  // this group is slow this round
+        committed[static_cast<std::size_t>(g)] += 1 + rng() % 3;
+        t.commit(g, committed[static_cast<std::size_t>(g)]);
+        for (int k = 0; k < 3 && !t.in_flight.empty(); ++k) t.deliver(&rng);
+      }
+      t.drain(&rng);
+      const std::uint64_t oldest = *std::min_element(committed.begin(), committed.end());
+      if (oldest > 0) {
+        ASSERT_FALSE(t.floors.empty()) << groups << " groups, round " << round;
+        EXPECT_EQ(t.floors.back(), oldest) << groups << " groups, round " << round;
+      }
+      EXPECT_TRUE(std::is_sorted(t.floors.begin(), t.floors.end()));
+      EXPECT_EQ(std::adjacent_find(t.floors.begin(), t.floors.end()), t.floors.end());
+    }
+    EXPECT_LE(*std::max_element(t.received.begin(), t.received.end()),
+              static_cast<std::size_t>(2 * kFloorFanIn * rounds))
+        << groups << " groups";
+  }
+}
+
+TEST(FloorNode, NamesTheGroupThatHoldsItBackOncePerFloor) {
+  Tree t(3);
+  for (int g = 0; g < 3; ++g) t.commit(g, 10);
+  t.drain();
+  EXPECT_EQ(t.floors, (std::vector<std::uint64_t>{10}));
+  // Group 1 stops committing; the others go on: 4 commits of group 0 make it a lag.
   std::uint64_t v = 10;
   for (int i = 0; i < 3; ++i) {
     v += 10;
-    EXPECT_FALSE(f.report(0, v));
-    EXPECT_FALSE(f.report(2, v));
-    EXPECT_FALSE(f.lag());
+    t.commit(2, v);
+    t.commit(0, v);
+    t.drain();
+    EXPECT_FALSE(t.nodes[0].lag());
   }
   v += 10;
-  f.report(0, v);
-  f.report(2, v);
-  const auto lag = f.lag();
+  t.commit(2, v);
+  t.commit(0, v);
+  t.drain();
+  const auto lag = t.nodes[0].lag();
   ASSERT_TRUE(lag);
   EXPECT_EQ(lag->group, 1);
   EXPECT_EQ(lag->committed, 10u);
-  EXPECT_EQ(lag->others, 8u);
-  f.report(0, v + 10);
-  EXPECT_FALSE(f.lag());         // once per floor
-  EXPECT_EQ(f.report(1, v), v);  // it commits again: the floor rises, and a new lag may be told
-  // A group that never reported holds back the first floor.
-  JobFloor g(2);
-  for (std::uint64_t w = 10; w <= 40; w += 10) g.report(0, w);
-  const auto never = g.lag();
+  EXPECT_EQ(lag->rounds, 4u);
+  t.commit(0, v + 10);
+  t.drain();
+  EXPECT_FALSE(t.nodes[0].lag());  // once per floor
+  t.commit(1, v);                  // it commits again: the floor rises, and a new lag may be told
+  t.drain();
+  EXPECT_EQ(t.floors.back(), v);
+  // A group deep in the tree that never committed holds back the first floor, and is named.
+  Tree d(20);  // group 19's parent is group 2
+  for (int round = 1; round <= 4; ++round) {
+    for (int g = 0; g < 19; ++g) d.commit(g, 10 * static_cast<std::uint64_t>(round));
+    d.drain();
+  }
+  const auto never = d.nodes[0].lag();
   ASSERT_TRUE(never);
-  EXPECT_EQ(never->group, 1);
+  EXPECT_EQ(never->group, 19);
   EXPECT_FALSE(never->committed);
+  EXPECT_TRUE(d.floors.empty());
 }
 
-TEST(JobFloor, TheFloorReachesEveryRankOnceThroughATreeOfLogDepth) {
+TEST(FloorNode, TheFloorReachesEveryRankOnceThroughATreeOfBoundedFanOut) {
   for (int n : {1, 2, 3, 7, 8, 9, 100, 1000, 100000}) {
     std::vector<int> parent(static_cast<std::size_t>(n), -1), depth(static_cast<std::size_t>(n), 0);
-    int log2n = 0;
-    while ((1 << log2n) < n) ++log2n;
+    int log8n = 0;
+    for (long span = 1; span < n; span *= kFloorFanIn) ++log8n;
     std::size_t most_children = 0;
     for (int r = 0; r < n; ++r) {  // a child's number is above its parent's: depths are known in rank order
       const auto children = floor_children(r, n);
@@ -75,8 +186,8 @@ TEST(JobFloor, TheFloorReachesEveryRankOnceThroughATreeOfLogDepth) {
       }
     }
     for (int r = 1; r < n; ++r) EXPECT_NE(parent[static_cast<std::size_t>(r)], -1) << "rank " << r << " of " << n;
-    EXPECT_LE(most_children, static_cast<std::size_t>(log2n)) << n << " ranks";
-    EXPECT_LE(*std::max_element(depth.begin(), depth.end()), log2n) << n << " ranks";
+    EXPECT_LE(most_children, static_cast<std::size_t>(kFloorFanIn)) << n << " ranks";
+    EXPECT_LE(*std::max_element(depth.begin(), depth.end()), log8n) << n << " ranks";
   }
 }
 

@@ -3,8 +3,10 @@
 // per-checkpoint messages do not grow with the job (the scale rule).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 
+#include "protocol/job_floor.hpp"
 #include "reprise/errors.hpp"
 #include "sim/simulator.hpp"
 
@@ -90,19 +92,28 @@ TEST(Simulator, PerRankStateAndCheckpointMessagesDoNotGrowWithTheJob) {
 // With a job floor (REPRISE_DIR, or coordinated rollback) the views wait for the floor and rank 0 hears every
 // group's commits: still every rank ends as in the failure-free run, and rank 0's messages follow the groups' count
 // (the item docs/SCALING.md lists as not met).
-TEST(Simulator, AJobFloorGatesTheViewsAndRankZeroHearsEveryGroup) {
-  Options o = small(Pattern::Stencil2d, 256);
+// The job floor's reports climb the groups' reduction tree (protocol::FloorNode) and the floor comes down a tree of
+// the ranks of the same fan-out: no rank hears every group, and with four times the ranks the most control messages
+// a rank handles per checkpoint stay within 10%. The floor adds about 2 reports from each of kFloorFanIn child
+// groups, one report up, and kFloorFanIn floors down per rise to what a rank handles without it.
+TEST(Simulator, AJobFloorGatesTheViewsAndNoRankHearsEveryGroup) {
+  Options o = small(Pattern::Stencil2d, 512);  // 128 groups: some first ranks have a parent and 8 children
+  o.steps = 120;
   o.job_floor = true;
   o.failures = {{0, 9}, {77, 13}};  // rank 0 itself: the floor's reports are lost and sent again after the repair
   const Result a = simulate(o);
   ASSERT_TRUE(a.problems.empty()) << problems(a);
-  o.ranks = 1024;
+  o.ranks = 2048;
   const Result b = simulate(o);
   ASSERT_TRUE(b.problems.empty()) << problems(b);
-  EXPECT_GT(b.control_messages_per_rank_per_checkpoint_max, 3 * a.control_messages_per_rank_per_checkpoint_max);
   o.job_floor = false;
   const Result c = simulate(o);
-  EXPECT_LT(c.control_messages_per_rank_per_checkpoint_max, 0.2 * b.control_messages_per_rank_per_checkpoint_max);
+  std::printf("control messages per rank per checkpoint, most: %.1f (512 ranks), %.1f (2048), %.1f (2048, no floor)\n",
+              a.control_messages_per_rank_per_checkpoint_max, b.control_messages_per_rank_per_checkpoint_max,
+              c.control_messages_per_rank_per_checkpoint_max);
+  EXPECT_LE(b.control_messages_per_rank_per_checkpoint_max, 1.1 * a.control_messages_per_rank_per_checkpoint_max);
+  EXPECT_LE(b.control_messages_per_rank_per_checkpoint_max,
+            c.control_messages_per_rank_per_checkpoint_max + 4 * protocol::kFloorFanIn);
 }
 
 TEST(Simulator, OptionsItCannotRunAreRefusedWithWhy) {
