@@ -121,6 +121,10 @@ struct Runtime::Impl {
   std::deque<Job> queue;
   bool busy = false, stopping = false, force_full = false, chain_broken = false;
   std::size_t reserve_bytes = 0;  // a payload buffer to reserve (reserve_first_payload)
+  // The background thread is touching a buffer for the next host version (BufferPool::prepare); the sizes of the
+  // last full and differential host versions say which size the next one will have.
+  bool preparing = false;
+  std::size_t last_full_bytes = 0, last_diff_bytes = 0;
   std::exception_ptr error;
   std::map<std::uint64_t, Known> known;  // versions in the store
   std::vector<CheckpointMetrics> done;
@@ -193,9 +197,15 @@ struct Runtime::Impl {
 
   // Versions with device data go into the pinned arena when it has room (the drain then DMAs straight into
   // them); otherwise, like host-only versions, into recycled pageable buffers.
+  // A checkpoint right after the last one was stored (wait() returned, no compute between) waits for the buffer
+  // the background thread is touching for it: it would otherwise take new memory and touch every page itself.
   std::shared_ptr<core::HostBytes> take_payload(std::size_t bytes, bool has_device_data, bool* reused = nullptr) {
     if (has_device_data && arena)
       if (auto pinned = arena->allocate(bytes)) return std::make_shared<core::HostBytes>(std::move(*pinned));
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      cv.wait(lock, [&] { return !preparing; });
+    }
     return core::take_pooled(payload_pool, bytes, reused);
   }
 
@@ -314,17 +324,32 @@ struct Runtime::Impl {
         force_full = true;
         chain_broken = true;
       }
-      const bool host_only = job.host_only;
-      const std::size_t size = job.payload_bytes;
+      // The next version gets memory that was already touched, not page faults inside checkpoint(): a buffer of
+      // the size it will have (a full version's after the last differential one of a chain, else a differential
+      // one's) is prepared after this version is durable, so wait() does not wait for it (a checkpoint does).
+      std::size_t next = 0;
       {
         std::lock_guard<std::mutex> lock(mutex);
         busy = false;
         if (job.staging && free_staging.size() < cfg.max_inflight) free_staging.push_back(std::move(job.staging));
+        if (job.host_only) {
+          const bool full = job.manifest.kind == core::VersionKind::Full;
+          (full ? last_full_bytes : last_diff_bytes) = job.payload_bytes;
+          next = job.manifest.chain_index + 1 >= cfg.full_every ? last_full_bytes : last_diff_bytes;
+          preparing = next > 0;
+        }
       }
       cv.notify_all();
-      // The next version of about this size gets memory that was already touched, not page faults inside
-      // checkpoint(). Done after the version is durable, so wait() does not wait for it.
-      if (host_only) payload_pool->prepare(size);
+      if (next == 0) continue;
+      try {
+        payload_pool->prepare(next);
+      } catch (const std::bad_alloc&) {  // the checkpoint allocates it then, and reports if it cannot
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        preparing = false;
+      }
+      cv.notify_all();
     }
   }
 
