@@ -259,8 +259,24 @@ void BuddyLink::progress_loop() {
             REPRISE_MPI_CHECK(polled::send(&kRefused, 1, MPI_UINT64_T, src, kAck, job_.ack_));
             continue;
           }
+          const std::size_t bytes = r.payload->size();
+          const bool full = r.manifest.kind == core::VersionKind::Full;
+          const std::uint32_t chain_index = r.manifest.chain_index;
           ward_store(src).put(r.manifest, std::move(r.payload), r.checksum);
           REPRISE_MPI_CHECK(polled::send(&v, 1, MPI_UINT64_T, src, kAck, job_.ack_));
+          // After the acknowledgement (the owner's commit does not wait for it): the buffer the ward's next
+          // version will need, touched now rather than page by page as it arrives (the owner's runtime does the
+          // same for its own versions; without it a full version after a chain of small ones, 256 MiB, was
+          // received into fresh memory: 1.3 s to commit instead of 0.2 s on the 2-core VM).
+          auto& [last_full, last_diff] = ward_sizes_[src];
+          (full ? last_full : last_diff) = bytes;
+          const std::size_t next = chain_index + 1 >= job_.cfg_.full_every ? last_full : last_diff;
+          if (next > 0) {
+            try {
+              ward_pool_->prepare(next);
+            } catch (const std::bad_alloc&) {  // received into fresh memory then
+            }
+          }
         } else {
           // A piece without its head cannot happen on a FIFO channel; drop it loudly.
           std::fprintf(stderr, "reprise: rank %d: unexpected message tag %d from rank %d\n", job_.rank_, st.MPI_TAG,

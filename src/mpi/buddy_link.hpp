@@ -72,7 +72,10 @@ class BuddyLink {
   std::shared_ptr<core::BufferPool> ward_pool_ = std::make_shared<core::BufferPool>(8);
   std::atomic<std::uint64_t> fresh_{0}, reused_{0};
   std::atomic<std::uint64_t> passed_over_{0};  // fresh although the pool kept buffers (all too large)
-  int corrupted_ = 0;                          // copies damaged on purpose (progress thread)
+  // Per ward (progress thread): the sizes of its last full and differential versions, so that the buffer its next
+  // version will need (a full one's after the last differential one of a chain) is touched before it arrives.
+  std::map<int, std::pair<std::size_t, std::size_t>> ward_sizes_;
+  int corrupted_ = 0;  // copies damaged on purpose (progress thread)
 };
 
 }  // namespace reprise::mpi
