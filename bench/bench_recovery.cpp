@@ -19,8 +19,7 @@
 #include <cstring>
 #include <thread>
 
-#include "bench/bench_common.hpp"
-#include "reprise/mpi.hpp"
+#include "bench/bench_mpi.hpp"
 
 namespace reprise::bench {
 namespace {
@@ -59,31 +58,7 @@ int run(int argc, char** argv) {
     rt.protect("step", &step);
     if (!rt.restarted()) {
       // 1. Loopback: every rank sends to its buddy and receives from its ward at once.
-      std::vector<unsigned char> in = touched_buffer(bytes, 7);
-      int ward = 0;
-      {
-        // ward = the rank whose buddy is this one
-        std::vector<int> buddies(static_cast<std::size_t>(size));
-        const int mine = rt.buddy();
-        rt.check(MPI_Allgather(&mine, 1, MPI_INT, buddies.data(), 1, MPI_INT, rt.comm()));
-        ward = static_cast<int>(std::find(buddies.begin(), buddies.end(), rank) - buddies.begin());
-      }
-      double best = 1e30;
-      for (int i = 0; i < repeat; ++i) {
-        rt.check(MPI_Barrier(rt.comm()));
-        const double t0 = now();
-        for (std::size_t off = 0; off < bytes; off += std::size_t{1} << 30) {
-          const int n = static_cast<int>(std::min<std::size_t>(std::size_t{1} << 30, bytes - off));
-          MPI_Request req[2];
-          rt.check(MPI_Irecv(in.data() + off, n, MPI_BYTE, ward, 5, rt.comm(), &req[0]));
-          rt.check(MPI_Isend(data.data() + off, n, MPI_BYTE, rt.buddy(), 5, rt.comm(), &req[1]));
-          rt.check(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
-        }
-        double t = now() - t0;
-        rt.check(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, rt.comm()));
-        best = std::min(best, t);
-      }
-      loopback = static_cast<double>(bytes) / best / 1e9;
+      loopback = buddy_bandwidth(rt, data, repeat) / 1e9;
       // 2. Buddy transfer of a full version.
       rt.check(MPI_Barrier(rt.comm()));
       step = 1;

@@ -5,8 +5,9 @@ usage: /usr/bin/python3 bench/plot.py FILE.json [FILE.json ...] [-o OUTDIR]
 
 Understands the JSON of reprise-bench-checkpoint ("kind": "checkpoint"), reprise-bench-dirty ("dirty"),
 reprise-bench-d2h ("d2h"), reprise-bench-overhead ("overhead"), bench/recovery_spares.py ("recovery_spares"),
-reprise-sim ("sim") and others (the plotters below); other kinds are skipped with a message, and a file that is
-not JSON, or lacks a field its plot needs, is reported and skipped (exit status 1). Needs Debian's
+reprise-sim ("sim"), reprise-bench-commit ("commit") and others (the plotters below); other kinds are skipped
+with a message, and a file that is not JSON, or lacks a field its plot needs, is reported and skipped (exit
+status 1). Needs Debian's
 python3-matplotlib: run it with /usr/bin/python3 (another python3 may come first on PATH).
 """
 import argparse
@@ -224,6 +225,26 @@ def plot_sim(data, stem, outdir):
     return save(fig, outdir, stem + "-sim.png")
 
 
+def plot_commit(data, stem, outdir):
+    shares = data["shares"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    width = 0.27
+    keys = [("visible_seconds", "app-visible"), ("commit_latency_seconds", "commit latency (after checkpoint())"),
+            ("transfer_seconds_model", "transfer model (bytes / MPI bandwidth)")]
+    for j, (key, label) in enumerate(keys):
+        xs = [i + (j - 1) * width for i in range(len(shares))]
+        ax.bar(xs, [1e3 * s[key + "_median"] for s in shares], width, label=label)
+        for x, s in zip(xs, shares):
+            ax.plot([x] * len(s[key]), [1e3 * v for v in s[key]], "k.", ms=3)
+    ax.set_xticks(range(len(shares)))
+    ax.set_xticklabels([f"{s['share_percent']}% changed" for s in shares])
+    ax.set_ylabel("ms, slowest rank (median; dots: checkpoints)")
+    ax.set_title(f"back-to-back checkpoints, {data['ranks']} ranks x {data['bytes_per_rank'] / 2**20:.0f} MiB: "
+                 f"commit latency vs transfer", fontsize=9)
+    ax.legend(fontsize=7)
+    return save(fig, outdir, stem + "-commit.png")
+
+
 def save(fig, outdir, name):
     fig.tight_layout()
     path = os.path.join(outdir, name)
@@ -240,7 +261,7 @@ def main():
     os.makedirs(args.outdir, exist_ok=True)
     plotters = {"checkpoint": plot_checkpoint, "dirty": plot_dirty, "d2h": plot_d2h, "overhead": plot_overhead,
                 "logging": plot_logging, "interpose": plot_interpose, "heat3d": plot_heat3d,
-                "recovery_spares": plot_recovery_spares, "sim": plot_sim}
+                "recovery_spares": plot_recovery_spares, "sim": plot_sim, "commit": plot_commit}
     status = 0
     for f in args.files:
         try:
