@@ -78,8 +78,7 @@ void GroupCommit::report_commit() {
   }
   if (!first_of_group_) return;
   const auto c = job_.store_->committed();
-  if (!c || (floor_reported_ && *c <= *floor_reported_)) return;
-  floor_reported_ = *c;
+  if (!c) return;
   FloorStep step;
   {
     const std::lock_guard<std::mutex> lock(floor_mutex_);
@@ -281,7 +280,6 @@ void GroupCommit::new_communicators(int groups) {
   floor_node_.reset(group, groups);
   first_of_group_ = tree.first;
   floor_parent_rank_ = tree.parent;
-  floor_reported_.reset();
 }
 
 }  // namespace reprise::mpi

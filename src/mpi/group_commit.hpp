@@ -68,7 +68,6 @@ class GroupCommit {
   protocol::FloorNode floor_node_;
   bool first_of_group_ = false;                   // (from the layout, at new_communicators)
   int floor_parent_rank_ = -1;                    // the first rank of the parent group (-1: group 0)
-  std::optional<std::uint64_t> floor_reported_;   // the last commit of the group reported
   std::atomic<std::int64_t> floor_received_{-1};  // the newest job floor from rank 0 (-1: none yet)
 };
 

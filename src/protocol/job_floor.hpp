@@ -118,8 +118,12 @@ class FloorNode {
   /// The subtree's summary now (at the root: the job's; complete once every group committed).
   FloorSummary summary() const { return summary_; }
 
-  /// This group committed `version`.
-  Out own(std::uint64_t version) { return report(group_, 0, FloorSummary{true, version, group_}); }
+  /// This group committed `version`. A version not newer than its last one changes nothing (the caller may report
+  /// its newest commit at every checkpoint).
+  Out own(std::uint64_t version) {
+    if (slots_[0].heard && version <= slots_[0].s.version) return {};
+    return report(group_, 0, FloorSummary{true, version, group_});
+  }
 
   /// Group `from` (this group, or a child) reports `s`, its `seq`-th report since the last reset. Reports of other
   /// groups, or older than the last one taken from `from` (a late message), or that would take a subtree back
