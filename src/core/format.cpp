@@ -44,10 +44,7 @@ std::uint64_t payload_checksum(const void* data, std::size_t bytes, unsigned thr
   threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(blocks)));
   std::vector<std::thread> pool;
   for (unsigned t = 1; t < threads; ++t)
-    pool.emplace_back([&work, t, threads] {
-      name_this_thread("reprise-sum");
-      work(t, threads);
-    });
+    pool.push_back(named_thread("reprise-sum", [&work, t, threads] { work(t, threads); }));
   work(0, threads);
   for (auto& t : pool) t.join();
   return XXH3_64bits_withSeed(sums.data(), sums.size() * sizeof(std::uint64_t), bytes);

@@ -1,5 +1,8 @@
-// Names the calling thread, so that top -H, ps -L, gdb and perf show what each of the runtime's threads is.
+// Starts named threads, so that top -H, ps -L, gdb and perf show what each of the runtime's threads is.
 #pragma once
+
+#include <thread>
+#include <utility>
 
 #if defined(__linux__)
 #include <pthread.h>
@@ -7,13 +10,18 @@
 
 namespace reprise::core {
 
-/// `name`: at most 15 characters (Linux's limit), e.g. "reprise-drain".
-inline void name_this_thread(const char* name) {
+/// Starts `fn` on a new thread and names it before returning, so the name is there as soon as the thread exists
+/// (a thread that named itself might not have run yet). `name`: at most 15 characters (Linux's limit), e.g.
+/// "reprise-drain".
+template <class Fn>
+std::thread named_thread(const char* name, Fn&& fn) {
+  std::thread t(std::forward<Fn>(fn));
 #if defined(__linux__)
-  pthread_setname_np(pthread_self(), name);
+  pthread_setname_np(t.native_handle(), name);
 #else
   (void)name;
 #endif
+  return t;
 }
 
 }  // namespace reprise::core

@@ -6,10 +6,7 @@ namespace reprise::core {
 
 WorkPool::WorkPool(unsigned threads) {
   for (unsigned t = 1; t < (threads ? threads : 1); ++t)
-    workers_.emplace_back([this] {
-      name_this_thread("reprise-pool");
-      worker_loop();
-    });
+    workers_.push_back(named_thread("reprise-pool", [this] { worker_loop(); }));
 }
 
 WorkPool::~WorkPool() {

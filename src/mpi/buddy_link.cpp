@@ -185,10 +185,7 @@ std::unique_ptr<protocol::BuddyStore> BuddyLink::make_store(std::unique_ptr<core
 
 void BuddyLink::start() {
   stop_ = false;
-  progress_ = std::thread([this] {
-    core::name_this_thread("reprise-buddy");
-    progress_loop();
-  });
+  progress_ = core::named_thread("reprise-buddy", [this] { progress_loop(); });
 }
 
 void BuddyLink::stop() {

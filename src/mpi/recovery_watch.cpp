@@ -20,10 +20,11 @@ double since(Clock::time_point t) {
 
 RecoveryWatch::RecoveryWatch(RecoveryWatch*& slot, std::string who, std::chrono::milliseconds every,
                              std::chrono::seconds limit)
-    : slot_(slot), who_(std::move(who)), every_(every), limit_(limit), thread_([this] {
-        core::name_this_thread("reprise-watch");
-        run();
-      }) {
+    : slot_(slot),
+      who_(std::move(who)),
+      every_(every),
+      limit_(limit),
+      thread_(core::named_thread("reprise-watch", [this] { run(); })) {
   slot_ = this;
 }
 

@@ -145,10 +145,7 @@ struct Runtime::Impl {
       }
     }
     restarted = !known.empty();
-    worker = std::thread([this] {
-      core::name_this_thread("reprise-drain");
-      worker_loop();
-    });
+    worker = core::named_thread("reprise-drain", [this] { worker_loop(); });
   }
 
   ~Impl() {
