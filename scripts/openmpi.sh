@@ -8,8 +8,13 @@
 #
 # REPRISE_OPENMPI_PREFIX picks the install prefix (default /opt/reprise/openmpi-5.0.7); the sources and the build
 # go to REPRISE_OPENMPI_SRC (default /var/tmp/reprise-openmpi-src). Idempotent: a prefix whose stamp matches this
-# script's configuration is reused as it is. Needs root (apt-get) unless the prefix is already built.
+# script's configuration and patches is reused as it is. Needs root (apt-get) unless the prefix is already built.
+#
+# scripts/openmpi-patches/*.patch are applied to the sources (fixes of Open MPI bugs that Reprise's tests hit; each
+# says why). A change of the patches alone recompiles only what they touch where the configured build is still
+# there (the sources are unpacked again with the tarball's times).
 set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 VERSION=5.0.7
 prefix=${REPRISE_OPENMPI_PREFIX:-/opt/reprise/openmpi-$VERSION}
 src=${REPRISE_OPENMPI_SRC:-/var/tmp/reprise-openmpi-src}
@@ -25,7 +30,9 @@ configure_args=(--prefix="$prefix" --with-ft=ulfm --disable-mpi-fortran --with-p
   --with-hwloc=external --with-libevent=external --enable-mca-no-build=btl-uct,pml-ucx,osc-ucx
   "${cuda_args[@]}")
 stamp="$prefix/.reprise-openmpi"
-want="$VERSION ${configure_args[*]}"
+patches=("$here"/openmpi-patches/*.patch)
+patch_sum=$(cat "${patches[@]}" | sha256sum | cut -c1-16)
+want="$VERSION ${configure_args[*]} patches=$patch_sum"
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$prefix/bin/mpirun" ]; then
   [ "${1:-}" = prefix ] || log "present: $prefix ($("$prefix/bin/ompi_info" --version 2> /dev/null | head -n 1))"
@@ -37,7 +44,7 @@ if [ "${1:-}" = prefix ]; then exit 1; fi
 
 t0=$(date +%s)
 # Build dependencies from Debian 12 (hwloc and libevent are the host's; PMIx and PRRTE come in the tarball).
-need=(build-essential dpkg-dev libevent-dev libhwloc-dev zlib1g-dev flex perl python3)
+need=(build-essential dpkg-dev patch libevent-dev libhwloc-dev zlib1g-dev flex perl python3)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -50,7 +57,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 tree="$src/openmpi-$VERSION"
-if [ ! -f "$tree/configure" ]; then
+orig=$(find "$src" -maxdepth 1 -name "openmpi_$VERSION.orig.tar.*" 2> /dev/null | head -n 1)
+if [ -z "$orig" ]; then
   list=/etc/apt/sources.list.d/reprise-trixie-src.list
   if [ ! -f "$list" ]; then
     log "adding $list (deb-src only: trixie's source packages, never its binaries)"
@@ -62,20 +70,34 @@ if [ ! -f "$tree/configure" ]; then
   log "apt-get source --download-only openmpi/trixie (the $VERSION tarball, about 25 MB; PMIx and PRRTE inside)"
   (cd "$src" && apt-get source --download-only -q "openmpi/trixie" > "$src/source.log" 2>&1) ||
     { tail -n 20 "$src/source.log" >&2; log "apt-get source openmpi failed"; exit 1; }
-  # The upstream tarball as Debian ships it (the orig tarball), without Debian's patches: those change
-  # configure.ac and Makefile.am, which would need the autotools to regenerate the build system.
   orig=$(find "$src" -maxdepth 1 -name "openmpi_$VERSION.orig.tar.*" | head -n 1)
   [ -n "$orig" ] || { cat "$src/source.log" >&2; log "no openmpi_$VERSION.orig.tar.* in $src"; exit 1; }
+fi
+if [ ! -f "$tree/configure" ] || [ "$(cat "$tree/.reprise-patches" 2> /dev/null)" != "$patch_sum" ]; then
+  # The upstream tarball as Debian ships it (the orig tarball), without Debian's patches: those change
+  # configure.ac and Makefile.am, which would need the autotools to regenerate the build system. Ours touch C
+  # sources only.
+  log "unpacking $(basename "$orig")"
+  rm -rf "$tree"
   tar xf "$orig" -C "$src"
   [ -f "$tree/configure" ] || { log "no $tree/configure after unpacking $orig"; exit 1; }
+  for p in "${patches[@]}"; do
+    log "patch: $(basename "$p")"
+    patch -d "$tree" -p1 --forward -s < "$p" || { log "$p does not apply to $tree"; exit 1; }
+  done
+  echo "$patch_sum" > "$tree/.reprise-patches"
 fi
 
 build="$src/build"
-rm -rf "$build" && mkdir -p "$build"
-log "configure (about 3 min): ${configure_args[*]}"
-(cd "$build" && "$tree/configure" "${configure_args[@]}" > "$build/configure.log" 2>&1) ||
-  { tail -n 30 "$build/configure.log" >&2; log "configure failed: $build/configure.log"; exit 1; }
-log "make -j $(nproc) (about 13 min on 2 cores)"
+if [ -x "$build/config.status" ] && [ "$("$build/config.status" --config)" = "${configure_args[*]}" ]; then
+  log "configured already with these arguments: $build (make recompiles what changed)"
+else
+  rm -rf "$build" && mkdir -p "$build"
+  log "configure (about 3 min): ${configure_args[*]}"
+  (cd "$build" && "$tree/configure" "${configure_args[@]}" > "$build/configure.log" 2>&1) ||
+    { tail -n 30 "$build/configure.log" >&2; log "configure failed: $build/configure.log"; exit 1; }
+fi
+log "make -j $(nproc) (about 13 min on 2 cores from scratch)"
 make -C "$build" -j "$(nproc)" > "$build/make.log" 2>&1 ||
   { tail -n 30 "$build/make.log" >&2; log "make failed: $build/make.log"; exit 1; }
 rm -rf "$prefix"
