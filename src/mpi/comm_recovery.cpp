@@ -1,9 +1,13 @@
 // reprise::Comm in a recovery (PROTOCOL.md "Recovery after failures"): pending messages abandoned or re-posted by a
 // repair, the restart exchange, the restart coordinator's Notify and Release messages, replays and held sends.
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstdio>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "mpi/check.hpp"
@@ -111,55 +115,174 @@ void CommState::begin_recovery(std::uint32_t epoch, const std::set<int>& rolled_
   }
 }
 
+bool CommState::exchange_error(int rc, const CallSite& at, bool request, bool in_recovery, std::uint64_t recoveries) {
+  if (in_recovery)
+    host_.collective_ok(rc, at);
+  else if (request)
+    host_.request_failed(rc, at);  // a request MPI failed: never spurious
+  else
+    host_.check_mpi(rc, at);
+  return stats_.recoveries != recoveries;
+}
+
+// The exchange's words travel as a sparse exchange (Hoefler et al.'s NBX, PPoPP 2010): a synchronous send to each
+// peer, receives of whatever comes, and a non-blocking barrier entered once every send was matched: when the
+// barrier completes, every process's words were received. Each process sends and receives one message per peer
+// with whom R has a channel, whatever the job's size (the all-to-all it replaces: N - 1 each). Words that arrived
+// before this process began its exchange were kept by poll_control (exchange_inbox_).
+bool CommState::sparse_exchange(const std::vector<protocol::ChannelWords>& mine,
+                                std::vector<protocol::ChannelWords>& received, bool in_recovery) {
+  const MPI_Comm ctl = host_.control_comm();
+  const std::uint64_t recoveries = stats_.recoveries;
+  const auto failed = [&](int rc, const CallSite& at, bool request) {
+    return exchange_error(rc, at, request, in_recovery, recoveries);
+  };
+  // MPI may read the words and the requests after an error took this call away: freed and kept (see abandon).
+  struct Sends {
+    CommState& self;
+    std::shared_ptr<std::vector<std::array<std::uint64_t, 5>>> words;
+    std::vector<MPI_Request> requests;
+    ~Sends() {
+      bool pending = false;
+      for (MPI_Request& r : requests) {
+        if (r == MPI_REQUEST_NULL) continue;
+        pending = true;
+        REPRISE_MPI_DISCARD(MPI_Request_free(&r));  // (an epoch a failure ended)
+      }
+      if (pending) self.keep(words);
+    }
+  } sends{*this, std::make_shared<std::vector<std::array<std::uint64_t, 5>>>(), {}};
+  sends.words->reserve(mine.size());
+  sends.requests.assign(mine.size(), MPI_REQUEST_NULL);
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const auto& x = mine[i].words;
+    sends.words->push_back({epoch_, x[0], x[1], x[2], x[3]});
+    const int rc =
+        MPI_Issend(sends.words->back().data(), 5, MPI_UINT64_T, mine[i].peer, kExchangeTag, ctl, &sends.requests[i]);
+    if (rc != MPI_SUCCESS && failed(rc, REPRISE_MPI_SITE(MPI_Issend(words, 5, MPI_UINT64_T, peer, tag, ctl)), true))
+      return false;
+  }
+  for (const auto& [source, w] : exchange_inbox_)
+    if (w[0] == epoch_) received.push_back({source, {w[1], w[2], w[3], w[4]}});
+  exchange_inbox_.clear();
+  MPI_Request barrier = MPI_REQUEST_NULL;  // (left to MPI when an error ends this call: a barrier has no buffer)
+  bool all_sent = false;
+  for (unsigned spin = 0;; ++spin) {
+    int flag = 0;
+    MPI_Status st;
+    int rc = probe_any_source(ctl, kExchangeTag, &flag, &st);
+    if (rc != MPI_SUCCESS && failed(rc, REPRISE_MPI_SITE(probe_any_source(ctl, kExchangeTag)), false)) return false;
+    if (flag) {
+      std::array<std::uint64_t, 5> w{};
+      rc = polled::recv(w.data(), 5, MPI_UINT64_T, st.MPI_SOURCE, kExchangeTag, ctl, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS) {
+        if (failed(rc, REPRISE_MPI_SITE(polled::recv(w, 5, MPI_UINT64_T, src, tag, ctl)), true)) return false;
+      } else if (w[0] == epoch_) {
+        received.push_back({st.MPI_SOURCE, {w[1], w[2], w[3], w[4]}});
+      }
+      spin = 0;
+      continue;
+    }
+    if (!all_sent) {
+      all_sent = true;
+      for (MPI_Request& r : sends.requests) {
+        if (r == MPI_REQUEST_NULL) continue;
+        rc = MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS && failed(rc, REPRISE_MPI_SITE(MPI_Test(send)), true)) return false;
+        all_sent = all_sent && r == MPI_REQUEST_NULL;
+      }
+      if (all_sent) {
+        rc = MPI_Ibarrier(ctl, &barrier);
+        if (rc != MPI_SUCCESS && failed(rc, REPRISE_MPI_SITE(MPI_Ibarrier(ctl)), false)) return false;
+      }
+    } else {
+      rc = MPI_Test(&barrier, &flag, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS) rc = polled::collective_result(rc, ctl);
+      if (rc != MPI_SUCCESS && failed(rc, REPRISE_MPI_SITE(MPI_Test(barrier)), true)) return false;
+      if (flag) return true;
+    }
+    if (spin > 2000) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 void CommState::restart_exchange(bool in_recovery) {
   host_.before_restart_exchange();
   exchange_pending_ = false;
   exchanging_ = in_r_;  // until it completes: a failure during it rolls this group back again
-  // In a recovery a failure starts a new repair attempt (the caller's); otherwise it starts the repair here.
-  const auto check = [&](int rc, const CallSite& at) {
-    in_recovery ? host_.collective_ok(rc, at) : host_.check_mpi(rc, at);
-  };
-#define REPRISE_EXCHANGE_CHECK(call) check((call), REPRISE_MPI_SITE(call))
-  const std::size_t N = group_of_.size();
   const MPI_Comm ctl = host_.control_comm();
-  // Step 4: this process's counts now and its group's committed view of each channel, each to its peer.
+  const std::uint64_t recoveries = stats_.recoveries;
+  // In a recovery a failure starts a new repair attempt (the caller's); otherwise it starts the repair here, and
+  // this process, if it survives that one, returns once it ran that recovery's exchange.
+#define REPRISE_EXCHANGE_FAILED(call, request) \
+  exchange_error(rc, REPRISE_MPI_SITE(call), request, in_recovery, recoveries)
+  // Step 4: this process's counts now and its group's committed view of each channel R has, each to its peer.
   const protocol::Capture* committed = nullptr;
   if (!in_r_ && announced_) {
     auto it = captures_.find(*announced_);
     if (it != captures_.end()) committed = &it->second;
   }
-  const std::vector<std::uint64_t> mine = protocol::exchange_counts(*p_, in_r_, committed);
-  std::vector<std::uint64_t> received(4 * N);
-  REPRISE_EXCHANGE_CHECK(polled::alltoall(mine.data(), 4, MPI_UINT64_T, received.data(), 4, MPI_UINT64_T, ctl));
-  const bool gated = coordinator_rank_ >= 0;
-  const protocol::RecoveryWork w =
-      p_->recover(in_r_, protocol::peer_counts(received, group_of_, rank_, rolled_back_), gated);
-  // Step 6: the reports, gathered everywhere, so every process computes the coordinator's first releases itself;
-  // later ones come from the coordinator.
-  const std::vector<std::uint64_t> report = protocol::encode_report(w);
-  int count = static_cast<int>(report.size());
-  std::vector<int> counts(N), displs(N);
-  REPRISE_EXCHANGE_CHECK(polled::allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, ctl));
-  int total = 0;
-  for (std::size_t i = 0; i < N; ++i) displs[i] = std::exchange(total, total + counts[i]);
-  std::vector<std::uint64_t> reports(static_cast<std::size_t>(total));
-  REPRISE_EXCHANGE_CHECK(polled::allgatherv(report.data(), count, MPI_UINT64_T, reports.data(), counts.data(),
-                                            displs.data(), MPI_UINT64_T, ctl));
-#undef REPRISE_EXCHANGE_CHECK
+  const std::vector<protocol::ChannelWords> mine = protocol::exchange_counts(*p_, rolled_back_, committed);
+  std::vector<protocol::ChannelWords> received;
+  if (!sparse_exchange(mine, received, in_recovery)) return;
+  const bool gated = coordinator_rank_ >= 0;  // (the same at every rank)
+  const protocol::RecoveryWork w = p_->recover(in_r_, protocol::peer_counts(*p_, received, mine, rolled_back_), gated);
   for (const auto& entry : w.replays) stats_.replayed += entry.second.size();
   stats_.replayed_bytes += w.replay_bytes;
-  exchanging_ = false;
-  if (!gated) {
+  if (!gated) {  // every rank rolled back: nothing to order
+    exchanging_ = false;
     flush_outbox();
     return;
   }
-  protocol::CoordinatorInput input = protocol::decode_reports(reports, displs);
+  // Step 6: each process releases its items at or below the lowest phase of any orphan (an allreduce); what is
+  // left, and the orphans, go to the coordinator from the processes that have any (the count: an allreduce).
+  std::uint64_t low = protocol::lowest_orphan(w);
+  int rc = polled::allreduce(MPI_IN_PLACE, &low, 1, MPI_UINT64_T, MPI_MIN, ctl);
+  if (rc != MPI_SUCCESS && REPRISE_EXCHANGE_FAILED(polled::allreduce(low, MPI_MIN, ctl), false)) return;
+  const protocol::FirstRelease first = protocol::first_release(rank_, w, low);
+  std::uint64_t reports = first.report.empty() ? 0 : 1;
+  rc = polled::allreduce(MPI_IN_PLACE, &reports, 1, MPI_UINT64_T, MPI_SUM, ctl);
+  if (rc != MPI_SUCCESS && REPRISE_EXCHANGE_FAILED(polled::allreduce(reports, MPI_SUM, ctl), false)) return;
+  for (const auto& it : first.released) p_->release(it.kind, it.phase);
+  if (rank_ != coordinator_rank_) {
+    if (!first.report.empty()) {
+      rc = polled::send(first.report.data(), static_cast<int>(first.report.size()), MPI_UINT64_T, coordinator_rank_,
+                        kReportTag, ctl);
+      if (rc != MPI_SUCCESS && REPRISE_EXCHANGE_FAILED(polled::send(report, coordinator, kReportTag, ctl), true))
+        return;
+    }
+    exchanging_ = false;
+    flush_outbox();
+    return;
+  }
+  protocol::CoordinatorInput input;
+  if (!first.report.empty()) protocol::decode_report(rank_, first.report, input);
+  for (std::uint64_t left = reports - (first.report.empty() ? 0 : 1); left > 0;) {
+    int flag = 0;
+    MPI_Status st;
+    rc = probe_any_source(ctl, kReportTag, &flag, &st);
+    if (rc != MPI_SUCCESS && REPRISE_EXCHANGE_FAILED(probe_any_source(ctl, kReportTag), false)) return;
+    if (!flag) {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      continue;
+    }
+    int n = 0;
+    REPRISE_MPI_CHECK(MPI_Get_count(&st, MPI_UINT64_T, &n));
+    std::vector<std::uint64_t> report(static_cast<std::size_t>(n));
+    rc = polled::recv(report.data(), n, MPI_UINT64_T, st.MPI_SOURCE, kReportTag, ctl, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      if (REPRISE_EXCHANGE_FAILED(polled::recv(report, n, MPI_UINT64_T, src, kReportTag, ctl), true)) return;
+      continue;
+    }
+    protocol::decode_report(st.MPI_SOURCE, report, input);
+    --left;
+  }
+#undef REPRISE_EXCHANGE_FAILED
+  exchanging_ = false;
   protocol::Coordinator c;
   c.begin(epoch_, std::move(input.items), input.orphan_phases);
-  for (const auto& it : c.release())
-    if (it.process == rank_) p_->release(it.kind, it.phase);
-  if (rank_ == coordinator_rank_ && !c.done()) coordinator_ = std::move(c);
-  flush_outbox();
+  const std::vector<protocol::Coordinator::Item> now = c.release();  // (none: they went at once)
+  if (!c.done()) coordinator_ = std::move(c);
+  release_items(now);  // (flushes the outbox)
 }
 
 void CommState::enter() {
@@ -213,13 +336,19 @@ void CommState::poll_control() {
     MPI_Status st;
     REPRISE_COMM_CHECK(probe_any_source(ctl, MPI_ANY_TAG, &flag, &st));
     if (!flag) break;
-    std::uint64_t v[3];
-    const int rc = polled::recv(v, 3, MPI_UINT64_T, st.MPI_SOURCE, st.MPI_TAG, ctl, MPI_STATUS_IGNORE);
+    int words = 0;
+    REPRISE_MPI_CHECK(MPI_Get_count(&st, MPI_UINT64_T, &words));
+    std::vector<std::uint64_t> v(static_cast<std::size_t>(std::max(words, 1)));
+    const int rc = polled::recv(v.data(), words, MPI_UINT64_T, st.MPI_SOURCE, st.MPI_TAG, ctl, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {  // spurious (probe again) or a repair (the communicators changed)
-      host_.check_mpi(rc, REPRISE_MPI_SITE(polled::recv(v, 3, MPI_UINT64_T, src, tag, ctl)));
+      host_.check_mpi(rc, REPRISE_MPI_SITE(polled::recv(v, words, MPI_UINT64_T, src, tag, ctl)));
       continue;
     }
-    if (v[0] != epoch_) continue;  // stale: an older recovery attempt
+    // A restart exchange's words, kept for it: their sender began its exchange before this process did.
+    if (st.MPI_TAG == kExchangeTag && words == 5)
+      exchange_inbox_.emplace_back(st.MPI_SOURCE, std::array<std::uint64_t, 5>{v[0], v[1], v[2], v[3], v[4]});
+    // Otherwise only Notify and Release (3 words) of this epoch; the rest is stale (an older attempt's).
+    if ((st.MPI_TAG != kNotifyTag && st.MPI_TAG != kReleaseTag) || words != 3 || v[0] != epoch_) continue;
     if (st.MPI_TAG == kNotifyTag) {
       if (!coordinator_) continue;
       coordinator_->notify(static_cast<std::uint32_t>(v[0]), v[1]);

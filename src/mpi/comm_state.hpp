@@ -21,6 +21,7 @@
 #include "protocol/device_mpi.hpp"
 #include "protocol/job_floor.hpp"
 #include "protocol/process.hpp"
+#include "protocol/restart_exchange.hpp"
 #include "reprise/comm.hpp"
 
 namespace reprise::mpi {
@@ -140,6 +141,8 @@ class CommState {
   static constexpr int kNotifyTag =
       2;  // control: a rolled-back process re-executed an orphan send (to the coordinator)
   static constexpr int kReleaseTag = 3;       // control: the coordinator released an item of the receiving process
+  static constexpr int kExchangeTag = 5;      // control: a process's words in the restart exchange (to its peer)
+  static constexpr int kReportTag = 6;        // control: a process's report to the restart coordinator
   static constexpr unsigned kPollEvery = 64;  // views and control messages are polled every this many operations
   /// A large payload's tag on the payload communicator: its message's seq, mod 32768.
   static int payload_tag(std::uint64_t seq) { return static_cast<int>(seq & 0x7fff); }
@@ -281,6 +284,15 @@ class CommState {
   void pop_completed(Queue& sends);
   void control_send(int dest, int tag, std::uint64_t a, std::uint64_t b);
   void release_items(const std::vector<protocol::Coordinator::Item>& items);
+  /// The restart exchange's words: `mine` to their peers, what the peers sent into `received`. False when a
+  /// failure meanwhile started a recovery that this process survived (its exchange then ran in there).
+  /// An MPI error `rc` in the restart exchange: a failure throws (`in_recovery`: the host's PeerFailure; else it
+  /// starts a recovery, which throws Rollback) or, at a survivor of the recovery it started, returns true once that
+  /// recovery's exchange ran here (the one in progress is over); a spurious error returns false. `request`: MPI
+  /// failed a request (never spurious). `recoveries`: stats_.recoveries when the exchange began.
+  bool exchange_error(int rc, const CallSite& at, bool request, bool in_recovery, std::uint64_t recoveries);
+  bool sparse_exchange(const std::vector<protocol::ChannelWords>& mine, std::vector<protocol::ChannelWords>& received,
+                       bool in_recovery);
   MPI_Comm messages_of(int peer) const {
     return epochs_.at(static_cast<std::size_t>(chan_.at(static_cast<std::size_t>(peer)))).first;
   }
@@ -347,6 +359,7 @@ class CommState {
   std::set<int> rolled_back_;
   bool in_r_ = false;
   bool exchange_pending_ = false;
+  std::vector<std::pair<int, std::array<std::uint64_t, 5>>> exchange_inbox_;  // (source, words) poll_control kept
   bool exchanging_ = false;  // a rolled-back process in its restart exchange (cleared once it completed)
   int coordinator_rank_ = -1;
   std::optional<protocol::Coordinator> coordinator_;  // at the coordinator, during an epoch

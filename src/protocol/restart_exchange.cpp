@@ -1,64 +1,97 @@
 #include "protocol/restart_exchange.hpp"
 
+#include <algorithm>
+#include <map>
 #include <string>
 
 #include "reprise/errors.hpp"
 
 namespace reprise::protocol {
 
-std::vector<std::uint64_t> exchange_counts(const Process& p, bool rolled_back, const Capture* committed) {
-  const std::size_t N = p.ranks();
-  std::vector<std::uint64_t> mine(4 * N, 0);
-  for (std::size_t q = 0; q < N; ++q) {
-    const int r = static_cast<int>(q);
-    std::uint64_t* x = &mine[4 * q];
-    x[0] = p.sent(r);
-    x[1] = p.delivered(r);
-    x[2] = rolled_back ? p.delivered(r) : committed ? committed->delivered(r) : 0;
-    x[3] = rolled_back ? p.sent(r) : committed ? committed->sent(r) : 0;
+std::vector<ChannelWords> exchange_counts(const Process& p, const std::set<int>& rolled_back,
+                                          const Capture* committed) {
+  const bool in_r = rolled_back.count(p.id()) > 0;
+  std::set<int> peers;  // every process this one has a count, a view or a queued message with
+  for (const auto& [q, channel] : p.channels()) peers.insert(q);
+  if (committed && !in_r)
+    for (const auto& [q, channel] : committed->channels) peers.insert(q);
+  for (int q : p.queued_dests()) peers.insert(q);
+  std::vector<ChannelWords> out;
+  for (int q : peers) {
+    if (!p.inter(q) || (!in_r && !rolled_back.count(q))) continue;
+    ChannelWords c{q,
+                   {p.sent(q), p.delivered(q),
+                    in_r        ? p.delivered(q)
+                    : committed ? committed->delivered(q)
+                                : 0,
+                    in_r        ? p.sent(q)
+                    : committed ? committed->sent(q)
+                                : 0}};
+    if (c.words != std::array<std::uint64_t, 4>{} || p.has_queue(q)) out.push_back(c);
   }
-  return mine;
+  return out;
 }
 
-std::vector<PeerCounts> peer_counts(const std::vector<std::uint64_t>& received, const std::vector<int>& group_of,
-                                    int me, const std::set<int>& rolled_back) {
-  const std::size_t N = group_of.size(), m = static_cast<std::size_t>(me);
-  if (received.size() != 4 * N)
-    throw ProtocolError("restart exchange: " + std::to_string(received.size()) + " counts for " + std::to_string(N) +
-                        " ranks (" + std::to_string(4 * N) + " expected)");
-  std::vector<PeerCounts> peers;
-  for (std::size_t q = 0; q < N; ++q) {
-    if (group_of[q] == group_of[m]) continue;
-    const std::uint64_t* x = &received[4 * q];  // q's sent[me], delivered[me], view (delivered, sent)
-    peers.push_back(
-        PeerCounts{static_cast<int>(q), rolled_back.count(static_cast<int>(q)) > 0, x[1], x[0], View{x[2], x[3]}});
+std::vector<PeerCounts> peer_counts(const Process& p, const std::vector<ChannelWords>& received,
+                                    const std::vector<ChannelWords>& mine, const std::set<int>& rolled_back) {
+  const bool in_r = rolled_back.count(p.id()) > 0;
+  std::map<int, std::array<std::uint64_t, 4>> from;  // q's sent[me], delivered[me], view (delivered, sent)
+  for (const ChannelWords& c : received) {
+    const std::string who =
+        "restart exchange: process " + std::to_string(p.id()) + " received words from " + std::to_string(c.peer);
+    if (c.peer < 0 || static_cast<std::size_t>(c.peer) >= p.ranks() || !p.inter(c.peer))
+      throw ProtocolError(who + ", which is not a process of another group");
+    if (!in_r && !rolled_back.count(c.peer))
+      throw ProtocolError(who + " about a channel between two survivors (neither rolled back)");
+    if (!from.emplace(c.peer, c.words).second) throw ProtocolError(who + " twice");
   }
+  for (const ChannelWords& c : mine) from.emplace(c.peer, std::array<std::uint64_t, 4>{});
+  std::vector<PeerCounts> peers;
+  for (const auto& [q, x] : from)
+    peers.push_back(PeerCounts{q, rolled_back.count(q) > 0, x[1], x[0], View{x[2], x[3]}});
   return peers;
 }
 
-std::vector<std::uint64_t> encode_report(const RecoveryWork& w) {
-  std::vector<std::uint64_t> report{w.phase, w.replay_phases.size()};
-  report.insert(report.end(), w.replay_phases.begin(), w.replay_phases.end());
-  report.push_back(w.orphan_phases.size());
-  report.insert(report.end(), w.orphan_phases.begin(), w.orphan_phases.end());
-  return report;
+std::uint64_t lowest_orphan(const RecoveryWork& w) {
+  return w.orphan_phases.empty() ? kNoOrphan : *std::min_element(w.orphan_phases.begin(), w.orphan_phases.end());
 }
 
-CoordinatorInput decode_reports(const std::vector<std::uint64_t>& reports, const std::vector<int>& displs) {
-  CoordinatorInput in;
-  for (std::size_t i = 0; i < displs.size(); ++i) {
-    std::size_t at = static_cast<std::size_t>(displs[i]);
-    const auto word = [&]() {
-      if (at >= reports.size())
-        throw ProtocolError("restart exchange: the report of rank " + std::to_string(i) + " is truncated");
-      return reports[at++];
-    };
-    const int process = static_cast<int>(i);
-    in.items.push_back({process, ItemKind::Block, word()});
-    for (std::uint64_t k = word(); k > 0; --k) in.items.push_back({process, ItemKind::Replay, word()});
-    for (std::uint64_t k = word(); k > 0; --k) in.orphan_phases.push_back(word());
+FirstRelease first_release(int process, const RecoveryWork& w, std::uint64_t low) {
+  FirstRelease out;
+  std::vector<Coordinator::Item> left;
+  const auto sort = [&](ItemKind kind, std::uint64_t phase) {
+    (phase <= low ? out.released : left).push_back({process, kind, phase});
+  };
+  sort(ItemKind::Block, w.phase);
+  for (std::uint64_t phase : w.replay_phases) sort(ItemKind::Replay, phase);
+  if (left.empty() && w.orphan_phases.empty()) return out;
+  out.report.push_back(left.size());
+  for (const auto& it : left) {
+    out.report.push_back(it.kind == ItemKind::Block ? 0 : 1);
+    out.report.push_back(it.phase);
   }
-  return in;
+  out.report.push_back(w.orphan_phases.size());
+  out.report.insert(out.report.end(), w.orphan_phases.begin(), w.orphan_phases.end());
+  return out;
+}
+
+void decode_report(int process, const std::vector<std::uint64_t>& report, CoordinatorInput& in) {
+  std::size_t at = 0;
+  const auto bad = [&](const std::string& what) {
+    return ProtocolError("restart exchange: the report of rank " + std::to_string(process) + " " + what + " (" +
+                         std::to_string(report.size()) + " words)");
+  };
+  const auto word = [&]() {
+    if (at >= report.size()) throw bad("is truncated");
+    return report[at++];
+  };
+  for (std::uint64_t k = word(); k > 0; --k) {
+    const std::uint64_t kind = word();
+    if (kind > 1) throw bad("names item kind " + std::to_string(kind));
+    in.items.push_back({process, kind == 0 ? ItemKind::Block : ItemKind::Replay, word()});
+  }
+  for (std::uint64_t k = word(); k > 0; --k) in.orphan_phases.push_back(word());
+  if (at != report.size()) throw bad("has words past its end");
 }
 
 }  // namespace reprise::protocol

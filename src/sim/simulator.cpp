@@ -21,6 +21,7 @@
 #include "protocol/job_floor.hpp"
 #include "protocol/process.hpp"
 #include "protocol/recovery_plan.hpp"
+#include "protocol/restart_exchange.hpp"
 #include "protocol/topology.hpp"
 #include "reprise/errors.hpp"
 
@@ -805,30 +806,37 @@ class Engine {
     }
     // 4.-6. The restart exchange (each rank with its inter-group peers), owed replays, orphans, the reports.
     const bool gated = nR < static_cast<std::size_t>(N);
-    std::vector<protocol::Coordinator::Item> items;
-    std::vector<std::uint64_t> orphan_phases;
-    std::vector<protocol::PeerCounts> counts;
+    std::vector<protocol::RecoveryWork> works(static_cast<std::size_t>(N));
+    std::uint64_t low = protocol::kNoOrphan;
+    // The words each rank sends (protocol::exchange_counts, as CommState's exchange), delivered to their peers.
+    std::set<int> R;
+    for (int r = 0; r < N; ++r)
+      if (inR[static_cast<std::size_t>(r)]) R.insert(r);
+    std::vector<std::vector<protocol::ChannelWords>> mine(static_cast<std::size_t>(N)),
+        received(static_cast<std::size_t>(N));
+    for (int i = 0; i < N; ++i) {
+      const auto gi = static_cast<std::size_t>(groups_(i));
+      const auto& mem = members_[gi];
+      const std::size_t k = static_cast<std::size_t>(std::lower_bound(mem.begin(), mem.end(), i) - mem.begin());
+      const Capture& committed = *(*committed_[gi].second)[k].core;
+      mine[static_cast<std::size_t>(i)] =
+          protocol::exchange_counts(*P[static_cast<std::size_t>(i)].core, R, &committed);
+      for (const auto& c : mine[static_cast<std::size_t>(i)])
+        received[static_cast<std::size_t>(c.peer)].push_back({i, c.words});
+    }
     for (int i = 0; i < N; ++i) {
       Rank& p = P[static_cast<std::size_t>(i)];
-      counts.clear();
-      for (int q : peers[static_cast<std::size_t>(i)]) {
-        const Process& c = *P[static_cast<std::size_t>(q)].core;
-        const auto gq = static_cast<std::size_t>(groups_(q));
-        const auto& mem = members_[gq];
-        const std::size_t k = static_cast<std::size_t>(std::lower_bound(mem.begin(), mem.end(), q) - mem.begin());
-        const Capture& cq = *(*committed_[gq].second)[k].core;
-        counts.push_back(protocol::PeerCounts{q, inR[static_cast<std::size_t>(q)] != 0, c.delivered(i), c.sent(i),
-                                              protocol::View{cq.delivered(i), cq.sent(i)}});
-      }
-      p.ctl_recovery += 2 * counts.size() + 1;  // the exchange both ways, the report
-      protocol::RecoveryWork w;
+      const auto& sent = mine[static_cast<std::size_t>(i)];
+      const auto& got = received[static_cast<std::size_t>(i)];
+      p.ctl_recovery += sent.size() + got.size();  // the exchange's messages both ways
+      protocol::RecoveryWork& w = works[static_cast<std::size_t>(i)];
       try {
-        w = p.core->recover(inR[static_cast<std::size_t>(i)] != 0, counts, gated);
+        w = p.core->recover(inR[static_cast<std::size_t>(i)] != 0, protocol::peer_counts(*p.core, got, sent, R), gated);
       } catch (const ProtocolError& err) {
         note("unrecoverable", err.what());
         continue;
       }
-      orphan_phases.insert(orphan_phases.end(), w.orphan_phases.begin(), w.orphan_phases.end());
+      low = std::min(low, protocol::lowest_orphan(w));
       if (!inR[static_cast<std::size_t>(i)]) {  // what the survivor really holds from each rolled-back peer
         std::size_t held = 0;
         for (int r : peers[static_cast<std::size_t>(i)]) {
@@ -844,21 +852,28 @@ class Engine {
           note("orphan-count", "rank " + std::to_string(i) + " reports " + std::to_string(w.orphan_phases.size()) +
                                    " orphans and holds " + std::to_string(held));
       }
-      if (gated) {
-        items.push_back({i, ItemKind::Block, w.phase});
-        for (std::uint64_t ph : w.replay_phases) items.push_back({i, ItemKind::Replay, ph});
-      }
     }
-    coordinator_msgs_ += static_cast<std::size_t>(N) + items.size() + orphan_phases.size();
+    // 6. Each rank releases its items at or below the lowest orphan's phase (an allreduce); the rest and the
+    // orphans go to the coordinator from the ranks that have any (CommState::restart_exchange).
+    protocol::CoordinatorInput input;
+    for (int i = 0; i < N && gated; ++i) {
+      const protocol::FirstRelease first = protocol::first_release(i, works[static_cast<std::size_t>(i)], low);
+      Process& core = *P[static_cast<std::size_t>(i)].core;
+      for (const auto& it : first.released) core.release(it.kind, it.phase);
+      if (first.report.empty()) continue;
+      protocol::decode_report(i, first.report, input);
+      ++P[static_cast<std::size_t>(i)].ctl_recovery;
+      ++coordinator_msgs_;
+    }
     if (o_.job_floor) {  // after a repair every group reports again (GroupCommit::new_communicators)
       for (int g = 0; g < G; ++g) floor_nodes_[static_cast<std::size_t>(g)].reset(g, G);
       for (int g = 0; g < G; ++g)
         if (const std::uint64_t v = committed_[static_cast<std::size_t>(g)].first)
           floor_step(g, floor_nodes_[static_cast<std::size_t>(g)].own(v), true);
     }
-    coordinator_.begin(epoch_, items, orphan_phases);
     if (o_.sabotage == Options::Sabotage::NoGating)
-      for (const auto& it : items) P[static_cast<std::size_t>(it.process)].core->release(it.kind, it.phase);
+      for (const auto& it : input.items) P[static_cast<std::size_t>(it.process)].core->release(it.kind, it.phase);
+    coordinator_.begin(epoch_, std::move(input.items), input.orphan_phases);
     release();
     for (int i = 0; i < N; ++i) {
       Rank& p = P[static_cast<std::size_t>(i)];
@@ -870,6 +885,7 @@ class Engine {
 
   void release() {
     for (const auto& it : coordinator_.release()) {
+      ++coordinator_msgs_;  // a Release sent
       ++P[static_cast<std::size_t>(it.process)].ctl_recovery;
       control(Kind::Release, it.process, static_cast<int>(it.kind), it.phase, 0);
     }
@@ -877,6 +893,7 @@ class Engine {
 
   void on_notify(const Event& e) {
     if (e.inc_a != epoch_) return;  // an older recovery's
+    ++coordinator_msgs_;            // a Notify received
     try {
       coordinator_.notify(e.inc_a, e.x);
     } catch (const ProtocolError& err) {

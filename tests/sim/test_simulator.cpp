@@ -89,6 +89,26 @@ TEST(Simulator, PerRankStateAndCheckpointMessagesDoNotGrowWithTheJob) {
   EXPECT_LE(b.recovery_messages_per_rank_max_others, a.recovery_messages_per_rank_max_others + 2);
 }
 
+// After a failure each rank releases its own items at or below the lowest phase of any orphan, and only ranks with
+// items left or orphans report to the coordinator: without orphans it gets no message at all (the reports were
+// gathered into every rank before); with them, reports, releases and notices, at most a few per rank.
+TEST(Simulator, WithoutOrphansTheCoordinatorGetsNoMessage) {
+  Options o = small(Pattern::Cholesky, 256);
+  o.steps = 20;
+  o.checkpoint_every = 5;
+  o.failures = {{17, 12}};
+  const Result c = simulate(o);
+  ASSERT_TRUE(c.problems.empty()) << problems(c);
+  ASSERT_EQ(c.orphan_sends, 0u) << "the case this test is about: no orphan";
+  EXPECT_EQ(c.recovery_messages_coordinator, 0u);
+  o.pattern = Pattern::Stencil2d;
+  const Result s = simulate(o);
+  ASSERT_TRUE(s.problems.empty()) << problems(s);
+  ASSERT_GT(s.orphan_sends, 0u);
+  EXPECT_GT(s.recovery_messages_coordinator, 0u);
+  EXPECT_LE(s.recovery_messages_coordinator, 3u * 256u);
+}
+
 // With a job floor (REPRISE_DIR, or coordinated rollback) the views wait for the floor and rank 0 hears every
 // group's commits: still every rank ends as in the failure-free run, and rank 0's messages follow the groups' count
 // (the item docs/SCALING.md lists as not met).
