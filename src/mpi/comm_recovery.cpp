@@ -157,10 +157,12 @@ bool CommState::sparse_exchange(const std::vector<protocol::ChannelWords>& mine,
   for (std::size_t i = 0; i < mine.size(); ++i) {
     const auto& x = mine[i].words;
     sends.words->push_back({epoch_, x[0], x[1], x[2], x[3]});
-    const int rc =
-        MPI_Issend(sends.words->back().data(), 5, MPI_UINT64_T, mine[i].peer, kExchangeTag, ctl, &sends.requests[i]);
-    if (rc != MPI_SUCCESS && failed(rc, REPRISE_MPI_SITE(MPI_Issend(words, 5, MPI_UINT64_T, peer, tag, ctl)), true))
-      return false;
+    for (;;) {  // (a spurious error: posted again)
+      const int rc =
+          MPI_Issend(sends.words->back().data(), 5, MPI_UINT64_T, mine[i].peer, kExchangeTag, ctl, &sends.requests[i]);
+      if (rc == MPI_SUCCESS) break;
+      if (failed(rc, REPRISE_MPI_SITE(MPI_Issend(words, 5, MPI_UINT64_T, peer, tag, ctl)), false)) return false;
+    }
   }
   for (const auto& [source, w] : exchange_inbox_)
     if (w[0] == epoch_) received.push_back({source, {w[1], w[2], w[3], w[4]}});
@@ -193,7 +195,10 @@ bool CommState::sparse_exchange(const std::vector<protocol::ChannelWords>& mine,
       }
       if (all_sent) {
         rc = MPI_Ibarrier(ctl, &barrier);
-        if (rc != MPI_SUCCESS && failed(rc, REPRISE_MPI_SITE(MPI_Ibarrier(ctl)), false)) return false;
+        if (rc != MPI_SUCCESS) {
+          if (failed(rc, REPRISE_MPI_SITE(MPI_Ibarrier(ctl)), false)) return false;
+          all_sent = false;  // a spurious error: posted again
+        }
       }
     } else {
       rc = MPI_Test(&barrier, &flag, MPI_STATUS_IGNORE);
