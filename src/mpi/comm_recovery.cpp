@@ -3,19 +3,58 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "mpi/check.hpp"
 #include "mpi/comm_state.hpp"
 #include "mpi/polled.hpp"
 #include "protocol/restart_exchange.hpp"
+#include "reprise/errors.hpp"
 
 namespace reprise::mpi {
+namespace {
+
+// One message of `tag` (MPI_ANY_TAG: any) on the control communicator, if one is there, with all its words. `rc`:
+// the probe's error, or the receive's (`request`: MPI failed the request); `at` names the call.
+struct ControlMessage {
+  int rc = MPI_SUCCESS;
+  bool request = false;
+  CallSite at{};
+  bool arrived = false;
+  int source = -1, tag = -1;
+  std::vector<std::uint64_t> words;
+};
+
+ControlMessage take_control(MPI_Comm ctl, int tag) {
+  ControlMessage m;
+  int flag = 0;
+  MPI_Status st;
+  m.rc = probe_any_source(ctl, tag, &flag, &st);
+  m.at = REPRISE_MPI_SITE(probe_any_source(ctl, tag));
+  if (m.rc != MPI_SUCCESS || !flag) return m;
+  int n = 0;  // (every control message is of 64-bit words)
+  REPRISE_MPI_CHECK(MPI_Get_count(&st, MPI_UINT64_T, &n));
+  if (n == MPI_UNDEFINED)
+    throw Error("reprise::Comm: a control message (tag " + std::to_string(st.MPI_TAG) + ") from rank " +
+                std::to_string(st.MPI_SOURCE) + " is not made of 64-bit words");
+  m.words.resize(static_cast<std::size_t>(n));
+  m.rc = polled::recv(m.words.data(), n, MPI_UINT64_T, st.MPI_SOURCE, st.MPI_TAG, ctl, MPI_STATUS_IGNORE);
+  m.request = true;
+  m.at = REPRISE_MPI_SITE(polled::recv(words, n, MPI_UINT64_T, source, tag, ctl));
+  m.arrived = m.rc == MPI_SUCCESS;
+  m.source = st.MPI_SOURCE;
+  m.tag = st.MPI_TAG;
+  return m;
+}
+
+}  // namespace
 
 // A receive is cancelled and then completed before its buffer may be reused or freed: a cancel does nothing to
 // a receive already matched, whose data may still be arriving (a large message). One that does not complete
@@ -170,21 +209,16 @@ bool CommState::sparse_exchange(const std::vector<protocol::ChannelWords>& mine,
   MPI_Request barrier = MPI_REQUEST_NULL;  // (left to MPI when an error ends this call: a barrier has no buffer)
   bool all_sent = false;
   for (unsigned spin = 0;; ++spin) {
-    int flag = 0;
-    MPI_Status st;
-    int rc = probe_any_source(ctl, kExchangeTag, &flag, &st);
-    if (rc != MPI_SUCCESS && failed(rc, REPRISE_MPI_SITE(probe_any_source(ctl, kExchangeTag)), false)) return false;
-    if (flag) {
-      std::array<std::uint64_t, 5> w{};
-      rc = polled::recv(w.data(), 5, MPI_UINT64_T, st.MPI_SOURCE, kExchangeTag, ctl, MPI_STATUS_IGNORE);
-      if (rc != MPI_SUCCESS) {
-        if (failed(rc, REPRISE_MPI_SITE(polled::recv(w, 5, MPI_UINT64_T, src, tag, ctl)), true)) return false;
-      } else if (w[0] == epoch_) {
-        received.push_back({st.MPI_SOURCE, {w[1], w[2], w[3], w[4]}});
-      }
+    const ControlMessage m = take_control(ctl, kExchangeTag);
+    if (m.rc != MPI_SUCCESS && failed(m.rc, m.at, m.request)) return false;
+    if (m.arrived) {
+      const auto& w = m.words;
+      if (w.size() == 5 && w[0] == epoch_) received.push_back({m.source, {w[1], w[2], w[3], w[4]}});
       spin = 0;
       continue;
     }
+    int flag = 0;
+    int rc = MPI_SUCCESS;
     if (!all_sent) {
       all_sent = true;
       for (MPI_Request& r : sends.requests) {
@@ -216,10 +250,9 @@ void CommState::restart_exchange(bool in_recovery) {
   exchanging_ = in_r_;  // until it completes: a failure during it rolls this group back again
   const MPI_Comm ctl = host_.control_comm();
   const std::uint64_t recoveries = stats_.recoveries;
-  // In a recovery a failure starts a new repair attempt (the caller's); otherwise it starts the repair here, and
-  // this process, if it survives that one, returns once it ran that recovery's exchange.
-#define REPRISE_EXCHANGE_FAILED(call, request) \
-  exchange_error(rc, REPRISE_MPI_SITE(call), request, in_recovery, recoveries)
+  const auto failed = [&](int rc, const CallSite& at, bool request) {
+    return exchange_error(rc, at, request, in_recovery, recoveries);
+  };
   // Step 4: this process's counts now and its group's committed view of each channel R has, each to its peer.
   const protocol::Capture* committed = nullptr;
   if (!in_r_ && announced_) {
@@ -242,17 +275,17 @@ void CommState::restart_exchange(bool in_recovery) {
   // left, and the orphans, go to the coordinator from the processes that have any (the count: an allreduce).
   std::uint64_t low = protocol::lowest_orphan(w);
   int rc = polled::allreduce(MPI_IN_PLACE, &low, 1, MPI_UINT64_T, MPI_MIN, ctl);
-  if (rc != MPI_SUCCESS && REPRISE_EXCHANGE_FAILED(polled::allreduce(low, MPI_MIN, ctl), false)) return;
+  if (rc != MPI_SUCCESS && failed(rc, REPRISE_MPI_SITE(polled::allreduce(low, MPI_MIN, ctl)), false)) return;
   const protocol::FirstRelease first = protocol::first_release(rank_, w, low);
   std::uint64_t reports = first.report.empty() ? 0 : 1;
   rc = polled::allreduce(MPI_IN_PLACE, &reports, 1, MPI_UINT64_T, MPI_SUM, ctl);
-  if (rc != MPI_SUCCESS && REPRISE_EXCHANGE_FAILED(polled::allreduce(reports, MPI_SUM, ctl), false)) return;
+  if (rc != MPI_SUCCESS && failed(rc, REPRISE_MPI_SITE(polled::allreduce(reports, MPI_SUM, ctl)), false)) return;
   for (const auto& it : first.released) p_->release(it.kind, it.phase);
   if (rank_ != coordinator_rank_) {
     if (!first.report.empty()) {
       rc = polled::send(first.report.data(), static_cast<int>(first.report.size()), MPI_UINT64_T, coordinator_rank_,
                         kReportTag, ctl);
-      if (rc != MPI_SUCCESS && REPRISE_EXCHANGE_FAILED(polled::send(report, coordinator, kReportTag, ctl), true))
+      if (rc != MPI_SUCCESS && failed(rc, REPRISE_MPI_SITE(polled::send(report, coordinator, kReportTag, ctl)), true))
         return;
     }
     exchanging_ = false;
@@ -262,26 +295,15 @@ void CommState::restart_exchange(bool in_recovery) {
   protocol::CoordinatorInput input;
   if (!first.report.empty()) protocol::decode_report(rank_, first.report, input);
   for (std::uint64_t left = reports - (first.report.empty() ? 0 : 1); left > 0;) {
-    int flag = 0;
-    MPI_Status st;
-    rc = probe_any_source(ctl, kReportTag, &flag, &st);
-    if (rc != MPI_SUCCESS && REPRISE_EXCHANGE_FAILED(probe_any_source(ctl, kReportTag), false)) return;
-    if (!flag) {
+    const ControlMessage m = take_control(ctl, kReportTag);
+    if (m.rc != MPI_SUCCESS && failed(m.rc, m.at, m.request)) return;
+    if (!m.arrived) {
       std::this_thread::sleep_for(std::chrono::microseconds(20));
       continue;
     }
-    int n = 0;
-    REPRISE_MPI_CHECK(MPI_Get_count(&st, MPI_UINT64_T, &n));
-    std::vector<std::uint64_t> report(static_cast<std::size_t>(n));
-    rc = polled::recv(report.data(), n, MPI_UINT64_T, st.MPI_SOURCE, kReportTag, ctl, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      if (REPRISE_EXCHANGE_FAILED(polled::recv(report, n, MPI_UINT64_T, src, kReportTag, ctl), true)) return;
-      continue;
-    }
-    protocol::decode_report(st.MPI_SOURCE, report, input);
+    protocol::decode_report(m.source, m.words, input);
     --left;
   }
-#undef REPRISE_EXCHANGE_FAILED
   exchanging_ = false;
   protocol::Coordinator c;
   c.begin(epoch_, std::move(input.items), input.orphan_phases);
@@ -337,29 +359,24 @@ void CommState::poll_control() {
   if (!unposted_.empty()) post_unposted(false);  // (called while waiting: a peer may wait for them)
   for (;;) {
     const MPI_Comm ctl = host_.control_comm();  // again after a repair
-    int flag = 0;
-    MPI_Status st;
-    REPRISE_COMM_CHECK(probe_any_source(ctl, MPI_ANY_TAG, &flag, &st));
-    if (!flag) break;
-    int words = 0;
-    REPRISE_MPI_CHECK(MPI_Get_count(&st, MPI_UINT64_T, &words));
-    std::vector<std::uint64_t> v(static_cast<std::size_t>(std::max(words, 1)));
-    const int rc = polled::recv(v.data(), words, MPI_UINT64_T, st.MPI_SOURCE, st.MPI_TAG, ctl, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {  // spurious (probe again) or a repair (the communicators changed)
-      host_.check_mpi(rc, REPRISE_MPI_SITE(polled::recv(v, words, MPI_UINT64_T, src, tag, ctl)));
-      continue;
+    const ControlMessage m = take_control(ctl, MPI_ANY_TAG);
+    if (m.rc != MPI_SUCCESS) {  // a repair (the communicators changed) or spurious: a failed receive probes again
+      host_.check_mpi(m.rc, m.at);
+      if (m.request) continue;
     }
+    if (!m.arrived) break;
+    const auto& v = m.words;
     // A restart exchange's words, kept for it: their sender began its exchange before this process did.
-    if (st.MPI_TAG == kExchangeTag && words == 5)
-      exchange_inbox_.emplace_back(st.MPI_SOURCE, std::array<std::uint64_t, 5>{v[0], v[1], v[2], v[3], v[4]});
+    if (m.tag == kExchangeTag && v.size() == 5)
+      exchange_inbox_.emplace_back(m.source, std::array<std::uint64_t, 5>{v[0], v[1], v[2], v[3], v[4]});
     // Otherwise only Notify and Release (3 words) of this epoch; the rest is stale (an older attempt's).
-    if ((st.MPI_TAG != kNotifyTag && st.MPI_TAG != kReleaseTag) || words != 3 || v[0] != epoch_) continue;
-    if (st.MPI_TAG == kNotifyTag) {
+    if ((m.tag != kNotifyTag && m.tag != kReleaseTag) || v.size() != 3 || v[0] != epoch_) continue;
+    if (m.tag == kNotifyTag) {
       if (!coordinator_) continue;
       coordinator_->notify(static_cast<std::uint32_t>(v[0]), v[1]);
       release_items(coordinator_->release());
       if (coordinator_->done()) coordinator_.reset();
-    } else if (st.MPI_TAG == kReleaseTag) {
+    } else if (m.tag == kReleaseTag) {
       p_->release(v[1] == 0 ? protocol::ItemKind::Block : protocol::ItemKind::Replay, v[2]);
       flush_outbox();
     }

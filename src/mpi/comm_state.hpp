@@ -284,13 +284,13 @@ class CommState {
   void pop_completed(Queue& sends);
   void control_send(int dest, int tag, std::uint64_t a, std::uint64_t b);
   void release_items(const std::vector<protocol::Coordinator::Item>& items);
-  /// The restart exchange's words: `mine` to their peers, what the peers sent into `received`. False when a
-  /// failure meanwhile started a recovery that this process survived (its exchange then ran in there).
   /// An MPI error `rc` in the restart exchange: a failure throws (`in_recovery`: the host's PeerFailure; else it
   /// starts a recovery, which throws Rollback) or, at a survivor of the recovery it started, returns true once that
   /// recovery's exchange ran here (the one in progress is over); a spurious error returns false. `request`: MPI
   /// failed a request (never spurious). `recoveries`: stats_.recoveries when the exchange began.
   bool exchange_error(int rc, const CallSite& at, bool request, bool in_recovery, std::uint64_t recoveries);
+  /// The restart exchange's words: `mine` to their peers, what the peers sent into `received`. False when a
+  /// failure meanwhile started a recovery that this process survived (its exchange then ran in there).
   bool sparse_exchange(const std::vector<protocol::ChannelWords>& mine, std::vector<protocol::ChannelWords>& received,
                        bool in_recovery);
   MPI_Comm messages_of(int peer) const {

@@ -112,20 +112,6 @@ inline int allgatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rb
   return collective_result(rc != MPI_SUCCESS ? rc : wait(r), comm);
 }
 
-inline int gather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
-                  int root, MPI_Comm comm) {
-  MPI_Request r = MPI_REQUEST_NULL;
-  const int rc = MPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, &r);
-  return collective_result(rc != MPI_SUCCESS ? rc : wait(r), comm);
-}
-
-inline int gatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int* rcounts, const int* displs,
-                   MPI_Datatype rtype, int root, MPI_Comm comm) {
-  MPI_Request r = MPI_REQUEST_NULL;
-  const int rc = MPI_Igatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, &r);
-  return collective_result(rc != MPI_SUCCESS ? rc : wait(r), comm);
-}
-
 inline int allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   MPI_Request r = MPI_REQUEST_NULL;
   const int rc = MPI_Iallreduce(sbuf, rbuf, count, type, op, comm, &r);
