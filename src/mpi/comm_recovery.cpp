@@ -1,5 +1,5 @@
 // reprise::Comm in a recovery (PROTOCOL.md "Recovery after failures"): pending messages abandoned or re-posted by a
-// repair, the restart exchange, the restart coordinator's Notify and Release messages, replays and held sends.
+// repair, the restart exchange, the restart coordinator's Notify messages and restart floors, replays and held sends.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -103,6 +103,7 @@ void CommState::after_repair() {
   live_.clear();
   std::fill(chan_.begin(), chan_.end(), static_cast<int>(epochs_.size()) - 1);
   coordinator_.reset();
+  end_restart_floor();
   exchange_pending_ = false;
 }
 
@@ -112,6 +113,7 @@ void CommState::begin_recovery(std::uint32_t epoch, const std::set<int>& rolled_
   rolled_back_ = rolled_back;
   coordinator_rank_ = coordinator;
   coordinator_.reset();
+  end_restart_floor();
   exchanging_ = false;
   in_r_ = rolled_back.count(rank_) > 0;
   views_told_.clear();  // views in flight go with the old epoch's requests: the next commit sends them again
@@ -271,16 +273,21 @@ void CommState::restart_exchange(bool in_recovery) {
     flush_outbox();
     return;
   }
-  // Step 6: each process releases its items at or below the lowest phase of any orphan (an allreduce); what is
-  // left, and the orphans, go to the coordinator from the processes that have any (the count: an allreduce).
+  // Step 6: each process releases its items at or below the lowest phase of any orphan (an allreduce) and holds the
+  // rest for the restart floors to come; the processes that hold orphans report their phases to the coordinator (how
+  // many: an allreduce).
   std::uint64_t low = protocol::lowest_orphan(w);
   int rc = polled::allreduce(MPI_IN_PLACE, &low, 1, MPI_UINT64_T, MPI_MIN, ctl);
   if (rc != MPI_SUCCESS && failed(rc, REPRISE_MPI_SITE(polled::allreduce(low, MPI_MIN, ctl)), false)) return;
-  const protocol::FirstRelease first = protocol::first_release(rank_, w, low);
+  protocol::FirstRelease first = protocol::first_release(rank_, w, low);
   std::uint64_t reports = first.report.empty() ? 0 : 1;
   rc = polled::allreduce(MPI_IN_PLACE, &reports, 1, MPI_UINT64_T, MPI_SUM, ctl);
   if (rc != MPI_SUCCESS && failed(rc, REPRISE_MPI_SITE(polled::allreduce(reports, MPI_SUM, ctl)), false)) return;
   for (const auto& it : first.released) p_->release(it.kind, it.phase);
+  held_ = std::move(first.held);
+  restart_floor_ = std::max(restart_floor_, low);
+  floor_open_ = restart_floor_ != protocol::kNoOrphan;  // until the last floor (step 7)
+  for (const auto& it : protocol::release_held(held_, restart_floor_)) p_->release(it.kind, it.phase);
   if (rank_ != coordinator_rank_) {
     if (!first.report.empty()) {
       rc = polled::send(first.report.data(), static_cast<int>(first.report.size()), MPI_UINT64_T, coordinator_rank_,
@@ -292,24 +299,22 @@ void CommState::restart_exchange(bool in_recovery) {
     flush_outbox();
     return;
   }
-  protocol::CoordinatorInput input;
-  if (!first.report.empty()) protocol::decode_report(rank_, first.report, input);
-  for (std::uint64_t left = reports - (first.report.empty() ? 0 : 1); left > 0;) {
+  std::vector<std::uint64_t> orphans = std::move(first.report);
+  for (std::uint64_t left = reports - (orphans.empty() ? 0 : 1); left > 0;) {
     const ControlMessage m = take_control(ctl, kReportTag);
     if (m.rc != MPI_SUCCESS && failed(m.rc, m.at, m.request)) return;
     if (!m.arrived) {
       std::this_thread::sleep_for(std::chrono::microseconds(20));
       continue;
     }
-    protocol::decode_report(m.source, m.words, input);
+    orphans.insert(orphans.end(), m.words.begin(), m.words.end());
     --left;
   }
   exchanging_ = false;
   protocol::Coordinator c;
-  c.begin(epoch_, std::move(input.items), input.orphan_phases);
-  const std::vector<protocol::Coordinator::Item> now = c.release();  // (none: they went at once)
+  c.begin(epoch_, {}, orphans);  // (its lowest orphan is `low`: every orphan was reported)
   if (!c.done()) coordinator_ = std::move(c);
-  release_items(now);  // (flushes the outbox)
+  flush_outbox();
 }
 
 void CommState::enter() {
@@ -324,12 +329,12 @@ void CommState::enter() {
   maybe_poll_views();
 }
 
-// Control messages (Notify, Release) and background sends matter only while a recovery is under way here: the
+// Control messages (Notify, restart floors) and background sends matter only while a recovery is under way here: the
 // coordinator's, a release this process waits for, replays or held sends on their way. Otherwise only stale
 // messages of older attempts can come: probed every kPollEvery calls (a wildcard probe costs about as much as
 // the rest of a small message's path, and a blocking wait would otherwise make one per spin).
 bool CommState::control_due() {
-  if (coordinator_ || p_->awaiting_release() || !control_sends_.empty() || !background_.empty() ||
+  if (coordinator_ || floor_open_ || p_->awaiting_release() || !control_sends_.empty() || !background_.empty() ||
       ++ops_since_control_ >= kPollEvery) {
     ops_since_control_ = 0;
     return true;
@@ -343,20 +348,26 @@ void CommState::control_send(int dest, int tag, std::uint64_t a, std::uint64_t b
   REPRISE_COMM_CHECK(MPI_Isend(back.second.data(), 3, MPI_UINT64_T, dest, tag, host_.control_comm(), &back.first));
 }
 
-void CommState::release_items(const std::vector<protocol::Coordinator::Item>& items) {
-  for (const auto& it : items) {
-    if (it.process == rank_) {
-      p_->release(it.kind, it.phase);
-    } else {
-      control_send(it.process, kReleaseTag, it.kind == protocol::ItemKind::Block ? 0 : 1, it.phase);
-    }
+// Step 7: the restart floor rose to `floor` (at the coordinator: a Notify; elsewhere: from its parent in the
+// coordinator's tree): this process releases what it holds at or below it and passes it on to its children.
+void CommState::raise_restart_floor(std::uint64_t floor) {
+  if (floor <= restart_floor_) return;  // (the allreduce's, or an older attempt's)
+  restart_floor_ = floor;
+  for (const auto& it : protocol::release_held(held_, floor)) p_->release(it.kind, it.phase);
+  for (int c : protocol::restart_floor_children(rank_, static_cast<int>(group_of_.size()), coordinator_rank_)) {
+    control_send(c, kFloorTag, floor, 0);
+    ++stats_.restart_floors_sent;
   }
+  if (floor == protocol::kNoOrphan) floor_open_ = false;
   flush_outbox();
 }
 
 void CommState::poll_control() {
   if (epochs_.empty()) return;
   if (!unposted_.empty()) post_unposted(false);  // (called while waiting: a peer may wait for them)
+  // The restart floor from the messages that are in, raised once: one rise passed on for several Notify.
+  std::uint64_t floor = 0;
+  const std::uint32_t floor_epoch = epoch_;
   for (;;) {
     const MPI_Comm ctl = host_.control_comm();  // again after a repair
     const ControlMessage m = take_control(ctl, MPI_ANY_TAG);
@@ -369,18 +380,19 @@ void CommState::poll_control() {
     // A restart exchange's words, kept for it: their sender began its exchange before this process did.
     if (m.tag == kExchangeTag && v.size() == 5)
       exchange_inbox_.emplace_back(m.source, std::array<std::uint64_t, 5>{v[0], v[1], v[2], v[3], v[4]});
-    // Otherwise only Notify and Release (3 words) of this epoch; the rest is stale (an older attempt's).
-    if ((m.tag != kNotifyTag && m.tag != kReleaseTag) || v.size() != 3 || v[0] != epoch_) continue;
+    // Otherwise only Notify and restart floors (3 words) of this epoch; the rest is stale (an older attempt's).
+    if ((m.tag != kNotifyTag && m.tag != kFloorTag) || v.size() != 3 || v[0] != epoch_) continue;
     if (m.tag == kNotifyTag) {
       if (!coordinator_) continue;
       coordinator_->notify(static_cast<std::uint32_t>(v[0]), v[1]);
-      release_items(coordinator_->release());
+      floor = std::max(floor, coordinator_->lowest_orphan_phase().value_or(protocol::kNoOrphan));
       if (coordinator_->done()) coordinator_.reset();
-    } else if (m.tag == kReleaseTag) {
-      p_->release(v[1] == 0 ? protocol::ItemKind::Block : protocol::ItemKind::Replay, v[2]);
-      flush_outbox();
+    } else {
+      floor = std::max(floor, v[1]);
+      ++stats_.restart_floors_received;
     }
   }
+  if (floor && epoch_ == floor_epoch) raise_restart_floor(floor);
   pop_completed(control_sends_);
   const auto recoveries = stats_.recoveries;
   for (auto it = background_.begin(); it != background_.end();) {
@@ -416,7 +428,8 @@ std::string CommState::debug_state() const {
   std::ostringstream o;
   o << "epoch " << epoch_ << " phase " << p_->phase() << (p_->blocked() ? " BLOCKED" : "")
     << (p_->send_blocked() ? " SEND-BLOCKED" : "") << " coordinator " << coordinator_rank_
-    << (coordinator_ ? " (outstanding)" : "") << " background " << background_.size() << " outbox";
+    << (coordinator_ ? " (outstanding)" : "") << " restart floor " << restart_floor_ << (floor_open_ ? " (open)" : "")
+    << " held " << held_.size() << " background " << background_.size() << " outbox";
   for (int d : p_->queued_dests()) o << " " << d;
   o << " | pending";
   for (const PendingMessage* m : live_)
@@ -428,7 +441,8 @@ std::string CommState::debug_state() const {
 }
 
 bool CommState::recovery_idle() const {
-  return !coordinator_ && !p_->blocked() && !p_->send_blocked() && p_->queued_dests().empty() && background_.empty();
+  return !coordinator_ && !floor_open_ && !p_->blocked() && !p_->send_blocked() && p_->queued_dests().empty() &&
+         background_.empty();
 }
 
 }  // namespace reprise::mpi

@@ -37,7 +37,8 @@ class CommHost {
  public:
   virtual ~CommHost() = default;
   virtual MPI_Comm view_comm() const = 0;  ///< committed-view announcements
-  /// The current recovery's control messages (Notify, Release) and the restart exchange; replaced by every repair.
+  /// The current recovery's control messages (Notify, restart floors) and the restart exchange; replaced by every
+  /// repair.
   virtual MPI_Comm control_comm() const = 0;
   /// MPI_SUCCESS: nothing; a process failure: repair, then throw Rollback (or, at a survivor of a group
   /// rollback, return once the job is repaired); other errors: throw Error naming the call `at`.
@@ -139,8 +140,8 @@ class CommState {
   static constexpr int kAskTag = 4;                    // "your group, please checkpoint" (log bound; view comm.)
   static constexpr std::uint64_t kFloodAsk = 1;        // an ask's first word: pass it on to every group (flood_ask)
   static constexpr int kNotifyTag =
-      2;  // control: a rolled-back process re-executed an orphan send (to the coordinator)
-  static constexpr int kReleaseTag = 3;       // control: the coordinator released an item of the receiving process
+      2;                               // control: a rolled-back process re-executed an orphan send (to the coordinator)
+  static constexpr int kFloorTag = 3;  // control: the restart floor, down the coordinator's tree
   static constexpr int kExchangeTag = 5;      // control: a process's words in the restart exchange (to its peer)
   static constexpr int kReportTag = 6;        // control: a process's report to the restart coordinator
   static constexpr unsigned kPollEvery = 64;  // views and control messages are polled every this many operations
@@ -228,7 +229,7 @@ class CommState {
   /// Runtime entry points of the application: the pending exchange, control messages, and a rolled-back process
   /// waits here for the coordinator's release before it re-executes.
   void enter();
-  /// Control messages (Notify at the coordinator, Release), replays and queued sends: called while waiting.
+  /// Control messages (Notify at the coordinator, restart floors), replays and queued sends: called while waiting.
   void poll_control();
   /// Whether poll_control() has work now (a recovery under way here), or it is time for the occasional probe.
   bool control_due();
@@ -283,7 +284,13 @@ class CommState {
   template <class Queue>
   void pop_completed(Queue& sends);
   void control_send(int dest, int tag, std::uint64_t a, std::uint64_t b);
-  void release_items(const std::vector<protocol::Coordinator::Item>& items);
+  void raise_restart_floor(std::uint64_t floor);
+  /// Forgets the restart floor and the items held for it (a new recovery).
+  void end_restart_floor() {
+    held_.clear();
+    restart_floor_ = 0;
+    floor_open_ = false;
+  }
   /// An MPI error `rc` in the restart exchange: a failure throws (`in_recovery`: the host's PeerFailure; else it
   /// starts a recovery, which throws Rollback) or, at a survivor of the recovery it started, returns true once that
   /// recovery's exchange ran here (the one in progress is over); a spurious error returns false. `request`: MPI
@@ -363,6 +370,11 @@ class CommState {
   bool exchanging_ = false;  // a rolled-back process in its restart exchange (cleared once it completed)
   int coordinator_rank_ = -1;
   std::optional<protocol::Coordinator> coordinator_;  // at the coordinator, during an epoch
+  // Steps 6-7: this process's items above the restart floor, the floor, and whether more floors are to come (to
+  // release its items and to pass on to its children in the coordinator's tree).
+  std::vector<protocol::Coordinator::Item> held_;
+  std::uint64_t restart_floor_ = 0;
+  bool floor_open_ = false;
   struct Outbound {
     WireHeader header{};
     std::vector<std::byte> payload, packed;
@@ -388,6 +400,7 @@ class CommState {
     std::uint64_t replayed = 0, replayed_sent = 0, replayed_bytes = 0, orphans_notified = 0, duplicates_dropped = 0,
                   duplicates_skipped = 0, recoveries = 0;
     std::uint64_t held_early = 0;  // messages that arrived before an earlier one of their sender (held)
+    std::uint64_t restart_floors_received = 0, restart_floors_sent = 0;  // steps 6-7, down the coordinator's tree
   } stats_;
   std::map<int, std::uint64_t> sent_to_;  // peer -> bytes the application sent it (its peers only: sparse)
   bool count_peers_ = false;

@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 
+#include "protocol/job_floor.hpp"
 #include "reprise/errors.hpp"
 
 namespace reprise::protocol {
@@ -58,40 +59,28 @@ std::uint64_t lowest_orphan(const RecoveryWork& w) {
 
 FirstRelease first_release(int process, const RecoveryWork& w, std::uint64_t low) {
   FirstRelease out;
-  std::vector<Coordinator::Item> left;
   const auto sort = [&](ItemKind kind, std::uint64_t phase) {
-    (phase <= low ? out.released : left).push_back({process, kind, phase});
+    (phase <= low ? out.released : out.held).push_back({process, kind, phase});
   };
   sort(ItemKind::Block, w.phase);
   for (std::uint64_t phase : w.replay_phases) sort(ItemKind::Replay, phase);
-  if (left.empty() && w.orphan_phases.empty()) return out;
-  out.report.push_back(left.size());
-  for (const auto& it : left) {
-    out.report.push_back(it.kind == ItemKind::Block ? 0 : 1);
-    out.report.push_back(it.phase);
-  }
-  out.report.push_back(w.orphan_phases.size());
-  out.report.insert(out.report.end(), w.orphan_phases.begin(), w.orphan_phases.end());
+  out.report = w.orphan_phases;
   return out;
 }
 
-void decode_report(int process, const std::vector<std::uint64_t>& report, CoordinatorInput& in) {
-  std::size_t at = 0;
-  const auto bad = [&](const std::string& what) {
-    return ProtocolError("restart exchange: the report of rank " + std::to_string(process) + " " + what + " (" +
-                         std::to_string(report.size()) + " words)");
-  };
-  const auto word = [&]() {
-    if (at >= report.size()) throw bad("is truncated");
-    return report[at++];
-  };
-  for (std::uint64_t k = word(); k > 0; --k) {
-    const std::uint64_t kind = word();
-    if (kind > 1) throw bad("names item kind " + std::to_string(kind));
-    in.items.push_back({process, kind == 0 ? ItemKind::Block : ItemKind::Replay, word()});
-  }
-  for (std::uint64_t k = word(); k > 0; --k) in.orphan_phases.push_back(word());
-  if (at != report.size()) throw bad("has words past its end");
+std::vector<Coordinator::Item> release_held(std::vector<Coordinator::Item>& held, std::uint64_t floor) {
+  std::vector<Coordinator::Item> out;
+  const auto keep = std::stable_partition(held.begin(), held.end(), [&](const auto& it) { return it.phase > floor; });
+  out.assign(keep, held.end());
+  held.erase(keep, held.end());
+  return out;
+}
+
+std::vector<int> restart_floor_children(int rank, int ranks, int coordinator) {
+  const auto from_root = [&](int r) { return (r - coordinator + ranks) % ranks; };
+  std::vector<int> children = floor_children(from_root(rank), ranks);
+  for (int& c : children) c = (c + coordinator) % ranks;
+  return children;
 }
 
 }  // namespace reprise::protocol

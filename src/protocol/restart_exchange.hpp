@@ -1,6 +1,6 @@
 // The restart exchange (PROTOCOL.md recovery steps 4-7) as data: what each process tells its peers about their
-// channel, what the exchange tells it about its inter-group peers, and the reports from which the restart
-// coordinator computes its first releases (it alone gathers them).
+// channel, what the exchange tells it about its inter-group peers, and the restart floor that releases what each
+// process holds (the coordinator gathers only the orphans' phases).
 #pragma once
 
 #include <array>
@@ -35,30 +35,34 @@ std::vector<ChannelWords> exchange_counts(const Process& p, const std::set<int>&
 std::vector<PeerCounts> peer_counts(const Process& p, const std::vector<ChannelWords>& received,
                                     const std::vector<ChannelWords>& mine, const std::set<int>& rolled_back);
 
-/// Step 6 without gathering every report: the items at or below the lowest phase of any orphan are released at
-/// once (Coordinator::release's rule before any Notify), so each process releases its own from that phase alone
-/// (the minimum over the processes of lowest_orphan, an allreduce), and only what is left goes to the coordinator.
+/// Steps 6-7 without gathering every item. An item is released once no orphan is outstanding at a lower phase
+/// (Coordinator::release's rule), so each process holds its own items and releases them from the lowest phase of any
+/// outstanding orphan alone (the restart floor): first the minimum over the processes of lowest_orphan (an
+/// allreduce), then each rise of it, which the coordinator sends down a tree of the processes
+/// (restart_floor_children) as the orphans are notified; kNoOrphan, the last floor, releases everything. Only the
+/// processes that hold orphans report to the coordinator (their orphans' phases). Without orphans nobody reports and
+/// no floor is sent; with them, the coordinator hears the orphans and sends at most kFloorFanIn messages per rise,
+/// and so does every process: what anyone sends follows the orphans' phases, not the job's size.
 inline constexpr std::uint64_t kNoOrphan = ~std::uint64_t{0};
 
 /// The lowest phase of the orphans this process holds (kNoOrphan: none).
 std::uint64_t lowest_orphan(const RecoveryWork& w);
 
-/// This process's items (its Block at its phase, a batch of replays at each of their phases) at or below `low`,
-/// which it releases itself, and its report to the coordinator of the rest and of its orphans: [#items, (kind,
-/// phase)..., #orphans, orphan phases...] (kind 0: Block, 1: Replay); empty when it has nothing to report.
+/// This process's items (its Block at its phase, a batch of replays at each of their phases): those at or below
+/// `low`, which it releases at once, and the rest, which it holds for the floors to come; and its report to the
+/// coordinator: the phases of its orphans (empty: no report).
 struct FirstRelease {
   std::vector<Coordinator::Item> released;
+  std::vector<Coordinator::Item> held;
   std::vector<std::uint64_t> report;
 };
 FirstRelease first_release(int process, const RecoveryWork& w, std::uint64_t low);
 
-/// The coordinator's items and orphan phases, from the reports of the processes that sent one.
-struct CoordinatorInput {
-  std::vector<Coordinator::Item> items;
-  std::vector<std::uint64_t> orphan_phases;
-};
-/// Adds `process`'s report (first_release) to `in`. ProtocolError when it is truncated, too long or names an
-/// unknown kind.
-void decode_report(int process, const std::vector<std::uint64_t>& report, CoordinatorInput& in);
+/// Removes from `held` and returns the items at or below the restart floor `floor`.
+std::vector<Coordinator::Item> release_held(std::vector<Coordinator::Item>& held, std::uint64_t floor);
+
+/// The processes `rank` passes a restart floor on to: floor_children's tree (fan-out kFloorFanIn) over the `ranks`
+/// processes renumbered from `coordinator`, its root. No process sends more than kFloorFanIn per rise of the floor.
+std::vector<int> restart_floor_children(int rank, int ranks, int coordinator);
 
 }  // namespace reprise::protocol

@@ -30,7 +30,6 @@ namespace reprise::sim {
 namespace {
 
 using protocol::Capture;
-using protocol::ItemKind;
 using protocol::Process;
 
 std::uint64_t mix(std::uint64_t x) {
@@ -180,15 +179,18 @@ struct Rank {
   double busy_until = 0;  // computing, or in a checkpoint's app-visible part
   // counts
   std::size_t ctl_checkpoint = 0, checkpoints = 0, ctl_recovery = 0;
+  // Steps 6-7 (CommState): the items held above the restart floor, and the floor.
+  std::vector<protocol::Coordinator::Item> held;
+  std::uint64_t restart_floor = 0;
 };
 
-enum class Kind : std::uint8_t { Run, Message, View, Commit, Release, Notify, Recover, FloorReport, Floor };
+enum class Kind : std::uint8_t { Run, Message, View, Commit, RestartFloor, Notify, Recover, FloorReport, Floor };
 
 struct Event {
   double t;
   std::uint64_t n;
   Kind kind;
-  int a = -1, b = -1;  // Message/View: sender, receiver; Run/Release: rank; Commit: group
+  int a = -1, b = -1;  // Message/View/RestartFloor: sender, receiver; Run: rank; Commit: group
   std::uint32_t inc_a = 0, inc_b = 0;
   std::uint64_t x = 0, y = 0, z = 0, w = 0;  // Message: seq, phase, content; View: delivered, sent; Commit: v, gep
   bool operator<(const Event& o) const { return std::tie(t, n) > std::tie(o.t, o.n); }
@@ -253,8 +255,8 @@ class Engine {
         case Kind::Commit:
           on_commit(e);
           break;
-        case Kind::Release:
-          on_release(e);
+        case Kind::RestartFloor:
+          on_restart_floor(e);
           break;
         case Kind::Notify:
           on_notify(e);
@@ -853,16 +855,27 @@ class Engine {
                                    " orphans and holds " + std::to_string(held));
       }
     }
-    // 6. Each rank releases its items at or below the lowest orphan's phase (an allreduce); the rest and the
-    // orphans go to the coordinator from the ranks that have any (CommState::restart_exchange).
-    protocol::CoordinatorInput input;
-    for (int i = 0; i < N && gated; ++i) {
-      const protocol::FirstRelease first = protocol::first_release(i, works[static_cast<std::size_t>(i)], low);
-      Process& core = *P[static_cast<std::size_t>(i)].core;
-      for (const auto& it : first.released) core.release(it.kind, it.phase);
+    // 6. Each rank releases its items at or below the lowest orphan's phase (an allreduce) and holds the rest; the
+    // ranks that hold orphans report their phases to the coordinator (CommState::restart_exchange).
+    std::vector<std::uint64_t> orphans;
+    restart_root_ = protocol::restart_coordinator(N, R);
+    for (int i = 0; i < N; ++i) {
+      Rank& p = P[static_cast<std::size_t>(i)];
+      p.held.clear();
+      p.restart_floor = 0;
+      if (!gated) continue;
+      protocol::FirstRelease first = protocol::first_release(i, works[static_cast<std::size_t>(i)], low);
+      for (const auto& it : first.released) p.core->release(it.kind, it.phase);
+      p.held = std::move(first.held);
+      p.restart_floor = low;
+      if (o_.sabotage == Options::Sabotage::NoGating) {
+        for (const auto& it : p.held) p.core->release(it.kind, it.phase);
+        p.held.clear();
+      }
       if (first.report.empty()) continue;
-      protocol::decode_report(i, first.report, input);
-      ++P[static_cast<std::size_t>(i)].ctl_recovery;
+      orphans.insert(orphans.end(), first.report.begin(), first.report.end());
+      if (i == restart_root_) continue;
+      ++p.ctl_recovery;
       ++coordinator_msgs_;
     }
     if (o_.job_floor) {  // after a repair every group reports again (GroupCommit::new_communicators)
@@ -871,10 +884,7 @@ class Engine {
         if (const std::uint64_t v = committed_[static_cast<std::size_t>(g)].first)
           floor_step(g, floor_nodes_[static_cast<std::size_t>(g)].own(v), true);
     }
-    if (o_.sabotage == Options::Sabotage::NoGating)
-      for (const auto& it : input.items) P[static_cast<std::size_t>(it.process)].core->release(it.kind, it.phase);
-    coordinator_.begin(epoch_, std::move(input.items), input.orphan_phases);
-    release();
+    coordinator_.begin(epoch_, {}, orphans);
     for (int i = 0; i < N; ++i) {
       Rank& p = P[static_cast<std::size_t>(i)];
       sample(p);
@@ -883,12 +893,19 @@ class Engine {
     }
   }
 
-  void release() {
-    for (const auto& it : coordinator_.release()) {
-      ++coordinator_msgs_;  // a Release sent
-      ++P[static_cast<std::size_t>(it.process)].ctl_recovery;
-      control(Kind::Release, it.process, static_cast<int>(it.kind), it.phase, 0);
+  // 7. The restart floor rose to `floor` at rank `r` (CommState::raise_restart_floor): it releases what it holds at
+  // or below it and passes it on down the coordinator's tree.
+  void raise_restart_floor(int r, std::uint64_t floor) {
+    Rank& p = P[static_cast<std::size_t>(r)];
+    if (floor <= p.restart_floor) return;
+    p.restart_floor = floor;
+    for (const auto& it : protocol::release_held(p.held, floor)) p.core->release(it.kind, it.phase);
+    for (int c : protocol::restart_floor_children(r, N, restart_root_)) {
+      ++(r == restart_root_ ? coordinator_msgs_ : p.ctl_recovery);
+      control(Kind::RestartFloor, r, c, floor, 0);
     }
+    for (int d : p.core->queued_dests()) flush(p, d);
+    if (!p.done && !p.dead) sched_run(r, 0);
   }
 
   void on_notify(const Event& e) {
@@ -899,15 +916,13 @@ class Engine {
     } catch (const ProtocolError& err) {
       note("notify-unmatched", err.what());
     }
-    release();
+    raise_restart_floor(restart_root_, coordinator_.lowest_orphan_phase().value_or(protocol::kNoOrphan));
   }
 
-  void on_release(const Event& e) {
+  void on_restart_floor(const Event& e) {
     if (e.inc_a != epoch_) return;
-    Rank& p = P[static_cast<std::size_t>(e.a)];
-    p.core->release(static_cast<ItemKind>(e.b), e.x);
-    for (int d : p.core->queued_dests()) flush(p, d);
-    if (!p.done) sched_run(e.a, 0);
+    ++P[static_cast<std::size_t>(e.b)].ctl_recovery;
+    raise_restart_floor(e.b, e.x);
   }
 
  public:
@@ -930,6 +945,7 @@ class Engine {
   bool stopped_ = false;
   std::uint32_t epoch_ = 0;
   protocol::Coordinator coordinator_;
+  int restart_root_ = -1;  // the restart coordinator: the lowest rank outside R
 };
 
 void validate(const Options& o) {

@@ -1,12 +1,14 @@
-// The restart exchange as data (PROTOCOL.md recovery steps 4-7): counts, peers, reports and the coordinator's
-// items, as every process computes them from the words its peers sent it and the gathered reports.
+// The restart exchange as data (PROTOCOL.md recovery steps 4-7): counts, peers, reports and the restart floor, as
+// every process computes them from the words its peers sent it and the floors the coordinator's tree brings.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "protocol/job_floor.hpp"
 #include "protocol/restart_exchange.hpp"
 #include "reprise/errors.hpp"
 
@@ -75,61 +77,96 @@ TEST(RestartExchange, EachProcessSendsOnlyTheChannelsThatRHas) {
   EXPECT_EQ(s[0].words[2], 0u) << "no announced commit: no view";
 }
 
-TEST(RestartExchange, EachProcessReleasesItsFirstItemsAndReportsOnlyTheRest) {
-  RecoveryWork a;  // process 0: blocked at phase 3, replays at 1 and 2, holds two orphans of phase 2
+TEST(RestartExchange, EachProcessReleasesItsItemsFromTheRestartFloorAlone) {
+  RecoveryWork a;  // process 0: blocked at phase 3, replays at 1 and 2, holds orphans of phases 2 and 4
   a.phase = 3;
   a.replay_phases = {1, 2};
-  a.orphan_phases = {2, 2};
-  RecoveryWork b;  // process 1: blocked at phase 7
+  a.orphan_phases = {2, 4};
+  RecoveryWork b;  // process 1: blocked at phase 7, past every orphan
   b.phase = 7;
   RecoveryWork d;  // process 2: blocked at phase 1, nothing else
   d.phase = 1;
   EXPECT_EQ(lowest_orphan(b), kNoOrphan);
   const std::uint64_t low = std::min({lowest_orphan(a), lowest_orphan(b), lowest_orphan(d)});  // the allreduce
   ASSERT_EQ(low, 2u);
-  const FirstRelease fa = first_release(0, a, low), fb = first_release(1, b, low), fd = first_release(2, d, low);
+  FirstRelease fa = first_release(0, a, low), fb = first_release(1, b, low), fd = first_release(2, d, low);
   ASSERT_EQ(fa.released.size(), 2u) << "its replays at 1 and 2 (phase <= 2)";
   EXPECT_EQ(fa.released[0].kind, ItemKind::Replay);
-  EXPECT_EQ(fa.report, (std::vector<std::uint64_t>{1, 0, 3, 2, 2, 2})) << "its block at 3 and its two orphans";
+  ASSERT_EQ(fa.held.size(), 1u) << "its block at 3";
+  EXPECT_EQ(fa.report, (std::vector<std::uint64_t>{2, 4})) << "its orphans' phases";
   EXPECT_TRUE(fb.released.empty());
-  EXPECT_EQ(fb.report, (std::vector<std::uint64_t>{1, 0, 7, 0}));
+  ASSERT_EQ(fb.held.size(), 1u);
+  EXPECT_TRUE(fb.report.empty()) << "no orphan: no report, whatever it holds";
   ASSERT_EQ(fd.released.size(), 1u);
-  EXPECT_TRUE(fd.report.empty()) << "nothing left for the coordinator: no message";
-  // The coordinator, from the two reports, holds the rest until the orphans at 2 are notified: together the same
-  // releases as a coordinator of every item (Coordinator::release's rule).
-  CoordinatorInput in;
-  decode_report(0, fa.report, in);
-  decode_report(1, fb.report, in);
-  ASSERT_EQ(in.items.size(), 2u);
-  EXPECT_EQ(in.items[1].process, 1);
-  EXPECT_EQ(in.items[1].phase, 7u);
-  EXPECT_EQ(in.orphan_phases, (std::vector<std::uint64_t>{2, 2}));
+  EXPECT_TRUE(fd.held.empty());
+  // The coordinator, from the one report, raises the floor as the orphans are notified; each process releases what
+  // it holds from the floor alone: together the releases of a coordinator of every item (Coordinator::release).
   Coordinator c;
-  c.begin(1, in.items, in.orphan_phases);
-  EXPECT_TRUE(c.release().empty()) << "what was releasable went at once, at the processes";
+  c.begin(1, {}, fa.report);
+  EXPECT_EQ(c.lowest_orphan_phase(), std::optional<std::uint64_t>(2));
   EXPECT_TRUE(c.notify(1, 2));
-  EXPECT_TRUE(c.release().empty()) << "one orphan at 2 is still outstanding";
-  EXPECT_TRUE(c.notify(1, 2));
-  EXPECT_EQ(c.release().size(), 2u);
+  const std::uint64_t four = c.lowest_orphan_phase().value_or(kNoOrphan);
+  ASSERT_EQ(four, 4u) << "the orphan at 4 is still outstanding";
+  const auto a_items = release_held(fa.held, four);
+  ASSERT_EQ(a_items.size(), 1u) << "process 0's block at 3";
+  EXPECT_EQ(a_items[0].kind, ItemKind::Block);
+  EXPECT_TRUE(release_held(fb.held, four).empty()) << "7 waits for the orphan at 4";
+  EXPECT_TRUE(c.notify(1, 4));
   EXPECT_TRUE(c.done());
-  // No orphan anywhere: every item goes at once and nobody reports.
+  const std::uint64_t last = c.lowest_orphan_phase().value_or(kNoOrphan);
+  ASSERT_EQ(last, kNoOrphan);
+  const auto b_items = release_held(fb.held, last);
+  ASSERT_EQ(b_items.size(), 1u);
+  EXPECT_EQ(b_items[0].process, 1);
+  EXPECT_EQ(b_items[0].phase, 7u);
+  // No orphan anywhere: every item goes at once, nobody reports, nothing waits for a floor.
   RecoveryWork e;
   e.phase = 3;
   const FirstRelease all = first_release(0, e, kNoOrphan);
   EXPECT_EQ(all.released.size(), 1u);
+  EXPECT_TRUE(all.held.empty());
   EXPECT_TRUE(all.report.empty());
 }
 
-TEST(RestartExchange, AMalformedReportIsAProtocolError) {
-  CoordinatorInput in;
-  EXPECT_THROW(decode_report(0, {2, 0, 3}, in), ProtocolError) << "truncated";
-  EXPECT_THROW(decode_report(0, {1, 5, 3, 0}, in), ProtocolError) << "no such kind";
-  EXPECT_THROW(decode_report(0, {0, 0, 9}, in), ProtocolError) << "words past its end";
-  try {
-    decode_report(4, {1, 0}, in);
-    FAIL();
-  } catch (const ProtocolError& e) {
-    EXPECT_NE(std::string(e.what()).find("the report of rank 4 is truncated"), std::string::npos) << e.what();
+TEST(RestartExchange, AFloorReleasesTheHeldItemsAtOrBelowItInOrder) {
+  std::vector<Coordinator::Item> held{{0, ItemKind::Replay, 5}, {0, ItemKind::Block, 9}, {0, ItemKind::Replay, 4}};
+  const auto now = release_held(held, 5);
+  ASSERT_EQ(now.size(), 2u);
+  EXPECT_EQ(now[0].phase, 5u);
+  EXPECT_EQ(now[1].phase, 4u);
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].kind, ItemKind::Block);
+  EXPECT_TRUE(release_held(held, 8).empty());
+  EXPECT_EQ(release_held(held, 9).size(), 1u);
+}
+
+// The floor reaches every process once from the coordinator, whichever rank that is, and no process passes it to
+// more than kFloorFanIn others: the coordinator sends at most 8 messages per rise at any job size.
+TEST(RestartExchange, TheFloorsTreeReachesEveryProcessOnceFromTheCoordinator) {
+  for (int ranks : {2, 9, 100, 1000}) {
+    for (int root : {0, 1, ranks / 2, ranks - 1}) {
+      std::vector<int> heard(static_cast<std::size_t>(ranks), 0);
+      std::vector<int> todo{root};
+      heard[static_cast<std::size_t>(root)] = 1;
+      std::size_t depth = 0;
+      while (!todo.empty() && depth < 64) {
+        std::vector<int> next;
+        for (int r : todo) {
+          const auto children = restart_floor_children(r, ranks, root);
+          EXPECT_LE(children.size(), static_cast<std::size_t>(kFloorFanIn));
+          for (int c : children) {
+            ASSERT_GE(c, 0);
+            ASSERT_LT(c, ranks);
+            ++heard[static_cast<std::size_t>(c)];
+            next.push_back(c);
+          }
+        }
+        todo = std::move(next);
+        ++depth;
+      }
+      EXPECT_EQ(std::count(heard.begin(), heard.end(), 1), ranks) << ranks << " ranks from " << root;
+      EXPECT_LE(depth, 5u) << "ceil(log8 N) hops, and one more to find no child";
+    }
   }
 }
 
