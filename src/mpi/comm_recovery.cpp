@@ -280,6 +280,12 @@ void CommState::restart_exchange(bool in_recovery) {
   int rc = polled::allreduce(MPI_IN_PLACE, &low, 1, MPI_UINT64_T, MPI_MIN, ctl);
   if (rc != MPI_SUCCESS && failed(rc, REPRISE_MPI_SITE(polled::allreduce(low, MPI_MIN, ctl)), false)) return;
   protocol::FirstRelease first = protocol::first_release(rank_, w, low);
+  if (low == protocol::kNoOrphan) {  // no orphan anywhere: every item goes now, no report, no floor
+    for (const auto& it : first.released) p_->release(it.kind, it.phase);
+    exchanging_ = false;
+    flush_outbox();
+    return;
+  }
   std::uint64_t reports = first.report.empty() ? 0 : 1;
   rc = polled::allreduce(MPI_IN_PLACE, &reports, 1, MPI_UINT64_T, MPI_SUM, ctl);
   if (rc != MPI_SUCCESS && failed(rc, REPRISE_MPI_SITE(polled::allreduce(reports, MPI_SUM, ctl)), false)) return;
