@@ -162,9 +162,9 @@ class CommState {
   bool test(Comm::Request& r, std::size_t* bytes = nullptr);  ///< bytes: received (or sent) once complete
 
   // ---- the runtime's hooks ----------------------------------------------------------------------------------
-  /// The protected region holding the channel counters of each version (protocol::CounterRegion).
-  void* region() { return counters_.data(); }
-  std::size_t region_bytes() const { return counters_.bytes(); }
+  /// The protected region holding the channel counters of each version (protocol::CounterRegion); `bytes`: the
+  /// size recorded in a version about to be restored into it.
+  std::pair<void*, std::size_t> locate_counter_region(std::optional<std::size_t> bytes);
   /// What this member contributes to the group barrier of a checkpoint: its phase, then its sent[] and
   /// delivered[] counts for every member of its group (in rank order).
   std::vector<std::uint64_t> barrier_contribution();

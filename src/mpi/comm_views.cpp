@@ -68,6 +68,10 @@ void CommState::barrier_result(const std::vector<const std::uint64_t*>& member, 
   log_region_.write(captures_[version] = p_->capture(), group_of_.size());
 }
 
+std::pair<void*, std::size_t> CommState::locate_counter_region(std::optional<std::size_t> bytes) {
+  return counters_.locate(bytes);
+}
+
 std::pair<void*, std::size_t> CommState::locate_log_region(std::optional<std::size_t> bytes) {
   return log_region_.locate(bytes);
 }

@@ -48,7 +48,8 @@ MpiRuntime::MpiRuntime(MPI_Comm comm, Config config)
 MpiRuntime::MpiRuntime(Parts parts) : Runtime(std::move(parts.config), std::move(parts.owned)), coord_(parts.coord) {
   // The channel counters of reprise::Comm are part of every version (restored with the application's data).
   mpi::CommState& c = coord_->comm_state();
-  protect("reprise.channels", c.region(), c.region_bytes(), MemorySpace::Host);
+  protect_resizable("reprise.channels",
+                    [&c](std::optional<std::size_t> bytes) { return c.locate_counter_region(bytes); });
   // The message log snapshot and orphan record: a replacement replays from the log its predecessor checkpointed.
   protect_resizable("reprise.log", [&c](std::optional<std::size_t> bytes) { return c.locate_log_region(bytes); });
   record_finish_state("started", coord_->rank());

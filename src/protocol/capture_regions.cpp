@@ -1,5 +1,6 @@
 #include "protocol/capture_regions.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <string>
@@ -21,26 +22,44 @@ std::size_t align64(std::size_t n) {
 }
 }  // namespace
 
+std::pair<void*, std::size_t> CounterRegion::locate(std::optional<std::size_t> bytes) {
+  if (bytes) words_.assign((*bytes + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t), 0);  // restore writes it
+  return {words_.data(), bytes ? *bytes : this->bytes()};
+}
+
 void CounterRegion::write(const Process& p) {
-  const std::size_t N = ranks_;
+  std::size_t k = 0;
+  for (const auto& [r, ch] : p.channels())
+    if (ch.sent || ch.delivered || ch.view.delivered || ch.view.sent) ++k;
+  const std::size_t need = 2 + 5 * k;
+  if (need > words_.size()) words_.resize((std::max(need, words_.size() + words_.size() / 2) + 63) / 64 * 64);
+  std::fill(words_.begin(), words_.end(), 0);
   words_[0] = p.phase();
-  std::fill(words_.begin() + 1, words_.end(), 0);
+  words_[1] = k;
+  std::size_t at = 2;
   for (const auto& [r, ch] : p.channels()) {
-    const auto q = static_cast<std::size_t>(r);
-    words_[1 + q] = ch.sent;
-    words_[1 + N + q] = ch.delivered;
-    words_[1 + 2 * N + q] = ch.view.delivered;
-    words_[1 + 3 * N + q] = ch.view.sent;
+    if (!(ch.sent || ch.delivered || ch.view.delivered || ch.view.sent)) continue;
+    for (std::uint64_t w : {static_cast<std::uint64_t>(r), ch.sent, ch.delivered, ch.view.delivered, ch.view.sent})
+      words_[at++] = w;
   }
 }
 
 Capture CounterRegion::read() const {
-  const std::size_t N = ranks_;
   Capture c;
+  const auto bad = [&](const std::string& what) {
+    return CorruptCheckpointError("region 'reprise.channels'",
+                                  what + " (region of " + std::to_string(bytes()) + " bytes)");
+  };
+  if (words_.size() < 2) throw bad("truncated");
   c.phase = words_[0];
-  for (std::size_t q = 0; q < N; ++q) {
-    const Channel ch{words_[1 + q], words_[1 + N + q], View{words_[1 + 2 * N + q], words_[1 + 3 * N + q]}};
-    if (ch.sent || ch.delivered || ch.view.delivered || ch.view.sent) c.channels[static_cast<int>(q)] = ch;
+  const std::uint64_t k = words_[1];
+  if (k > (words_.size() - 2) / 5) throw bad(std::to_string(k) + " channels recorded: truncated or damaged");
+  for (std::size_t i = 0, at = 2; i < k; ++i, at += 5) {
+    if (words_[at] >= ranks_)
+      throw bad("a channel with rank " + std::to_string(words_[at]) + " in a job of " + std::to_string(ranks_) +
+                " ranks");
+    c.channels[static_cast<int>(words_[at])] =
+        Channel{words_[at + 1], words_[at + 2], View{words_[at + 3], words_[at + 4]}};
   }
   return c;
 }

@@ -15,20 +15,25 @@
 
 namespace reprise::protocol {
 
-/// "reprise.comm": phase, then sent[], delivered[], view.delivered[], view.sent[] (one uint64 per rank each).
+/// "reprise.channels": the phase, the number k of channels, then per channel with a count or a view (ascending peer)
+/// the peer, sent, delivered, view.delivered and view.sent; zeros behind. Sized by the process's peers, not by the
+/// job: it grows (by half again, in steps of 64 words) when the channels outgrow it, and a restore resizes it to
+/// the version's.
 class CounterRegion {
  public:
-  explicit CounterRegion(std::size_t ranks) : words_(1 + 4 * ranks, 0), ranks_(ranks) {}
-  void* data() { return words_.data(); }
+  explicit CounterRegion(std::size_t ranks) : ranks_(ranks) {}
+  /// The region's memory; `bytes`: the size recorded in a version about to be restored into it (resized).
+  std::pair<void*, std::size_t> locate(std::optional<std::size_t> bytes = std::nullopt);
   std::size_t bytes() const { return words_.size() * sizeof(std::uint64_t); }
   /// The counters of `p` now (its phase, channels and committed views).
   void write(const Process& p);
-  /// The counters written last (or restored into data()): a Capture without its log and orphan record.
+  /// The counters written last (or restored into the region): a Capture without its log and orphan record.
+  /// CorruptCheckpointError when the region is truncated or names a peer outside the job of `ranks` processes.
   Capture read() const;
   void clear() { std::fill(words_.begin(), words_.end(), 0); }
 
  private:
-  std::vector<std::uint64_t> words_;
+  std::vector<std::uint64_t> words_ = std::vector<std::uint64_t>(64, 0);
   std::size_t ranks_;
 };
 

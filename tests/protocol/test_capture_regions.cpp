@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -40,9 +41,9 @@ TEST(CounterRegion, CarriesPhaseChannelsAndViews) {
   p.apply_view(2, View{1, 0});  // 2's group committed having delivered 1 message from 0
   CounterRegion region(4);
   region.write(p);
-  EXPECT_EQ(region.bytes(), (1 + 4 * 4) * sizeof(std::uint64_t));
+  const auto [data, bytes] = region.locate();
   CounterRegion copy(4);
-  std::memcpy(copy.data(), region.data(), region.bytes());  // as a restore writes it back
+  std::memcpy(copy.locate(bytes).first, data, bytes);  // as a restore writes it back
   const Capture c = copy.read();
   EXPECT_EQ(c.phase, p.phase());
   for (int q = 0; q < 4; ++q) {
@@ -55,6 +56,48 @@ TEST(CounterRegion, CarriesPhaseChannelsAndViews) {
   EXPECT_EQ(c.channels.count(0), 0u);
   copy.clear();
   EXPECT_TRUE(copy.read().channels.empty());
+}
+
+// The region follows the process's peers, not the job: the same three channels in a job of 4 and of 100,000 ranks
+// take the same bytes; many peers grow it, and a restore takes the version's size.
+TEST(CounterRegion, ItsSizeFollowsThePeersNotTheJob) {
+  Process small = sender(3, 100);
+  CounterRegion a(4);
+  CounterRegion b(100000);
+  a.write(small);
+  b.write(small);
+  EXPECT_EQ(a.bytes(), b.bytes());
+  EXPECT_LE(b.bytes(), 64 * sizeof(std::uint64_t));
+  std::vector<int> own_groups(300);
+  std::iota(own_groups.begin(), own_groups.end(), 0);
+  Process many(0, own_groups, {});
+  for (int q = 1; q < 300; ++q) many.apply_view(q, View{1, 2});
+  CounterRegion c(300);
+  c.write(many);
+  EXPECT_GE(c.bytes(), (2 + 5 * 299) * sizeof(std::uint64_t));
+  const auto [data, bytes] = c.locate();
+  CounterRegion restored(300);
+  std::memcpy(restored.locate(bytes).first, data, bytes);
+  EXPECT_EQ(restored.bytes(), bytes);
+  EXPECT_EQ(restored.read().channels.size(), 299u);
+}
+
+TEST(CounterRegion, ADamagedRegionIsACorruptCheckpoint) {
+  Process p = sender(3, 100);
+  CounterRegion region(4);
+  region.write(p);
+  auto* words = static_cast<std::uint64_t*>(region.locate().first);
+  words[1] = 1000;  // more channels than the region holds
+  EXPECT_THROW(region.read(), CorruptCheckpointError);
+  region.write(p);
+  words = static_cast<std::uint64_t*>(region.locate().first);
+  words[2] = 7;  // a peer outside the job of 4
+  try {
+    (void)region.read();
+    FAIL();
+  } catch (const CorruptCheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 7 in a job of 4 ranks"), std::string::npos) << e.what();
+  }
 }
 
 TEST(LogRegion, RoundTripsTheLogSnapshotAndTheOrphanRecord) {
