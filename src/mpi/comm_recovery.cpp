@@ -293,6 +293,7 @@ void CommState::restart_exchange(bool in_recovery) {
   held_ = std::move(first.held);
   restart_floor_ = std::max(restart_floor_, low);
   floor_open_ = restart_floor_ != protocol::kNoOrphan;  // until the last floor (step 7)
+  // (A higher floor can only have come already if this process took its time before step 6.)
   for (const auto& it : protocol::release_held(held_, restart_floor_)) p_->release(it.kind, it.phase);
   if (rank_ != coordinator_rank_) {
     if (!first.report.empty()) {

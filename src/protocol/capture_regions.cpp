@@ -27,10 +27,16 @@ std::pair<void*, std::size_t> CounterRegion::locate(std::optional<std::size_t> b
   return {words_.data(), bytes ? *bytes : this->bytes()};
 }
 
+namespace {
+// A channel the region keeps: one with a count or a view (the rest read back as zeros).
+bool kept(const Channel& ch) {
+  return ch.sent || ch.delivered || ch.view.delivered || ch.view.sent;
+}
+}  // namespace
+
 void CounterRegion::write(const Process& p) {
   std::size_t k = 0;
-  for (const auto& [r, ch] : p.channels())
-    if (ch.sent || ch.delivered || ch.view.delivered || ch.view.sent) ++k;
+  for (const auto& [r, ch] : p.channels()) k += kept(ch) ? 1 : 0;
   const std::size_t need = 2 + 5 * k;
   if (need > words_.size()) words_.resize((std::max(need, words_.size() + words_.size() / 2) + 63) / 64 * 64);
   std::fill(words_.begin(), words_.end(), 0);
@@ -38,7 +44,7 @@ void CounterRegion::write(const Process& p) {
   words_[1] = k;
   std::size_t at = 2;
   for (const auto& [r, ch] : p.channels()) {
-    if (!(ch.sent || ch.delivered || ch.view.delivered || ch.view.sent)) continue;
+    if (!kept(ch)) continue;
     for (std::uint64_t w : {static_cast<std::uint64_t>(r), ch.sent, ch.delivered, ch.view.delivered, ch.view.sent})
       words_[at++] = w;
   }

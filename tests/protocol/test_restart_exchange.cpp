@@ -146,12 +146,12 @@ TEST(RestartExchange, TheFloorsTreeReachesEveryProcessOnceFromTheCoordinator) {
   for (int ranks : {2, 9, 100, 1000}) {
     for (int root : {0, 1, ranks / 2, ranks - 1}) {
       std::vector<int> heard(static_cast<std::size_t>(ranks), 0);
-      std::vector<int> todo{root};
+      std::vector<int> frontier{root};
       heard[static_cast<std::size_t>(root)] = 1;
       std::size_t depth = 0;
-      while (!todo.empty() && depth < 64) {
+      while (!frontier.empty() && depth < 64) {
         std::vector<int> next;
-        for (int r : todo) {
+        for (int r : frontier) {
           const auto children = restart_floor_children(r, ranks, root);
           EXPECT_LE(children.size(), static_cast<std::size_t>(kFloorFanIn));
           for (int c : children) {
@@ -161,7 +161,7 @@ TEST(RestartExchange, TheFloorsTreeReachesEveryProcessOnceFromTheCoordinator) {
             next.push_back(c);
           }
         }
-        todo = std::move(next);
+        frontier = std::move(next);
         ++depth;
       }
       EXPECT_EQ(std::count(heard.begin(), heard.end(), 1), ranks) << ranks << " ranks from " << root;
