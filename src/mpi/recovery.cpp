@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <utility>
 
@@ -57,35 +58,41 @@ namespace {
   return info;
 }
 
-std::vector<std::uint64_t> allgather_u64(MPI_Comm comm, const std::vector<std::uint64_t>& mine) {
-  int n = 0;
-  REPRISE_MPI_CHECK(MPI_Comm_size(comm, &n));
-  int count = static_cast<int>(mine.size());
-  std::vector<int> counts(static_cast<std::size_t>(n)), displs(static_cast<std::size_t>(n));
-  REPRISE_MPI_CHECK(polled::allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm));
-  int total = 0;
-  for (int i = 0; i < n; ++i) {
-    displs[static_cast<std::size_t>(i)] = total;
-    total += counts[static_cast<std::size_t>(i)];
-  }
-  std::vector<std::uint64_t> all(static_cast<std::size_t>(total));
-  REPRISE_MPI_CHECK(polled::allgatherv(mine.data(), count, MPI_UINT64_T, all.data(), counts.data(), displs.data(),
-                                       MPI_UINT64_T, comm));
+// Every member's `mine` (any length, also none), concatenated in rank order at every member: an allgatherv
+// whose counts are never gathered (an exclusive scan places each contribution, an allreduce sums the words into
+// place), so a rank holds only what was contributed: sized by the contributors, not by the communicator.
+std::vector<std::uint64_t> gather_words(MPI_Comm comm, const std::vector<std::uint64_t>& mine) {
+  int me = 0;
+  REPRISE_MPI_CHECK(MPI_Comm_rank(comm, &me));
+  std::uint64_t count = mine.size(), offset = 0, total = 0;
+  REPRISE_MPI_CHECK(polled::exscan(&count, &offset, 1, MPI_UINT64_T, MPI_SUM, comm));
+  if (me == 0) offset = 0;  // (MPI_Exscan leaves rank 0's result undefined)
+  REPRISE_MPI_CHECK(polled::allreduce(&count, &total, 1, MPI_UINT64_T, MPI_SUM, comm));
+  if (total > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
+    throw Error("recovery: " + std::to_string(total) + " words to exchange, more than one MPI call carries");
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(total), 0);
+  std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(offset));
+  if (total > 0)
+    REPRISE_MPI_CHECK(
+        polled::allreduce(MPI_IN_PLACE, all.data(), static_cast<int>(total), MPI_UINT64_T, MPI_SUM, comm));
   return all;
 }
 
 }  // namespace
 
-// What this survivor contributes to a recovery plan: its own records, and those it holds for its wards.
-std::vector<std::uint64_t> Recovery::my_records(const std::vector<int>& failed_ranks) {
+// What this survivor contributes to a recovery plan: its own records, and those it holds for its wards, of the
+// ranks of `groups` (the groups that roll back; every rank when null).
+std::vector<std::uint64_t> Recovery::my_records(const std::vector<int>& failed_ranks, const std::set<int>* groups) {
+  const auto wanted = [&](int r) {
+    return !groups || groups->count(job_.layout_.group_of.at(static_cast<std::size_t>(r))) > 0;
+  };
   std::vector<std::uint64_t> out;
   core::VersionStore& own = job_.store_ ? job_.store_->local() : *job_.local_;
-  protocol::append_records(out, job_.rank_, protocol::records_of(own), protocol::RecordSource::Own);
-  {
-    job_.buddy_.for_each_ward([&](int ward, core::VersionStore& s) {
-      protocol::append_records(out, ward, protocol::records_of(s), protocol::RecordSource::AtBuddy);
-    });
-  }
+  if (wanted(job_.rank_))
+    protocol::append_records(out, job_.rank_, protocol::records_of(own), protocol::RecordSource::Own);
+  job_.buddy_.for_each_ward([&](int ward, core::VersionStore& s) {
+    if (wanted(ward)) protocol::append_records(out, ward, protocol::records_of(s), protocol::RecordSource::AtBuddy);
+  });
   // The files of failed ranks, read by the lowest survivor where it reaches them (a shared file system, or the
   // failed rank's node): a folder that is not there (node-local storage elsewhere) proves nothing.
   if (!job_.cfg_.dir.empty() && lowest_survivor_)
@@ -142,7 +149,7 @@ void Recovery::agree_on_restart() {
     protocol::append_records(out, job_.rank_, protocol::records_of(*job_.local_), protocol::RecordSource::Own);
     return out;
   }();
-  const auto all = allgather_u64(job_.world_, mine);
+  const auto all = gather_words(job_.world_, mine);
   auto holdings = protocol::holdings_from(all, job_.size_);
   std::vector<int> missing;
   for (int r = 0; r < job_.size_; ++r)
@@ -271,22 +278,29 @@ bool Recovery::plan_recovery(Attempt& a) {
   try {
     stage("gathering the survivors' checkpoints (shrunk communicator)");
     REPRISE_MPI_CHECK(polled::allreduce(MPI_IN_PLACE, &a.max_step, 1, MPI_UINT64_T, MPI_MAX, a.shrunk));
-    auto holdings = protocol::holdings_from(allgather_u64(a.shrunk, my_records(a.failed)), job_.size_);
     // Groups with a member still re-executing after an earlier group rollback, or still inside the recovery
     // that rolled it back (this failure interrupted it), roll back again: the orphan and duplicate limits it
     // re-executes under are only valid in the recovery that computed them (cleared, it would send again what
     // its receivers already delivered, and nobody would receive it). A replacement whose data phase was
-    // interrupted holds only part of its checkpoints and of its wards' (RankHoldings::replacing).
-    std::set<int> also;
+    // interrupted holds only part of its checkpoints and of its wards' (RankHoldings::replacing). Only such
+    // ranks speak in this first round.
+    std::set<int> also, replacing;
     const bool behind = data_pending_ || (job_.comm_state_ ? job_.comm_state_->reexecuting() : joined_group_recovery_);
-    const auto flags =
-        allgather_u64(a.shrunk, {static_cast<std::uint64_t>(job_.rank_), behind ? 1u : 0u, data_pending_ ? 1u : 0u});
-    for (std::size_t i = 0; i + 2 < flags.size(); i += 3) {
+    const auto flags = gather_words(
+        a.shrunk, behind ? std::vector<std::uint64_t>{static_cast<std::uint64_t>(job_.rank_), data_pending_ ? 1u : 0u}
+                         : std::vector<std::uint64_t>{});
+    for (std::size_t i = 0; i + 1 < flags.size(); i += 2) {
       if (flags[i] >= static_cast<std::uint64_t>(job_.size_)) continue;
       const std::size_t r = static_cast<std::size_t>(flags[i]);
-      if (flags[i + 1] && job_.group_rollback_) also.insert(job_.layout_.group_of[r]);
-      if (flags[i + 2]) holdings[r].replacing = true;
+      if (job_.group_rollback_) also.insert(job_.layout_.group_of[r]);
+      if (flags[i + 1]) replacing.insert(static_cast<int>(r));
     }
+    // Then the version records of the ranks that roll back (their groups', or every rank's without group
+    // rollback), from their own stores and their buddies': what the plan reads (protocol::rolled_back_groups).
+    const std::set<int> groups = protocol::rolled_back_groups(job_.layout_, a.failed, also);
+    auto holdings = protocol::holdings_from(
+        gather_words(a.shrunk, my_records(a.failed, job_.group_rollback_ ? &groups : nullptr)), job_.size_);
+    for (int r : replacing) holdings[static_cast<std::size_t>(r)].replacing = true;
     try {
       a.plan = job_.group_rollback_
                    ? protocol::plan_group_recovery(job_.layout_, a.failed, holdings, !job_.cfg_.dir.empty(), also)

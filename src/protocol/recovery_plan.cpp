@@ -153,6 +153,12 @@ RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
   return plan_over(layout, failed, holdings, persistent_level, all);
 }
 
+std::set<int> rolled_back_groups(const Layout& layout, const std::vector<int>& failed, const std::set<int>& also) {
+  std::set<int> groups = also;
+  for (int f : failed) groups.insert(layout.group_of.at(static_cast<std::size_t>(f)));
+  return groups;
+}
+
 RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& failed,
                                  const std::vector<RankHoldings>& holdings, bool persistent_level,
                                  const std::set<int>& also) {
@@ -166,9 +172,7 @@ RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& f
   plan.source.assign(static_cast<std::size_t>(n), DataSource::Own);
   plan.version_of.assign(static_cast<std::size_t>(n), 0);
   plan.starts_over.assign(static_cast<std::size_t>(n), 0);
-  std::set<int> groups = also;
-  for (int f : plan.failed) groups.insert(layout.group_of[static_cast<std::size_t>(f)]);
-  for (int g : groups) {
+  for (int g : rolled_back_groups(layout, plan.failed, also)) {
     std::vector<int> members;
     for (int r = 0; r < n; ++r)
       if (layout.group_of[static_cast<std::size_t>(r)] == g) members.push_back(r);

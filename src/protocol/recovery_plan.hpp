@@ -78,6 +78,11 @@ RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& f
                                  const std::vector<RankHoldings>& holdings, bool persistent_level,
                                  const std::set<int>& also = {});
 
+/// The groups a group rollback rolls back: those of the failed ranks, and `also`. plan_group_recovery reads the
+/// holdings of their members only (and whether their buddies are interrupted replacements), so the survivors
+/// exchange the version records of these ranks alone.
+std::set<int> rolled_back_groups(const Layout& layout, const std::vector<int>& failed, const std::set<int>& also);
+
 /// Human-readable list "1, 3 and 5" (ranks, versions).
 template <class Number>
 std::string list_numbers(const std::vector<Number>& numbers) {

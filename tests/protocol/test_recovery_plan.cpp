@@ -2,6 +2,8 @@
 // from whom; the unrecoverable patterns with their messages.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "protocol/recovery_plan.hpp"
 #include "reprise/errors.hpp"
 
@@ -277,6 +279,53 @@ TEST(GroupRecoveryPlan, OwnerAndBuddyLostBeforeAnyCommitStartOverWhenTheFilesPro
                                          "file either"),
               std::string::npos)
         << e.what();
+  }
+}
+
+// What the survivors exchange for a group rollback: the records of the rolled-back groups' members only.
+std::vector<RankHoldings> of_rolled_back_groups(std::vector<RankHoldings> h, const std::vector<int>& failed,
+                                                const std::set<int>& also) {
+  const Layout layout = eight();
+  const std::set<int> groups = rolled_back_groups(layout, failed, also);
+  for (std::size_t r = 0; r < h.size(); ++r)
+    if (!groups.count(layout.group_of[r])) {
+      h[r].own = {{99, 99, true}};  // (whatever the other ranks hold: nobody reports it)
+      h[r].at_buddy.clear();
+      h[r].files_read = false;
+    }
+  return h;
+}
+
+TEST(GroupRecoveryPlan, NeedsOnlyTheRecordsOfTheGroupsItRollsBack) {
+  EXPECT_EQ(rolled_back_groups(eight(), {7, 6}, {1}), (std::set<int>{1, 3}));
+  EXPECT_EQ(rolled_back_groups(eight(), {0}, {}), (std::set<int>{0}));
+  struct Case {
+    std::vector<int> failed;
+    std::set<int> also;
+    std::vector<RankHoldings> h;
+  };
+  std::vector<Case> cases;
+  auto h = holdings_all({{10, 10, true}, {20, 10, false}});
+  h[7].own = {};
+  h[0].own = {{10, 10, true}};  // outside the rolled-back groups
+  cases.push_back({{7}, {}, h});
+  h[2].own = {{10, 10, true}};  // group 1 re-executes
+  h[3].own = {{10, 10, true}};
+  cases.push_back({{7}, {1}, h});
+  h[2].replacing = true;  // an interrupted replacement of group 1
+  cases.push_back({{7}, {1}, h});
+  auto never = holdings_all({{10, 10, true}});
+  never[6].own = never[6].at_buddy = never[7].own = never[7].at_buddy = {};  // group 3 never committed
+  never[2].own = {};
+  cases.push_back({{6, 2}, {}, never});
+  for (const Case& c : cases) {
+    const RecoveryPlan all = plan_group_recovery(eight(), c.failed, c.h, false, c.also);
+    const RecoveryPlan some =
+        plan_group_recovery(eight(), c.failed, of_rolled_back_groups(c.h, c.failed, c.also), false, c.also);
+    EXPECT_EQ(some.rolled_back, all.rolled_back);
+    EXPECT_EQ(some.version_of, all.version_of);
+    EXPECT_EQ(some.starts_over, all.starts_over);
+    EXPECT_EQ(some.source, all.source);
   }
 }
 
