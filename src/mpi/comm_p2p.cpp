@@ -47,17 +47,16 @@ PendingMessage::~PendingMessage() {
   }
 }
 
-CommState::CommState(CommHost& host, int rank, std::vector<int> group_of, logging::LogOptions log_options,
+CommState::CommState(CommHost& host, int rank, protocol::GroupMap groups, logging::LogOptions log_options,
                      logging::MessageLog::Allocate log_memory)
     : host_(host),
       rank_(rank),
-      group_of_(std::move(group_of)),
-      members_(protocol::group_members(group_of_, rank)),
+      groups_(std::move(groups)),
+      members_(groups_.members(rank)),
       log_options_(log_options),
       log_memory_(std::move(log_memory)),
-      p_(std::make_unique<protocol::Process>(rank, group_of_, log_options_, log_memory_)),
-      counters_(group_of_.size()),
-      chan_(group_of_.size(), 0),
+      p_(std::make_unique<protocol::Process>(rank, groups_, log_options_, log_memory_)),
+      counters_(groups_.ranks()),
       comm_(*this) {}
 
 void CommState::add_epoch(MPI_Comm messages, MPI_Comm payloads) {
@@ -88,7 +87,7 @@ void check_peer(int peer, int size, const char* what) {
 
 int CommState::post_send(int dest, int tag, WireHeader& header, const void* buf, std::vector<std::byte>& packed,
                          MPI_Request& request, MPI_Request& payload, int& epoch) {
-  epoch = chan_.at(static_cast<std::size_t>(dest));
+  epoch = chan_.of(dest);
   const auto& [comm, payload_comm] = epochs_.at(static_cast<std::size_t>(epoch));
   const std::size_t bytes = header.bytes;
   if (bytes <= kPackLimit) {
@@ -267,7 +266,7 @@ void CommState::post_receive(PendingMessage& m) {
     spare_receive_buffers_.pop_back();
   }
   m.packed.resize(kReceiveBuffer);
-  m.epoch = chan_.at(static_cast<std::size_t>(m.peer));
+  m.epoch = chan_.of(m.peer);
   awaiting_header_.push_back(&m);
   REPRISE_COMM_CHECK(MPI_Irecv(m.packed.data(), static_cast<int>(m.packed.size()), MPI_BYTE, m.peer, m.tag,
                                epochs_.at(static_cast<std::size_t>(m.epoch)).first, &m.request));

@@ -101,7 +101,7 @@ void CommState::after_repair() {
     m->owner = nullptr;
   }
   live_.clear();
-  std::fill(chan_.begin(), chan_.end(), static_cast<int>(epochs_.size()) - 1);
+  chan_ = {static_cast<int>(epochs_.size()) - 1, {}};
   coordinator_.reset();
   end_restart_floor();
   exchange_pending_ = false;
@@ -131,7 +131,7 @@ void CommState::begin_recovery(std::uint32_t epoch, const std::set<int>& rolled_
     if (req != MPI_REQUEST_NULL) REPRISE_MPI_DISCARD(MPI_Request_free(&req));  // (an epoch a failure ended)
   control_sends_.clear();
   const int newest = static_cast<int>(epochs_.size()) - 1;
-  for (int r : rolled_back) chan_.at(static_cast<std::size_t>(r)) = newest;
+  for (int r : rolled_back) chan_.moved[r] = newest;
   // Replays and queued sends to R are recomputed by the exchange (Process::recover); those to survivors stay.
   for (auto it = background_.begin(); it != background_.end();) {
     Outbound& o = **it;
@@ -361,7 +361,7 @@ void CommState::raise_restart_floor(std::uint64_t floor) {
   if (floor <= restart_floor_) return;  // (the allreduce's, or an older attempt's)
   restart_floor_ = floor;
   for (const auto& it : protocol::release_held(held_, floor)) p_->release(it.kind, it.phase);
-  for (int c : protocol::restart_floor_children(rank_, static_cast<int>(group_of_.size()), coordinator_rank_)) {
+  for (int c : protocol::restart_floor_children(rank_, size(), coordinator_rank_)) {
     control_send(c, kFloorTag, floor, 0);
     ++stats_.restart_floors_sent;
   }

@@ -23,6 +23,7 @@
 #include "protocol/process.hpp"
 #include "protocol/restart_exchange.hpp"
 #include "reprise/comm.hpp"
+#include "reprise/errors.hpp"
 
 namespace reprise::mpi {
 
@@ -130,7 +131,7 @@ struct PendingMessage {
 class CommState {
  public:
   /// `log_options` and `log_memory`: the message log's bound and segment memory (pinned when a GPU exists).
-  CommState(CommHost& host, int rank, std::vector<int> group_of, logging::LogOptions log_options = {},
+  CommState(CommHost& host, int rank, protocol::GroupMap groups, logging::LogOptions log_options = {},
             logging::MessageLog::Allocate log_memory = nullptr);
 
   // Comm's own tags and the header's magic.
@@ -150,8 +151,13 @@ class CommState {
 
   Comm& comm() { return comm_; }
   int rank() const { return rank_; }
-  int size() const { return static_cast<int>(group_of_.size()); }
-  int group_of(int r) const { return group_of_.at(static_cast<std::size_t>(r)); }
+  int size() const { return static_cast<int>(groups_.ranks()); }
+  int group_of(int r) const {
+    if (r < 0 || r >= size())
+      throw UsageError("reprise::Comm::group_of: " + std::to_string(r) + " is not a rank of this job of " +
+                       std::to_string(size()) + " ranks");
+    return groups_(r);
+  }
 
   /// `space`: where the buffer lives; none: asked of CUDA (device_pointers_possible()), host otherwise.
   Comm::Request isend(const void* buf, std::size_t bytes, int dest, int tag,
@@ -300,15 +306,13 @@ class CommState {
   /// failure meanwhile started a recovery that this process survived (its exchange then ran in there).
   bool sparse_exchange(const std::vector<protocol::ChannelWords>& mine, std::vector<protocol::ChannelWords>& received,
                        bool in_recovery);
-  MPI_Comm messages_of(int peer) const {
-    return epochs_.at(static_cast<std::size_t>(chan_.at(static_cast<std::size_t>(peer)))).first;
-  }
+  MPI_Comm messages_of(int peer) const { return epochs_.at(static_cast<std::size_t>(chan_.of(peer))).first; }
   void check_tag(int tag) const;
 
   CommHost& host_;
   int rank_;
-  std::vector<int> group_of_;
-  std::vector<int> members_;  // this rank's group, ascending (computed once: a scan of group_of_ is O(N))
+  protocol::GroupMap groups_;  // shared with the Process (one table for a REPRISE_GROUPS list, else O(1))
+  std::vector<int> members_;   // this rank's group, ascending
   logging::LogOptions log_options_;
   logging::MessageLog::Allocate log_memory_;
   bool asked_ = false;      // a process of another group asked this one's group to checkpoint (log bound)
@@ -360,7 +364,18 @@ class CommState {
   std::vector<PendingMessage*> awaiting_header_;
   std::vector<PendingMessage*> live_;                  // every pending message
   std::vector<std::pair<MPI_Comm, MPI_Comm>> epochs_;  // message and payload communicators, oldest first
-  std::vector<int> chan_;                              // per peer: its channels' epoch
+  // Per peer: the epoch (index in epochs_) its channels are on. Every peer's is `all` but for the ranks a recovery
+  // that this process survived rolled back, moved to that recovery's epoch; a rollback of this process puts
+  // every peer on the newest. Sized by the ranks rolled back since this process last was, not by the job.
+  struct ChannelEpochs {
+    int all = 0;
+    std::map<int, int> moved;
+    int of(int peer) const {
+      const auto it = moved.find(peer);
+      return it == moved.end() ? all : it->second;
+    }
+  };
+  ChannelEpochs chan_;
   // Recovery (group rollback)
   std::uint32_t epoch_ = 0;
   std::set<int> rolled_back_;

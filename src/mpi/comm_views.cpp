@@ -65,7 +65,7 @@ void CommState::barrier_result(const std::vector<const std::uint64_t*>& member, 
   log_copies_done();  // the snapshot's payloads are read below
   // Capture into the regions (counters and views; log snapshot and orphan record), keeping the capture in memory.
   counters_.write(*p_);
-  log_region_.write(captures_[version] = p_->capture(), group_of_.size());
+  log_region_.write(captures_[version] = p_->capture(), groups_.ranks());
 }
 
 std::pair<void*, std::size_t> CommState::locate_counter_region(std::optional<std::size_t> bytes) {
@@ -128,8 +128,7 @@ void CommState::flood_ask(int from) {
   if (flooded_) return;
   flooded_ = true;
   if (!tree_) {
-    const int groups = *std::max_element(group_of_.begin(), group_of_.end()) + 1;
-    tree_ = protocol::group_tree_ranks(group_of_, rank_, groups);
+    tree_ = protocol::group_tree_ranks(groups_.ranks(), groups_, rank_, groups_.groups());
   }
   if (tree_->parent >= 0 && tree_->parent != from) send_ask(tree_->parent, kFloodAsk);
   for (int c : tree_->children)
@@ -186,7 +185,7 @@ void CommState::after_restore(std::uint64_t version) {
     c.log = it->second.log;
     c.orphan_record = it->second.orphan_record;
   } else {
-    log_region_.read(c, p_->log(), group_of_.size());
+    log_region_.read(c, p_->log(), groups_.ranks());
   }
   captures_.erase(captures_.upper_bound(version), captures_.end());
   log_region_.rewrite_next();  // the restored region's offsets are not this process's map
@@ -196,7 +195,7 @@ void CommState::after_restore(std::uint64_t version) {
 }
 
 void CommState::start_over() {
-  p_ = std::make_unique<protocol::Process>(rank_, group_of_, log_options_, log_memory_);
+  p_ = std::make_unique<protocol::Process>(rank_, groups_, log_options_, log_memory_);
   counters_.clear();
   captures_.clear();
   announced_.reset();

@@ -76,7 +76,8 @@ MpiCoordination::MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
   cfg = cfg_;
   logging::LogOptions log_options;
   log_options.bound_bytes = cfg.log_bound_bytes;
-  comm_state_ = std::make_unique<CommState>(*this, rank_, layout_.group_of, log_options, log_memory());
+  comm_state_ =
+      std::make_unique<CommState>(*this, rank_, protocol::GroupMap(layout_.group_of), log_options, log_memory());
   comm_state_->gate_views_on_job_floor(commit_.holds_job_floor());
   if (!cfg.comm_matrix_dir.empty()) comm_state_->count_bytes_per_peer();
   comm_state_->add_epoch(msg_, payload_);

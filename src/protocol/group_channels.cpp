@@ -7,13 +7,6 @@
 
 namespace reprise::protocol {
 
-std::vector<int> group_members(const std::vector<int>& group_of, int rank) {
-  std::vector<int> members;
-  for (int r = 0; r < static_cast<int>(group_of.size()); ++r)
-    if (group_of[static_cast<std::size_t>(r)] == group_of[static_cast<std::size_t>(rank)]) members.push_back(r);
-  return members;
-}
-
 std::vector<std::uint64_t> barrier_contribution(const Process& p, const std::vector<int>& members) {
   const std::size_t G = members.size();
   std::vector<std::uint64_t> mine(1 + 2 * G);

@@ -10,9 +10,6 @@
 
 namespace reprise::protocol {
 
-/// The ranks of the group of `rank`, ascending.
-std::vector<int> group_members(const std::vector<int>& group_of, int rank);
-
 /// What a member contributes to its group's barrier: its phase, then its sent[] and delivered[] counts for every
 /// member of its group (`members`, in rank order): 1 + 2 * members.size() words.
 std::vector<std::uint64_t> barrier_contribution(const Process& p, const std::vector<int>& members);

@@ -32,22 +32,24 @@ inline std::vector<int> floor_child_groups(int group, int groups) {
 }
 
 /// A rank's place among the groups' first ranks (the tree above): whether it is its group's first rank, the first
-/// rank of the parent group (-1 for group 0) and of each child group. One pass over `group_of` (rank -> group).
+/// rank of the parent group (-1 for group 0) and of each child group. One pass over `group_of(r)` (rank -> group,
+/// for the `ranks` ranks: a table's or a protocol::GroupMap's), ending once all of them are found.
 struct GroupTreeRanks {
   bool first = false;
   int parent = -1;
   std::vector<int> children;
 };
-inline GroupTreeRanks group_tree_ranks(const std::vector<int>& group_of, int rank, int groups) {
-  const int group = group_of.at(static_cast<std::size_t>(rank));
+template <class GroupOf>
+GroupTreeRanks group_tree_ranks(std::size_t ranks, const GroupOf& group_of, int rank, int groups) {
+  const int group = group_of(rank);
   const int parent = floor_parent_group(group);
   const std::vector<int> child_groups = floor_child_groups(group, groups);
   GroupTreeRanks t;
   t.children.assign(child_groups.size(), -1);
   int first = -1;
   std::size_t found = 0;  // child groups whose first rank is known
-  for (std::size_t r = 0; r < group_of.size(); ++r) {
-    const int g = group_of[r];
+  for (std::size_t r = 0; r < ranks; ++r) {
+    const int g = group_of(static_cast<int>(r));
     if (g == group && first < 0) first = static_cast<int>(r);
     if (g == parent && t.parent < 0) t.parent = static_cast<int>(r);
     if (g > group && !child_groups.empty() && g >= child_groups.front() && g <= child_groups.back()) {
@@ -61,6 +63,10 @@ inline GroupTreeRanks group_tree_ranks(const std::vector<int>& group_of, int ran
   }
   t.first = first == rank;
   return t;
+}
+inline GroupTreeRanks group_tree_ranks(const std::vector<int>& group_of, int rank, int groups) {
+  return group_tree_ranks(
+      group_of.size(), [&](int r) { return group_of.at(static_cast<std::size_t>(r)); }, rank, groups);
 }
 
 /// What a subtree of groups tells its parent: the oldest of its groups' newest commits and a group that has it,

@@ -56,6 +56,10 @@ class GroupMap {
   static GroupMap blocks(std::size_t ranks, int per_group);
   int operator()(int rank) const { return table_ ? (*table_)[static_cast<std::size_t>(rank)] : rank / per_group_; }
   std::size_t ranks() const { return ranks_; }
+  /// The number of groups (group numbers run from 0 to groups() - 1).
+  int groups() const;
+  /// The ranks of the group of `rank`, ascending.
+  std::vector<int> members(int rank) const;
   /// Bytes of the table a rank holds (0 for consecutive blocks).
   std::size_t table_bytes() const { return table_ ? table_->size() * sizeof(int) : 0; }
 

@@ -186,7 +186,12 @@ TEST(LogRegion, ATruncatedOrDamagedRegionIsRefusedAndSaysWhy) {
 }
 
 TEST(GroupChannels, EmptyChannelsGiveTheGroupsMaximumPhase) {
-  EXPECT_EQ(group_members({0, 0, 1, 1, 0}, 4), (std::vector<int>{0, 1, 4}));
+  EXPECT_EQ(GroupMap({0, 0, 1, 1, 0}).members(4), (std::vector<int>{0, 1, 4}));  // a table
+  EXPECT_EQ(GroupMap({0, 0, 1, 1, 0}).groups(), 2);
+  EXPECT_EQ(GroupMap({0, 0, 0, 1, 1, 1, 2}).members(4), (std::vector<int>{3, 4, 5}));  // blocks of 3: no table
+  EXPECT_EQ(GroupMap({0, 0, 0, 1, 1, 1, 2}).members(6), (std::vector<int>{6}));
+  EXPECT_EQ(GroupMap({0, 0, 0, 1, 1, 1, 2}).groups(), 3);
+  EXPECT_EQ(GroupMap({0, 0, 0, 1, 1, 1, 2}).table_bytes(), 0u);
   // Members 0 and 1: 0 sent 3 to 1, 1 delivered 3 from 0; 1 sent 2 to 0, 0 delivered 2.
   const std::vector<std::uint64_t> a{5, 0, 3, 0, 2}, b{9, 2, 0, 3, 0};
   EXPECT_EQ(check_group_channels({0, 1}, {a.data(), b.data()}, 40), 9u);
