@@ -423,8 +423,9 @@ bool Recovery::merge(Attempt& a, StartFailures& starts) {
     REPRISE_MPI_CHECK(MPI_Intercomm_merge(a.inter, 0, &made));
     a.merged = std::exchange(made, MPI_COMM_NULL);
     REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(a.merged, MPI_ERRORS_RETURN));
-    std::vector<std::uint64_t> packet = make_packet(a.plan, a.max_step);
-    broadcast_packet(a.merged, packet);
+    int me = 0;
+    REPRISE_MPI_CHECK(MPI_Comm_rank(a.inter, &me));
+    send_packet(a.inter, me == 0 ? make_packet(a.plan, a.max_step) : std::vector<std::uint64_t>{}, me == 0);
     kill_floors_ = protocol::kill_floors(job_.kills_, kill_floors_, job_.size_, a.plan.failed, a.max_step);
     stage(numbering.c_str());
     REPRISE_MPI_CHECK(MPI_Comm_split(a.merged, 0, job_.rank_, &made));
@@ -740,7 +741,7 @@ void Recovery::finish_recovery(std::uint64_t version) {
   }
 }
 
-// Broadcast from the merged communicator's rank 0 to the replacements (protocol/recovery_packet.hpp).
+// What the survivors' first process sends the replacements (protocol/recovery_packet.hpp).
 std::vector<std::uint64_t> Recovery::make_packet(const protocol::RecoveryPlan& plan, std::uint64_t max_step) {
   protocol::RecoveryPacket k;
   k.plan = plan;
@@ -752,11 +753,25 @@ std::vector<std::uint64_t> Recovery::make_packet(const protocol::RecoveryPlan& p
   return protocol::encode_packet(k);
 }
 
-void Recovery::broadcast_packet(MPI_Comm merged, std::vector<std::uint64_t>& p) {
+// A broadcast over the intercommunicator from the survivors' first process (`root`) to the replacements: the
+// other survivors take part without sending or receiving anything, so no survivor receives the layout and the
+// plan it already has (they are O(N) words: docs/SCALING.md).
+void Recovery::send_packet(MPI_Comm inter, std::vector<std::uint64_t> p, bool root) {
+  const int from = root ? MPI_ROOT : MPI_PROC_NULL;
   std::uint64_t n = p.size();
-  REPRISE_MPI_CHECK(polled::bcast(&n, 1, MPI_UINT64_T, 0, merged));
-  p.resize(n);
-  REPRISE_MPI_CHECK(polled::bcast(p.data(), static_cast<int>(n), MPI_UINT64_T, 0, merged));
+  REPRISE_MPI_CHECK(polled::bcast(&n, 1, MPI_UINT64_T, from, inter));
+  REPRISE_MPI_CHECK(polled::bcast(p.data(), static_cast<int>(n), MPI_UINT64_T, from, inter));
+}
+
+std::vector<std::uint64_t> Recovery::receive_packet(MPI_Comm parent) {
+  std::uint64_t n = 0;
+  REPRISE_MPI_CHECK(polled::bcast(&n, 1, MPI_UINT64_T, 0, parent));
+  if (n > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
+    throw Error("the recovery packet from the survivors announces " + std::to_string(n) +
+                " words: damaged, or sent by another Reprise build");
+  std::vector<std::uint64_t> p(static_cast<std::size_t>(n));
+  REPRISE_MPI_CHECK(polled::bcast(p.data(), static_cast<int>(n), MPI_UINT64_T, 0, parent));
+  return p;
 }
 
 void Recovery::join_as_replacement(MPI_Comm parent, Config& cfg, std::optional<long> spare_node) {
@@ -781,9 +796,7 @@ void Recovery::join_as_replacement(MPI_Comm parent, Config& cfg, std::optional<l
     REPRISE_MPI_CHECK(MPI_Comm_rank(merged, &mrank));
     REPRISE_MPI_CHECK(MPI_Comm_size(merged, &msize));
     REPRISE_MPI_CHECK(MPI_Comm_remote_size(parent, &nremote));
-    std::vector<std::uint64_t> p;
-    broadcast_packet(merged, p);
-    k = protocol::decode_packet(p);
+    k = protocol::decode_packet(receive_packet(parent));
     if (k.layout.size() != msize)
       throw Error("the recovery packet describes a job of " + std::to_string(k.layout.size()) +
                   " ranks, but the repaired communicator has " + std::to_string(msize));
