@@ -153,7 +153,7 @@ void Recovery::agree_on_restart() {
   auto holdings = protocol::holdings_from(all, job_.size_);
   std::vector<int> missing;
   for (int r = 0; r < job_.size_; ++r)
-    if (protocol::complete_versions(holdings[static_cast<std::size_t>(r)].own).empty()) missing.push_back(r);
+    if (protocol::complete_versions(protocol::holdings_of(holdings, r).own).empty()) missing.push_back(r);
   if (static_cast<int>(missing.size()) == job_.size_) {  // a fresh directory (or one whose job wrote nothing)
     if (job_.rank_ == 0 && recorded < 0) core::write_job_ranks(dir, job_.size_);
     return;
@@ -300,7 +300,7 @@ bool Recovery::plan_recovery(Attempt& a) {
     const std::set<int> groups = protocol::rolled_back_groups(job_.layout_, a.failed, also);
     auto holdings = protocol::holdings_from(
         gather_words(a.shrunk, my_records(a.failed, job_.group_rollback_ ? &groups : nullptr)), job_.size_);
-    for (int r : replacing) holdings[static_cast<std::size_t>(r)].replacing = true;
+    for (int r : replacing) holdings[r].replacing = true;
     try {
       a.plan = job_.group_rollback_
                    ? protocol::plan_group_recovery(job_.layout_, a.failed, holdings, !job_.cfg_.dir.empty(), also)
@@ -546,8 +546,8 @@ RecoveryRecord Recovery::record_of(const protocol::RecoveryPlan& plan, Clock::ti
   rec.at = std::chrono::duration<double>(t0.time_since_epoch()).count();
   if (plan.partial) {
     const std::size_t r = static_cast<std::size_t>(rec.this_rank ? job_.rank_ : plan.rolled_back.front());
-    rec.version = plan.version_of.at(r);
-    rec.from_start = plan.starts_over.at(r) != 0;
+    rec.version = plan.version_of[r];
+    rec.from_start = plan.starts_over[r] != 0;
   } else {
     rec.version = plan.version;
     rec.from_start = plan.from_start;

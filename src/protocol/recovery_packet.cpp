@@ -8,11 +8,18 @@
 namespace reprise::protocol {
 namespace {
 
-constexpr std::uint64_t kMagic = 0x31544b5053525052ULL;  // "RPRSPKT1", little-endian
+constexpr std::uint64_t kMagic = 0x32544b5053525052ULL;  // "RPRSPKT2", little-endian (per-rank fields sparse)
 
 void put_list(std::vector<std::uint64_t>& out, const std::vector<int>& v) {
   out.push_back(v.size());
   for (int x : v) out.push_back(static_cast<std::uint64_t>(x));
+}
+
+// A plan's per-rank field: its entries (rank, value), as many as the ranks it names.
+template <class T>
+void put_entries(std::vector<std::uint64_t>& out, const PerRank<T>& v) {
+  out.push_back(v.entries().size());
+  for (const auto& [rank, value] : v.entries()) out.insert(out.end(), {rank, static_cast<std::uint64_t>(value)});
 }
 
 // Reads the words in order; every read says what it reads, so a short or damaged packet names what is missing.
@@ -38,6 +45,15 @@ class Reader {
   std::vector<int> ranks(const char* what, int ranks) {
     std::vector<int> v(at_most(what, static_cast<std::uint64_t>(ranks)));
     for (int& r : v) r = rank(what, ranks);
+    return v;
+  }
+  template <class T>
+  PerRank<T> entries(const char* what, int ranks, std::uint64_t most) {
+    PerRank<T> v;
+    for (std::uint64_t k = at_most(what, static_cast<std::uint64_t>(ranks)); k > 0; --k) {
+      const int r = rank(what, ranks);
+      v.set(static_cast<std::size_t>(r), static_cast<T>(at_most(what, most)));
+    }
     return v;
   }
   std::vector<int> per_rank(const char* what, int ranks, std::uint64_t most) {
@@ -69,11 +85,11 @@ std::vector<std::uint64_t> encode_packet(const RecoveryPacket& k) {
   out.push_back(p.from_start ? 1 : 0);
   out.push_back(p.partial ? 1 : 0);
   put_list(out, p.failed);
-  for (int r = 0; r < n; ++r) out.push_back(p.source.at(static_cast<std::size_t>(r)) == DataSource::Buddy ? 1 : 0);
+  put_entries(out, p.source);
   put_list(out, p.rolled_back);
   if (p.partial) {
-    for (int r = 0; r < n; ++r) out.push_back(p.version_of.at(static_cast<std::size_t>(r)));
-    for (int r = 0; r < n; ++r) out.push_back(p.starts_over.at(static_cast<std::size_t>(r)) ? 1 : 0);
+    put_entries(out, p.version_of);
+    put_entries(out, p.starts_over);
   }
   out.push_back(k.epoch);
   std::string env;
@@ -107,14 +123,11 @@ RecoveryPacket decode_packet(const std::vector<std::uint64_t>& words) {
   p.from_start = in.at_most("the plan's start-over flag", 1) != 0;
   p.partial = in.at_most("the plan's group-rollback flag", 1) != 0;
   p.failed = in.ranks("a failed rank", n);
-  p.source.resize(static_cast<std::size_t>(n));
-  for (auto& s : p.source) s = in.at_most("a data source", 1) ? DataSource::Buddy : DataSource::Own;
+  p.source = in.entries<DataSource>("a data source", n, 1);
   p.rolled_back = in.ranks("a rolled-back rank", n);
   if (p.partial) {
-    p.version_of.resize(static_cast<std::size_t>(n));
-    for (auto& v : p.version_of) v = in.next("a rank's version");
-    p.starts_over.resize(static_cast<std::size_t>(n));
-    for (auto& s : p.starts_over) s = static_cast<char>(in.at_most("a start-over flag", 1));
+    p.version_of = in.entries<std::uint64_t>("a rank's version", n, ~std::uint64_t{0});
+    p.starts_over = in.entries<char>("a start-over flag", n, 1);
   }
   k.epoch = static_cast<std::uint32_t>(in.at_most("the recovery epoch", UINT32_MAX));
   const std::uint64_t env_bytes = in.at_most("the environment's length", words.size() * 8);

@@ -10,26 +10,21 @@ namespace reprise::protocol {
 
 namespace {
 // The plan over the ranks of `scope` (every rank, or the ranks of one failed group).
-RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,
-                       const std::vector<RankHoldings>& holdings, bool persistent_level,
-                       const std::vector<int>& scope) {
-  const int n = layout.size();
-  if (static_cast<int>(holdings.size()) != n)
-    throw Error("recovery plan: " + std::to_string(holdings.size()) + " holdings for " + std::to_string(n) + " ranks");
+RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in, const Holdings& holdings,
+                       bool persistent_level, const std::vector<int>& scope) {
   RecoveryPlan plan;
   plan.failed = failed_in;
   std::sort(plan.failed.begin(), plan.failed.end());
   const std::set<int> failed(plan.failed.begin(), plan.failed.end());
 
-  std::vector<std::set<std::uint64_t>> restorable(static_cast<std::size_t>(n));
-  std::vector<std::set<std::uint64_t>> in_own(static_cast<std::size_t>(n));
-  std::vector<std::set<std::uint64_t>> from_buddy(static_cast<std::size_t>(n));
+  // Per rank of the scope (not of the job: a group's plan costs its members' records)
+  std::map<int, std::set<std::uint64_t>> restorable, in_own, from_buddy;
   std::vector<std::string> lost;
   std::vector<int> lost_ranks;
   std::vector<int> never_committed;  // ranks with nothing restorable, where a store proves none was committed
   for (int r : scope) {
-    const std::size_t i = static_cast<std::size_t>(r);
-    const auto& h = holdings[i];
+    const int i = r;
+    const RankHoldings& h = holdings_of(holdings, r);
     for (auto v : complete_versions(h.own)) in_own[i].insert(v);
     // A live rank's own store is authoritative, unless it is a replacement whose recovery was interrupted.
     if (failed.count(r) || h.replacing)
@@ -37,13 +32,12 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,
     restorable[i] = in_own[i];
     restorable[i].insert(from_buddy[i].begin(), from_buddy[i].end());
     if (!restorable[i].empty()) continue;
-    const int b = layout.buddy_of[i];
+    const int b = layout.buddy_of.at(static_cast<std::size_t>(r));
     // Every committed version of r is in its own store while it lives (unless it is a replacement that had not
     // got its chain back), in its files when they were read (a persistent level: written before shipped), and in
     // its buddy's copy while that one lives (unless the buddy is such a replacement).
     const bool own_proves = (!failed.count(r) || h.files_read) && !h.replacing;
-    const bool buddy_proves =
-        b >= 0 && !failed.count(b) && !holdings[static_cast<std::size_t>(b)].replacing;  // (-1: files only)
+    const bool buddy_proves = b >= 0 && !failed.count(b) && !holdings_of(holdings, b).replacing;  // (-1: files only)
     if (own_proves || buddy_proves) {
       never_committed.push_back(r);
       continue;
@@ -68,7 +62,6 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,
   // committed is lost by starting over.
   if (!never_committed.empty()) {
     plan.from_start = true;
-    plan.source.assign(static_cast<std::size_t>(n), DataSource::Own);
     plan.rolled_back = scope;
     return plan;
   }
@@ -81,11 +74,11 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,
     throw UnrecoverableFailure(what);
   }
 
-  std::set<std::uint64_t> common = restorable[static_cast<std::size_t>(scope.front())];
+  std::set<std::uint64_t> common = restorable[scope.front()];
   for (int r : scope) {
     std::set<std::uint64_t> next;
-    std::set_intersection(common.begin(), common.end(), restorable[static_cast<std::size_t>(r)].begin(),
-                          restorable[static_cast<std::size_t>(r)].end(), std::inserter(next, next.begin()));
+    std::set_intersection(common.begin(), common.end(), restorable[r].begin(), restorable[r].end(),
+                          std::inserter(next, next.begin()));
     common = std::move(next);
   }
   if (common.empty()) {
@@ -95,19 +88,17 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in,
                            : "unrecoverable failure of rank" + std::string(plan.failed.size() > 1 ? "s " : " ") +
                                  list_ranks(plan.failed) + ": no version is restorable on every rank (";
     for (int r : scope) {
-      const auto& s = restorable[static_cast<std::size_t>(r)];
+      const auto& s = restorable[r];
       what += (r != scope.front() ? "; rank " : "rank ") + std::to_string(r) + ": " + std::to_string(*s.begin()) +
               ".." + std::to_string(*s.rbegin());
     }
     throw UnrecoverableFailure(what + "). Files already written were left intact.");
   }
   plan.version = *common.rbegin();
-  plan.source.assign(static_cast<std::size_t>(n), DataSource::Own);
   for (int r : scope) {
-    const std::size_t i = static_cast<std::size_t>(r);
     // A failed rank reads its buddy's copy when there is one (memory, not files); a live rank its own store.
-    const bool buddy = failed.count(r) ? from_buddy[i].count(plan.version) > 0 : !in_own[i].count(plan.version);
-    if (buddy) plan.source[i] = DataSource::Buddy;
+    const bool buddy = failed.count(r) ? from_buddy[r].count(plan.version) > 0 : !in_own[r].count(plan.version);
+    if (buddy) plan.source.set(static_cast<std::size_t>(r), DataSource::Buddy);
   }
   plan.rolled_back = scope;
   return plan;
@@ -126,11 +117,17 @@ void append_records(std::vector<std::uint64_t>& out, int owner, const std::vecto
     put(r.version, r.base, r.full, source == RecordSource::AtBuddy ? source : RecordSource::Own);
 }
 
-std::vector<RankHoldings> holdings_from(const std::vector<std::uint64_t>& all, int ranks) {
-  std::vector<RankHoldings> h(static_cast<std::size_t>(ranks));
+const RankHoldings& holdings_of(const Holdings& holdings, int rank) {
+  static const RankHoldings none;
+  const auto it = holdings.find(rank);
+  return it == holdings.end() ? none : it->second;
+}
+
+Holdings holdings_from(const std::vector<std::uint64_t>& all, int ranks) {
+  Holdings h;
   for (std::size_t i = 0; i + 5 <= all.size(); i += 5) {
     if (all[i] >= static_cast<std::uint64_t>(ranks)) continue;
-    RankHoldings& of = h[static_cast<std::size_t>(all[i])];
+    RankHoldings& of = h[static_cast<int>(all[i])];
     const auto source = static_cast<RecordSource>(all[i + 4]);
     if (source == RecordSource::FilesRead) {
       of.files_read = true;
@@ -143,11 +140,9 @@ std::vector<RankHoldings> holdings_from(const std::vector<std::uint64_t>& all, i
   return h;
 }
 
-RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
-                           const std::vector<RankHoldings>& holdings, bool persistent_level) {
+RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed, const Holdings& holdings,
+                           bool persistent_level) {
   const int n = layout.size();
-  if (static_cast<int>(holdings.size()) != n)
-    throw Error("recovery plan: " + std::to_string(holdings.size()) + " holdings for " + std::to_string(n) + " ranks");
   std::vector<int> all(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) all[static_cast<std::size_t>(r)] = r;
   return plan_over(layout, failed, holdings, persistent_level, all);
@@ -159,22 +154,15 @@ std::set<int> rolled_back_groups(const Layout& layout, const std::vector<int>& f
   return groups;
 }
 
-RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& failed,
-                                 const std::vector<RankHoldings>& holdings, bool persistent_level,
-                                 const std::set<int>& also) {
-  const int n = layout.size();
-  if (static_cast<int>(holdings.size()) != n)
-    throw Error("recovery plan: " + std::to_string(holdings.size()) + " holdings for " + std::to_string(n) + " ranks");
+RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& failed, const Holdings& holdings,
+                                 bool persistent_level, const std::set<int>& also) {
   RecoveryPlan plan;
   plan.partial = true;
   plan.failed = failed;
   std::sort(plan.failed.begin(), plan.failed.end());
-  plan.source.assign(static_cast<std::size_t>(n), DataSource::Own);
-  plan.version_of.assign(static_cast<std::size_t>(n), 0);
-  plan.starts_over.assign(static_cast<std::size_t>(n), 0);
   for (int g : rolled_back_groups(layout, plan.failed, also)) {
     std::vector<int> members;
-    for (int r = 0; r < n; ++r)
+    for (int r = 0; r < layout.size(); ++r)
       if (layout.group_of[static_cast<std::size_t>(r)] == g) members.push_back(r);
     // Every failure counts (a member whose buddy in another group failed too lost its data). A group in `also`
     // has no failed member: its members restore their own newest common version (or their buddy's copy, for a
@@ -182,9 +170,10 @@ RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& f
     const RecoveryPlan p = plan_over(layout, plan.failed, holdings, persistent_level, members);
     for (int r : members) {
       plan.rolled_back.push_back(r);
-      plan.version_of[static_cast<std::size_t>(r)] = p.version;
-      plan.starts_over[static_cast<std::size_t>(r)] = p.from_start ? 1 : 0;
-      plan.source[static_cast<std::size_t>(r)] = p.source[static_cast<std::size_t>(r)];
+      const auto i = static_cast<std::size_t>(r);
+      plan.version_of.set(i, p.from_start ? 0 : p.version);
+      plan.starts_over.set(i, p.from_start ? 1 : 0);
+      plan.source.set(i, p.source[i]);
     }
   }
   std::sort(plan.rolled_back.begin(), plan.rolled_back.end());

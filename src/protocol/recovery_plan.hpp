@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -27,6 +28,34 @@ struct RankHoldings {
   bool files_read = false;
 };
 
+/// What the survivors know, per rank: only the ranks somebody reported (a recovery exchanges the records of the
+/// ranks that roll back); the others hold nothing known. Sized by the reported ranks, not by the job.
+using Holdings = std::map<int, RankHoldings>;
+/// `holdings`' entry of `rank`, or an empty one.
+const RankHoldings& holdings_of(const Holdings& holdings, int rank);
+
+/// Values per rank, kept for the ranks that have one other than T{} (a plan's rolled-back ranks): the others read
+/// T{}. Sized by those ranks, not by the job.
+template <class T>
+class PerRank {
+ public:
+  T operator[](std::size_t rank) const {
+    const auto it = of_.find(rank);
+    return it == of_.end() ? T{} : it->second;
+  }
+  void set(std::size_t rank, T value) {
+    if (value == T{})
+      of_.erase(rank);
+    else
+      of_[rank] = value;
+  }
+  const std::map<std::size_t, T>& entries() const { return of_; }
+  bool operator==(const PerRank& o) const { return of_ == o.of_; }
+
+ private:
+  std::map<std::size_t, T> of_;
+};
+
 /// Where a rank's version records were found, as survivors report them to each other.
 enum class RecordSource : std::uint64_t { Own = 0, AtBuddy = 1, FilesRead = 2 };
 
@@ -35,9 +64,9 @@ enum class RecordSource : std::uint64_t { Own = 0, AtBuddy = 1, FilesRead = 2 };
 /// even when they hold nothing, and the records themselves as Own.
 void append_records(std::vector<std::uint64_t>& out, int owner, const std::vector<VersionRecord>& records,
                     RecordSource source);
-/// Every survivor's append_records, gathered: the holdings of each of `ranks` ranks. Entries of owners outside
-/// 0..ranks-1 are ignored; a record reported twice counts once.
-std::vector<RankHoldings> holdings_from(const std::vector<std::uint64_t>& all, int ranks);
+/// Every survivor's append_records, gathered: the holdings of the ranks reported, of a job of `ranks` ranks.
+/// Entries of owners outside 0..ranks-1 are ignored; a record reported twice counts once.
+Holdings holdings_from(const std::vector<std::uint64_t>& all, int ranks);
 
 enum class DataSource { Own, Buddy };
 
@@ -45,17 +74,18 @@ struct RecoveryPlan {
   std::uint64_t version = 0;  ///< every rank restores this version
   std::vector<int> failed;    ///< ascending
   /// Per rank: where its chain for `version` is read. Buddy for a failed rank whose buddy holds it, and for a live
-  /// rank that lacks it (a replacement whose earlier recovery was interrupted).
-  std::vector<DataSource> source;
+  /// rank that lacks it (a replacement whose earlier recovery was interrupted); Own for every other rank.
+  PerRank<DataSource> source;
   std::vector<int> rolled_back;  ///< ranks that roll back (coordinated fallback: every rank)
   /// Nothing was committed yet (a failed rank's buddy survived and holds nothing of it): every rank starts the
   /// run over from its initial state; `version` and `source` mean nothing then.
   bool from_start = false;
   /// Group rollback (plan_group_recovery): only `rolled_back` (the ranks of the groups with a failed rank) roll
-  /// back, each group to its own newest version; per rank: that version, and whether its group starts over.
+  /// back, each group to its own newest version; per rank: that version, and whether its group starts over (0 and
+  /// false for the ranks that do not roll back).
   bool partial = false;
-  std::vector<std::uint64_t> version_of;
-  std::vector<char> starts_over;
+  PerRank<std::uint64_t> version_of;
+  PerRank<char> starts_over;
 };
 
 /// `holdings[r]` for every rank r of `layout`. A rank's chain is restorable from its own store or from its buddy's
@@ -65,8 +95,8 @@ struct RecoveryPlan {
 /// UnrecoverableFailure naming the ranks whose data are lost (a rank and its buddy lost together without a persistent
 /// level, a replacement whose buddy failed before it got its checkpoints back) or saying that no version is restorable
 /// on every rank.
-RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
-                           const std::vector<RankHoldings>& holdings, bool persistent_level);
+RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed, const Holdings& holdings,
+                           bool persistent_level);
 
 /// The plan for a group rollback: each group with a failed rank is planned alone (as plan_recovery does for the
 /// whole job): the newest version restorable on every member, or a fresh start when its group never committed.
@@ -74,9 +104,8 @@ RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
 /// `also`: groups that roll back too although none of their members failed (a member still re-executing after
 /// an earlier recovery, or still in it: the limits it re-executes under hold only within that recovery); they are
 /// planned like the others (a group that committed nothing since it started over starts over again).
-RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& failed,
-                                 const std::vector<RankHoldings>& holdings, bool persistent_level,
-                                 const std::set<int>& also = {});
+RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& failed, const Holdings& holdings,
+                                 bool persistent_level, const std::set<int>& also = {});
 
 /// The groups a group rollback rolls back: those of the failed ranks, and `also`. plan_group_recovery reads the
 /// holdings of their members only (and whether their buddies are interrupted replacements), so the survivors

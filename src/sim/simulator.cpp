@@ -710,21 +710,25 @@ class Engine {
     outstanding_phases_.clear();
     // 2. The recovery plan every survivor computes (protocol::plan_group_recovery) from what the survivors hold: a
     // dead rank's memory is lost, its buddy's copy of its group's committed version is not; groups with a member
-    // still re-executing after an earlier recovery roll back again (as src/mpi/recovery.cpp asks).
+    // still re-executing after an earlier recovery roll back again (as src/mpi/recovery.cpp asks). As there, only
+    // the records of the ranks of the groups that roll back are gathered.
     std::vector<char> dead(static_cast<std::size_t>(N), 0);
     for (int f : failed) dead[static_cast<std::size_t>(f)] = 1;
     std::set<int> also;
-    std::vector<protocol::RankHoldings> holdings(static_cast<std::size_t>(N));
-    for (int r = 0; r < N; ++r) {
-      const auto i = static_cast<std::size_t>(r);
-      if (!dead[i] && P[i].core->reexecuting()) also.insert(groups_(r));
-      const std::uint64_t v = committed_[static_cast<std::size_t>(groups_(r))].first;
-      if (v == 0) continue;  // nothing committed: the group starts over
-      const protocol::VersionRecord rec{v, v, true};
-      if (!dead[i]) holdings[i].own.push_back(rec);
-      const int buddy = layout_.buddy_of[i];
-      if (buddy >= 0 && !dead[static_cast<std::size_t>(buddy)]) holdings[i].at_buddy.push_back(rec);
-    }
+    for (int r = 0; r < N; ++r)
+      if (!dead[static_cast<std::size_t>(r)] && P[static_cast<std::size_t>(r)].core->reexecuting())
+        also.insert(groups_(r));
+    protocol::Holdings holdings;
+    for (int g : protocol::rolled_back_groups(layout_, failed, also))
+      for (int r : members_[static_cast<std::size_t>(g)]) {
+        const auto i = static_cast<std::size_t>(r);
+        const std::uint64_t v = committed_[static_cast<std::size_t>(groups_(r))].first;
+        if (v == 0) continue;  // nothing committed: the group starts over
+        const protocol::VersionRecord rec{v, v, true};
+        if (!dead[i]) holdings[r].own.push_back(rec);
+        const int buddy = layout_.buddy_of[i];
+        if (buddy >= 0 && !dead[static_cast<std::size_t>(buddy)]) holdings[r].at_buddy.push_back(rec);
+      }
     protocol::RecoveryPlan plan;
     try {
       plan = protocol::plan_group_recovery(layout_, failed, holdings, false, also);

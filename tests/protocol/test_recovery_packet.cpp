@@ -6,17 +6,24 @@
 namespace reprise::protocol {
 namespace {
 
+template <class T>
+PerRank<T> per_rank(const std::vector<T>& values) {
+  PerRank<T> v;
+  for (std::size_t r = 0; r < values.size(); ++r) v.set(r, values[r]);
+  return v;
+}
+
 RecoveryPacket group_packet() {
   RecoveryPacket k;
   k.layout = make_layout(emulated_node_keys(6, 2), {});
   k.plan.version = 30;
   k.plan.failed = {2, 5};
-  k.plan.source = {DataSource::Own, DataSource::Own, DataSource::Buddy,
-                   DataSource::Own, DataSource::Own, DataSource::Buddy};
+  k.plan.source = per_rank<DataSource>(
+      {DataSource::Own, DataSource::Own, DataSource::Buddy, DataSource::Own, DataSource::Own, DataSource::Buddy});
   k.plan.partial = true;
   k.plan.rolled_back = {2, 3, 4, 5};
-  k.plan.version_of = {0, 0, 30, 30, 20, 20};
-  k.plan.starts_over = {0, 0, 0, 0, 1, 1};
+  k.plan.version_of = per_rank<std::uint64_t>({0, 0, 30, 30, 20, 20});
+  k.plan.starts_over = per_rank<char>({0, 0, 0, 0, 1, 1});
   k.env = {"REPRISE_KILL=2:25,5:7:drain", "REPRISE_RANKS_PER_NODE=2", "REPRISE_X="};
   k.epoch = 3;
   k.kill_floors = {0, 0, 25, 0, 0, 12};
@@ -55,13 +62,36 @@ TEST(RecoveryPacket, ACoordinatedRollbackAndAnExplicitLayoutRoundTrip) {
   k.plan.version = std::uint64_t{1} << 40;
   k.plan.from_start = true;
   k.plan.failed = {0};
-  k.plan.source = {DataSource::Buddy, DataSource::Own, DataSource::Own, DataSource::Own};
+  k.plan.source = per_rank<DataSource>({DataSource::Buddy, DataSource::Own, DataSource::Own, DataSource::Own});
   k.plan.rolled_back = {0, 1, 2, 3};
   k.kill_floors = {5, 0, 0, 0};
   const RecoveryPacket back = decode_packet(encode_packet(k));
   expect_same(back, k);
   EXPECT_EQ(back.layout.group_of, (std::vector<int>{0, 0, 0, 0}));
   EXPECT_TRUE(back.env.empty());
+}
+
+// The plan's per-rank fields cost the ranks they name: 2 rolled back in a job of 1,000 ranks add a few words to
+// the layout's 4 words and the kill floor's 1 word per rank.
+TEST(RecoveryPacket, ThePlanIsSizedByTheRanksItRollsBack) {
+  RecoveryPacket k;
+  k.layout = make_layout(emulated_node_keys(1000, 2), {});
+  k.plan.version = 40;
+  k.plan.failed = {7};
+  k.plan.partial = true;
+  k.plan.rolled_back = {6, 7};
+  k.plan.source.set(7, DataSource::Buddy);
+  k.plan.version_of.set(6, 40);
+  k.plan.version_of.set(7, 40);
+  k.kill_floors.assign(1000, 0);
+  const auto words = encode_packet(k);
+  EXPECT_LE(words.size(), 5u * 1000 + 32);
+  const RecoveryPacket back = decode_packet(words);
+  expect_same(back, k);
+  EXPECT_EQ(back.plan.source[7], DataSource::Buddy);
+  EXPECT_EQ(back.plan.source[8], DataSource::Own);
+  EXPECT_EQ(back.plan.version_of[6], 40u);
+  EXPECT_EQ(back.plan.version_of[900], 0u);
 }
 
 std::string error_of(const std::vector<std::uint64_t>& words) {

@@ -15,13 +15,13 @@ Layout eight() {
   return make_layout(emulated_node_keys(8, 2), {});
 }
 
-std::vector<RankHoldings> holdings_all(const std::vector<VersionRecord>& records) {
-  std::vector<RankHoldings> h(8);
-  for (auto& x : h) x.own = x.at_buddy = records;
+Holdings holdings_all(const std::vector<VersionRecord>& records) {
+  Holdings h;
+  for (int r = 0; r < 8; ++r) h[r].own = h[r].at_buddy = records;
   return h;
 }
 
-std::string unrecoverable(const std::vector<int>& failed, const std::vector<RankHoldings>& h, bool files) {
+std::string unrecoverable(const std::vector<int>& failed, const Holdings& h, bool files) {
   try {
     plan_recovery(eight(), failed, h, files);
   } catch (const UnrecoverableFailure& e) {
@@ -283,12 +283,11 @@ TEST(GroupRecoveryPlan, OwnerAndBuddyLostBeforeAnyCommitStartOverWhenTheFilesPro
 }
 
 // What the survivors exchange for a group rollback: the records of the rolled-back groups' members only.
-std::vector<RankHoldings> of_rolled_back_groups(std::vector<RankHoldings> h, const std::vector<int>& failed,
-                                                const std::set<int>& also) {
+Holdings of_rolled_back_groups(Holdings h, const std::vector<int>& failed, const std::set<int>& also) {
   const Layout layout = eight();
   const std::set<int> groups = rolled_back_groups(layout, failed, also);
-  for (std::size_t r = 0; r < h.size(); ++r)
-    if (!groups.count(layout.group_of[r])) {
+  for (int r = 0; r < layout.size(); ++r)
+    if (!groups.count(layout.group_of[static_cast<std::size_t>(r)])) {
       h[r].own = {{99, 99, true}};  // (whatever the other ranks hold: nobody reports it)
       h[r].at_buddy.clear();
       h[r].files_read = false;
@@ -302,7 +301,7 @@ TEST(GroupRecoveryPlan, NeedsOnlyTheRecordsOfTheGroupsItRollsBack) {
   struct Case {
     std::vector<int> failed;
     std::set<int> also;
-    std::vector<RankHoldings> h;
+    Holdings h;
   };
   std::vector<Case> cases;
   auto h = holdings_all({{10, 10, true}, {20, 10, false}});
@@ -337,15 +336,16 @@ TEST(Holdings, FlattenedRecordsComeBackPerRankAndSource) {
   append_records(all, 6, {{30, 30, true}}, RecordSource::FilesRead);
   append_records(all, 3, {{20, 10, false}}, RecordSource::Own);  // reported twice: counts once
   append_records(all, 9, {{10, 10, true}}, RecordSource::Own);   // not a rank of this job: ignored
-  const auto h = holdings_from(all, 8);
-  ASSERT_EQ(h.size(), 8u);
-  EXPECT_EQ(h[3].own, (std::vector<VersionRecord>{{10, 10, true}, {20, 10, false}}));
-  EXPECT_EQ(h[3].at_buddy, (std::vector<VersionRecord>{{10, 10, true}}));
-  EXPECT_FALSE(h[3].files_read);
-  EXPECT_TRUE(h[5].files_read);
-  EXPECT_TRUE(h[5].own.empty());
-  EXPECT_TRUE(h[6].files_read);
-  EXPECT_EQ(h[6].own, (std::vector<VersionRecord>{{30, 30, true}}));
+  const Holdings h = holdings_from(all, 8);
+  ASSERT_EQ(h.size(), 3u);  // the ranks reported, not the job's
+  EXPECT_TRUE(holdings_of(h, 0).own.empty());
+  EXPECT_EQ(h.at(3).own, (std::vector<VersionRecord>{{10, 10, true}, {20, 10, false}}));
+  EXPECT_EQ(h.at(3).at_buddy, (std::vector<VersionRecord>{{10, 10, true}}));
+  EXPECT_FALSE(h.at(3).files_read);
+  EXPECT_TRUE(h.at(5).files_read);
+  EXPECT_TRUE(h.at(5).own.empty());
+  EXPECT_TRUE(h.at(6).files_read);
+  EXPECT_EQ(h.at(6).own, (std::vector<VersionRecord>{{30, 30, true}}));
 }
 
 }  // namespace
