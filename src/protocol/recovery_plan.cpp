@@ -23,15 +23,14 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in, 
   std::vector<int> lost_ranks;
   std::vector<int> never_committed;  // ranks with nothing restorable, where a store proves none was committed
   for (int r : scope) {
-    const int i = r;
     const RankHoldings& h = holdings_of(holdings, r);
-    for (auto v : complete_versions(h.own)) in_own[i].insert(v);
+    for (auto v : complete_versions(h.own)) in_own[r].insert(v);
     // A live rank's own store is authoritative, unless it is a replacement whose recovery was interrupted.
     if (failed.count(r) || h.replacing)
-      for (auto v : complete_versions(h.at_buddy)) from_buddy[i].insert(v);
-    restorable[i] = in_own[i];
-    restorable[i].insert(from_buddy[i].begin(), from_buddy[i].end());
-    if (!restorable[i].empty()) continue;
+      for (auto v : complete_versions(h.at_buddy)) from_buddy[r].insert(v);
+    restorable[r] = in_own[r];
+    restorable[r].insert(from_buddy[r].begin(), from_buddy[r].end());
+    if (!restorable[r].empty()) continue;
     const int b = layout.buddy_of.at(static_cast<std::size_t>(r));
     // Every committed version of r is in its own store while it lives (unless it is a replacement that had not
     // got its chain back), in its files when they were read (a persistent level: written before shipped), and in
@@ -161,9 +160,7 @@ RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& f
   plan.failed = failed;
   std::sort(plan.failed.begin(), plan.failed.end());
   for (int g : rolled_back_groups(layout, plan.failed, also)) {
-    std::vector<int> members;
-    for (int r = 0; r < layout.size(); ++r)
-      if (layout.group_of[static_cast<std::size_t>(r)] == g) members.push_back(r);
+    const std::vector<int> members = layout.members_of_group(g);
     // Every failure counts (a member whose buddy in another group failed too lost its data). A group in `also`
     // has no failed member: its members restore their own newest common version (or their buddy's copy, for a
     // replacement that had not got its chain back), or start over when the group committed nothing since it did.
@@ -171,7 +168,7 @@ RecoveryPlan plan_group_recovery(const Layout& layout, const std::vector<int>& f
     for (int r : members) {
       plan.rolled_back.push_back(r);
       const auto i = static_cast<std::size_t>(r);
-      plan.version_of.set(i, p.from_start ? 0 : p.version);
+      plan.version_of.set(i, p.version);  // (0 when the group starts over)
       plan.starts_over.set(i, p.from_start ? 1 : 0);
       plan.source.set(i, p.source[i]);
     }
