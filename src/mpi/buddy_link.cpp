@@ -26,7 +26,7 @@ class BuddyLink::Stream : public protocol::ShipStream {
         m_(m),
         payload_(std::move(payload)),
         data_(c.data_),
-        buddy_(c.layout_.buddy_of[static_cast<std::size_t>(c.rank_)]),
+        buddy_(c.layout_.buddy_of(c.rank_)),
         frontier_(payload_->size(), kPieceBytes),
         die_mid_(c.should_die(m.version, protocol::KillPoint::Drain)) {
     if (c_.down_) {
@@ -159,7 +159,7 @@ class BuddyLink::Link : public protocol::Shipper {
   void release(std::uint64_t version) override {
     if (c_.down_) return;
     try {
-      const int buddy = c_.layout_.buddy_of[static_cast<std::size_t>(c_.rank_)];
+      const int buddy = c_.layout_.buddy_of(c_.rank_);
       const MPI_Comm data = c_.data_;
       try {
         REPRISE_MPI_CHECK(polled::send(&version, 1, MPI_UINT64_T, buddy, kRelease, data));

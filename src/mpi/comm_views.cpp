@@ -128,7 +128,7 @@ void CommState::flood_ask(int from) {
   if (flooded_) return;
   flooded_ = true;
   if (!tree_) {
-    tree_ = protocol::group_tree_ranks(groups_.ranks(), groups_, rank_, groups_.groups());
+    tree_ = protocol::group_tree_ranks(groups_, rank_);
   }
   if (tree_->parent >= 0 && tree_->parent != from) send_ask(tree_->parent, kFloodAsk);
   for (int c : tree_->children)

@@ -76,8 +76,7 @@ MpiCoordination::MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
   cfg = cfg_;
   logging::LogOptions log_options;
   log_options.bound_bytes = cfg.log_bound_bytes;
-  comm_state_ =
-      std::make_unique<CommState>(*this, rank_, protocol::GroupMap(layout_.group_of), log_options, log_memory());
+  comm_state_ = std::make_unique<CommState>(*this, rank_, layout_.group_map(), log_options, log_memory());
   comm_state_->gate_views_on_job_floor(commit_.holds_job_floor());
   if (!cfg.comm_matrix_dir.empty()) comm_state_->count_bytes_per_peer();
   comm_state_->add_epoch(msg_, payload_);
@@ -341,13 +340,12 @@ void MpiCoordination::step(std::uint64_t s) {
 
 std::string MpiCoordination::placement_json() const {
   if (!placement_)  // hwloc's topology is loaded once, on first use
-    placement_ = protocol::locate(layout_.local_index.at(static_cast<std::size_t>(rank_)), gpu::cuda_pci_bus_ids());
-  const auto r = static_cast<std::size_t>(rank_);
+    placement_ = protocol::locate(layout_.local_index(rank_), gpu::cuda_pci_bus_ids());
   return nlohmann::json{{"rank", rank_},
-                        {"node", layout_.node_of.at(r)},
-                        {"local_index", layout_.local_index.at(r)},
-                        {"group", layout_.group_of.at(r)},
-                        {"buddy", layout_.buddy_of.at(r)},
+                        {"node", layout_.node_of(rank_)},
+                        {"local_index", layout_.local_index(rank_)},
+                        {"group", layout_.group_of(rank_)},
+                        {"buddy", layout_.buddy_of(rank_)},
                         {"numa_node", placement_->numa_node},
                         {"cpuset", placement_->cpuset},
                         {"gpu", placement_->gpu},
@@ -404,7 +402,7 @@ void MpiCoordination::adopt(MPI_Comm world, bool keep_group) {
     mpi::TopologyConfig topology = mpi::TopologyConfig::from_env();
     topology.spec.files_only_allowed = !cfg_.dir.empty();
     layout_ = mpi::discover_layout(world_, topology);
-    node_key_ = mpi::own_node_key(topology, layout_.node_of.at(static_cast<std::size_t>(rank_)));
+    node_key_ = mpi::own_node_key(topology, layout_.node_of(rank_));
     if (!layout_.has_buddies() && rank_ == 0)
       std::fprintf(stderr,
                    "reprise: all %d ranks run on one node: no rank has a buddy on another node, so checkpoints are "
@@ -429,7 +427,7 @@ void MpiCoordination::adopt(MPI_Comm world, bool keep_group) {
     comm_state_->add_epoch(msg_, payload_);
     if (!group_rollback_) comm_state_->after_repair();
   }
-  REPRISE_MPI_CHECK(MPI_Comm_split(world_, layout_.group_of[static_cast<std::size_t>(rank_)], rank_, &group_));
+  REPRISE_MPI_CHECK(MPI_Comm_split(world_, layout_.group_of(rank_), rank_, &group_));
   REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(group_, MPI_ERRORS_RETURN));
   if (keep_group) std::swap(group_, old_group);
   if (old_group != MPI_COMM_NULL) retired_.push_back(old_group);

@@ -171,8 +171,7 @@ bool GroupCommit::nccl_group() {
         req, "the group's barrier choice");
     std::vector<protocol::MemberDevice> devices;
     for (const Record& r : records) devices.push_back({r.host, std::string(r.gpu, strnlen(r.gpu, sizeof r.gpu))});
-    const std::vector<int> members =
-        job_.layout_.members_of_group(job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)]);
+    const std::vector<int> members = job_.layout_.members_of_group(job_.layout_.group_of(job_.rank_));
     barrier_ = protocol::choose_group_barrier(job_.cfg_.group_barrier, gpu::nccl_problem(), members, devices);
     if (barrier_->kind == GroupBarrierKind::Nccl) {
       gpu::NcclId id{};
@@ -183,8 +182,7 @@ bool GroupCommit::nccl_group() {
       wait_nccl([this] { return nccl_->ready(); });
     }
     if (grank == 0 && (job_.trace_ || barrier_->kind != GroupBarrierKind::Nccl))
-      std::fprintf(stderr, "reprise: group %d barrier: %s (%s)\n",
-                   job_.layout_.group_of[static_cast<std::size_t>(job_.rank_)],
+      std::fprintf(stderr, "reprise: group %d barrier: %s (%s)\n", job_.layout_.group_of(job_.rank_),
                    barrier_->kind == GroupBarrierKind::Nccl ? "NCCL" : "MPI", barrier_->reason.c_str());
   }
   return barrier_->kind == GroupBarrierKind::Nccl;
@@ -274,8 +272,8 @@ bool GroupCommit::holds_job_floor() const {
 // The groups' reduction tree starts over: this rank's group, whether it is the group's first rank, and the first
 // rank of the parent group (one pass over the job's layout, at the start and at each repair).
 void GroupCommit::new_communicators(int groups) {
-  const int group = job_.layout_.group_of.at(static_cast<std::size_t>(job_.rank_));
-  const protocol::GroupTreeRanks tree = protocol::group_tree_ranks(job_.layout_.group_of, job_.rank_, groups);
+  const int group = job_.layout_.group_of(job_.rank_);
+  const protocol::GroupTreeRanks tree = protocol::group_tree_ranks(job_.layout_.group_map(), job_.rank_);
   const std::lock_guard<std::mutex> lock(floor_mutex_);
   floor_node_.reset(group, groups);
   first_of_group_ = tree.first;

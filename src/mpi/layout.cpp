@@ -58,18 +58,39 @@ protocol::Layout discover_layout(MPI_Comm comm, const TopologyConfig& config) {
   int rank = 0, size = 0;
   REPRISE_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   REPRISE_MPI_CHECK(MPI_Comm_size(comm, &size));
-  if (config.ranks_per_node > 0)
-    return protocol::make_layout(protocol::emulated_node_keys(size, config.ranks_per_node), config.spec);
-  // A node's key is the lowest rank among the ranks sharing its memory.
-  MPI_Comm node;
+  if (config.ranks_per_node > 0) return protocol::make_regular_layout(size, config.ranks_per_node, config.spec);
+  MPI_Comm node = MPI_COMM_NULL;
   REPRISE_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+  try {
+    protocol::Layout layout = layout_from_nodes(comm, node, config.spec);
+    REPRISE_MPI_CHECK(MPI_Comm_free(&node));
+    return layout;
+  } catch (...) {
+    REPRISE_MPI_DISCARD(MPI_Comm_free(&node));
+    throw;
+  }
+}
+
+// Nodes of K consecutive ranks (every node but the last has K, each starts at a multiple of K) are the rule, told
+// by two allreduces; any other placement (e.g. ranks dealt round robin over the nodes) is a table, from an
+// allgather of every rank's node key (its node's lowest rank): the one layout whose size grows with the job.
+protocol::Layout layout_from_nodes(MPI_Comm comm, MPI_Comm node, const protocol::LayoutSpec& spec) {
+  int rank = 0, size = 0, local = 0, local_size = 0;
+  REPRISE_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  REPRISE_MPI_CHECK(MPI_Comm_size(comm, &size));
+  REPRISE_MPI_CHECK(MPI_Comm_rank(node, &local));
+  REPRISE_MPI_CHECK(MPI_Comm_size(node, &local_size));
   int lowest = rank;
   REPRISE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, node));
-  REPRISE_MPI_CHECK(MPI_Comm_free(&node));
+  int k = local_size;
+  REPRISE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &k, 1, MPI_INT, MPI_MAX, comm));
+  int regular = rank == lowest + local && lowest % k == 0 && (local_size == k || lowest + local_size == size) ? 1 : 0;
+  REPRISE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &regular, 1, MPI_INT, MPI_MIN, comm));
+  if (regular) return protocol::make_regular_layout(size, k, spec);
   long key = lowest;
   std::vector<long> keys(static_cast<std::size_t>(size));
   REPRISE_MPI_CHECK(MPI_Allgather(&key, 1, MPI_LONG, keys.data(), 1, MPI_LONG, comm));
-  return protocol::make_layout(keys, config.spec);
+  return protocol::make_layout(keys, spec);
 }
 
 long own_node_key(const TopologyConfig& config, long emulated) {

@@ -22,6 +22,7 @@
 
 #include "mpi/check.hpp"
 #include "mpi/recovery_watch.hpp"
+#include "protocol/failure_injection.hpp"
 #include "protocol/recovery_plan.hpp"
 #include "reprise/config.hpp"
 
@@ -145,8 +146,8 @@ class Recovery {
   bool joined_group_recovery_ = false;  // a replacement: begin_recovery once Comm exists (on_comm_created)
   std::set<int> joined_rolled_back_;
   int joined_coordinator_ = -1;
-  bool data_pending_ = false;               // a replacement whose recovery's data phase has not completed yet
-  std::vector<std::uint64_t> kill_floors_;  // per rank (protocol::kill_floors)
+  bool data_pending_ = false;         // a replacement whose recovery's data phase has not completed yet
+  protocol::KillFloors kill_floors_;  // per rank that failed (protocol::kill_floors)
   std::vector<RecoveryRecord> recoveries_;
 };
 

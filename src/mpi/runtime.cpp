@@ -81,10 +81,10 @@ int MpiRuntime::size() const {
   return coord_->size();
 }
 int MpiRuntime::group() const {
-  return coord_->layout().group_of[static_cast<std::size_t>(coord_->rank())];
+  return coord_->layout().group_of(coord_->rank());
 }
 int MpiRuntime::buddy() const {
-  return coord_->layout().buddy_of[static_cast<std::size_t>(coord_->rank())];
+  return coord_->layout().buddy_of(coord_->rank());
 }
 void MpiRuntime::finish() {
   finished_ = false;
@@ -155,7 +155,7 @@ int MpiRuntime::closest_gpu(MPI_Comm comm) {
   mpi::TopologyConfig topology = mpi::TopologyConfig::from_env();
   topology.spec.files_only_allowed = true;  // only the ranks' places on their nodes matter here
   const protocol::Layout layout = mpi::discover_layout(comm, topology);
-  return protocol::locate(layout.local_index.at(static_cast<std::size_t>(rank)), gpu::cuda_pci_bus_ids()).gpu;
+  return protocol::locate(layout.local_index(rank), gpu::cuda_pci_bus_ids()).gpu;
 }
 
 }  // namespace reprise

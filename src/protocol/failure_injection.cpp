@@ -101,17 +101,21 @@ bool kill_due(const std::vector<KillOrder>& orders, int rank, std::uint64_t step
   return false;
 }
 
-std::vector<std::uint64_t> kill_floors(const std::vector<KillOrder>& orders, std::vector<std::uint64_t> floors,
-                                       int ranks, const std::vector<int>& failed, std::uint64_t max_step) {
-  floors.resize(static_cast<std::size_t>(ranks), 0);
+KillFloors kill_floors(const std::vector<KillOrder>& orders, KillFloors floors, const std::vector<int>& failed,
+                       std::uint64_t max_step) {
   for (int f : failed) {
-    std::uint64_t& floor = floors.at(static_cast<std::size_t>(f));
+    std::uint64_t& floor = floors[f];
     std::uint64_t fired = 0;
     for (const auto& k : orders)
       if (k.rank == f && k.step > floor && (fired == 0 || k.step < fired)) fired = k.step;
     floor = std::max({floor, max_step, fired});
   }
   return floors;
+}
+
+std::uint64_t kill_floor(const KillFloors& floors, int rank) {
+  const auto it = floors.find(rank);
+  return it == floors.end() ? 0 : it->second;
 }
 
 }  // namespace reprise::protocol

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,11 +33,14 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec);
 /// after its step (recoveries happen at whatever step a failure occurs).
 bool kill_due(const std::vector<KillOrder>& orders, int rank, std::uint64_t step, KillPoint point);
 
-/// Failure injection across replacements: per rank, the step up to which orders already fired (`floors`, grown to
-/// `ranks` entries). A failed rank's order fired at the first of its kill steps above its previous floor, which
-/// may be ahead of every survivor (`max_step`): its replacement must not fire it again when it re-executes that
-/// step. Returns the floors after the failure of `failed`.
-std::vector<std::uint64_t> kill_floors(const std::vector<KillOrder>& orders, std::vector<std::uint64_t> floors,
-                                       int ranks, const std::vector<int>& failed, std::uint64_t max_step);
+/// Failure injection across replacements: per rank that failed, the step up to which orders already fired (the
+/// ranks that never failed have no entry: 0). A failed rank's order fired at the first of its kill steps above its
+/// previous floor, which may be ahead of every survivor (`max_step`): its replacement must not fire it again when
+/// it re-executes that step. Returns the floors after the failure of `failed`.
+using KillFloors = std::map<int, std::uint64_t>;
+KillFloors kill_floors(const std::vector<KillOrder>& orders, KillFloors floors, const std::vector<int>& failed,
+                       std::uint64_t max_step);
+/// The floor of `rank` (0 when it never failed).
+std::uint64_t kill_floor(const KillFloors& floors, int rank);
 
 }  // namespace reprise::protocol

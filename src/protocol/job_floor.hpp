@@ -15,6 +15,8 @@
 #include <optional>
 #include <vector>
 
+#include "protocol/group_map.hpp"
+
 namespace reprise::protocol {
 
 /// Children per group in the floor's reduction tree: group g's are k*g + 1 .. k*g + k; its parent (g - 1) / k.
@@ -64,9 +66,18 @@ GroupTreeRanks group_tree_ranks(std::size_t ranks, const GroupOf& group_of, int 
   t.first = first == rank;
   return t;
 }
-inline GroupTreeRanks group_tree_ranks(const std::vector<int>& group_of, int rank, int groups) {
-  return group_tree_ranks(
-      group_of.size(), [&](int r) { return group_of.at(static_cast<std::size_t>(r)); }, rank, groups);
+/// The same over the job's groups: groups of K consecutive ranks give the first ranks directly (K * group), any
+/// other map a pass over it.
+inline GroupTreeRanks group_tree_ranks(const GroupMap& groups, int rank) {
+  const int k = groups.per_group();
+  if (k == 0) return group_tree_ranks(groups.ranks(), groups, rank, groups.groups());
+  const int group = groups(rank);
+  GroupTreeRanks t;
+  t.first = rank == group * k;
+  const int parent = floor_parent_group(group);
+  t.parent = parent < 0 ? -1 : parent * k;
+  for (int c : floor_child_groups(group, groups.groups())) t.children.push_back(c * k);
+  return t;
 }
 
 /// What a subtree of groups tells its parent: the oldest of its groups' newest commits and a group that has it,

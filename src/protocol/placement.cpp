@@ -80,11 +80,11 @@ Placement locate(int local_index, const std::vector<std::string>& gpu_pci_bus_id
   return p;
 }
 
-std::string replacing_env(const std::vector<int>& failed, const std::vector<int>& local_index_of) {
+std::string replacing_env(const std::vector<int>& failed, const Layout& layout) {
   std::string out;
   for (int r : failed) {
     if (!out.empty()) out += ',';
-    out += std::to_string(r) + ':' + std::to_string(local_index_of.at(static_cast<std::size_t>(r)));
+    out += std::to_string(r) + ':' + std::to_string(layout.local_index(r));
   }
   return out;
 }

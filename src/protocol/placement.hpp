@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "protocol/topology.hpp"
+
 namespace reprise::protocol {
 
 struct Placement {
@@ -31,7 +33,7 @@ Placement locate(int local_index, const std::vector<std::string>& gpu_pci_bus_id
 /// environment, one entry per replacement in the order of their ranks in the spawned world (the failed ranks,
 /// ascending), and MpiRuntime::closest_gpu() picks the GPU of the replaced rank's local index: on the replaced
 /// rank's node, the GPU its death freed (instead of device 0, which another rank there uses).
-std::string replacing_env(const std::vector<int>& failed, const std::vector<int>& local_index_of);
+std::string replacing_env(const std::vector<int>& failed, const Layout& layout);
 /// The entry of the `spawned_rank`-th replacement in a REPRISE_REPLACING value: {replaced rank, its local index}.
 /// Throws ConfigError naming the problem when the value is malformed or has no such entry.
 struct Replacing {

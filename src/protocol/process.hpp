@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "logging/message_log.hpp"
+#include "protocol/group_map.hpp"
 
 namespace reprise::protocol {
 
@@ -44,30 +45,6 @@ struct Channel {
 /// The peers a process has exchanged messages with (or learned a view from), ascending. Sparse: a process of a
 /// job of N ranks holds one entry per peer, not N (docs/SCALING.md).
 using Channels = std::map<int, Channel>;
-
-/// rank -> group for the whole job. Groups of K consecutive ranks (nodes of K ranks, the default) are kept as K
-/// alone; any other assignment as one table shared by the copies (every Process of an address space, the
-/// simulator's included), so a copy costs O(1) in the job's size.
-class GroupMap {
- public:
-  GroupMap() = default;
-  explicit GroupMap(const std::vector<int>& group_of);
-  /// N ranks in groups of `per_group` consecutive ranks (the last one may be smaller).
-  static GroupMap blocks(std::size_t ranks, int per_group);
-  int operator()(int rank) const { return table_ ? (*table_)[static_cast<std::size_t>(rank)] : rank / per_group_; }
-  std::size_t ranks() const { return ranks_; }
-  /// The number of groups (group numbers run from 0 to groups() - 1).
-  int groups() const;
-  /// The ranks of the group of `rank`, ascending.
-  std::vector<int> members(int rank) const;
-  /// Bytes of the table a rank holds (0 for consecutive blocks).
-  std::size_t table_bytes() const { return table_ ? table_->size() * sizeof(int) : 0; }
-
- private:
-  std::size_t ranks_ = 0;
-  int per_group_ = 1;
-  std::shared_ptr<const std::vector<int>> table_;
-};
 
 /// What a process knows about a peer after the restart exchange (PROTOCOL.md recovery step 4).
 struct PeerCounts {

@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "reprise/errors.hpp"
 
 namespace reprise::protocol {
 namespace {
 
-constexpr std::uint64_t kMagic = 0x32544b5053525052ULL;  // "RPRSPKT2", little-endian (per-rank fields sparse)
+constexpr std::uint64_t kMagic = 0x33544b5053525052ULL;  // "RPRSPKT3", little-endian (the layout as its rule)
 
 void put_list(std::vector<std::uint64_t>& out, const std::vector<int>& v) {
   out.push_back(v.size());
@@ -61,6 +62,14 @@ class Reader {
     for (int r = 0; r < ranks; ++r) v.push_back(static_cast<int>(at_most(what, most)));
     return v;
   }
+  std::map<int, std::uint64_t> floors(const char* what, int ranks) {
+    std::map<int, std::uint64_t> v;
+    for (std::uint64_t k = at_most(what, static_cast<std::uint64_t>(ranks)); k > 0; --k) {
+      const int r = rank(what, ranks);
+      v[r] = next(what);
+    }
+    return v;
+  }
   void done() const {
     if (i_ != w_.size())
       throw Error("recovery packet from the survivors is damaged: " + std::to_string(w_.size() - i_) +
@@ -72,14 +81,54 @@ class Reader {
   std::size_t i_ = 0;
 };
 
+// The layout as its rule where it has one (a few words), its tables where it has them (one word per rank each):
+// nodes (K, or 0 and a node per rank), groups (K, or 0 and a group per rank), buddies (0 none, 1 the rule, 2 a
+// buddy per rank).
+enum : std::uint64_t { kNoBuddies = 0, kRuleBuddies = 1, kTableBuddies = 2 };
+
+void put_layout(std::vector<std::uint64_t>& out, const Layout& L) {
+  const int n = L.size();
+  const auto put_table = [&](auto of) {
+    for (int r = 0; r < n; ++r) out.push_back(static_cast<std::uint64_t>(of(r)));
+  };
+  out.push_back(static_cast<std::uint64_t>(L.ranks_per_node()));
+  if (L.ranks_per_node() == 0) put_table([&](int r) { return L.node_of(r); });
+  out.push_back(static_cast<std::uint64_t>(L.group_map().per_group()));
+  if (L.group_map().per_group() == 0) put_table([&](int r) { return L.group_of(r); });
+  out.push_back(!L.has_buddies() ? kNoBuddies : L.rule_buddies() ? kRuleBuddies : kTableBuddies);
+  if (L.has_buddies() && !L.rule_buddies()) put_table([&](int r) { return L.buddy_of(r); });
+}
+
+Layout read_layout(Reader& in, int n) {
+  const auto most = static_cast<std::uint64_t>(n);
+  const int per_node = static_cast<int>(in.at_most("the ranks per node", most));
+  std::vector<int> node_of;
+  if (per_node == 0) node_of = in.per_rank("a node index", n, most - 1);
+  const int per_group = static_cast<int>(in.at_most("the ranks per group", most));
+  const GroupMap groups = per_group > 0 ? GroupMap::blocks(static_cast<std::size_t>(n), per_group)
+                                        : GroupMap(in.per_rank("a group index", n, most - 1));
+  const std::uint64_t buddies = in.at_most("the buddies' kind", kTableBuddies);
+  std::vector<int> buddy_of;
+  if (buddies == kTableBuddies) buddy_of = in.per_rank("a buddy rank", n, most - 1);
+  if (per_node > 0) {
+    if (buddies == kRuleBuddies && per_node >= n)
+      throw Error("recovery packet from the survivors is damaged: buddies by rule on a single node");
+    const Layout L = Layout::regular(n, per_node, groups, buddies == kRuleBuddies);
+    return buddies == kTableBuddies ? L.with_buddies(std::move(buddy_of)) : L;
+  }
+  if (buddies == kNoBuddies) buddy_of.assign(static_cast<std::size_t>(n), -1);
+  if (buddies == kRuleBuddies)
+    throw Error("recovery packet from the survivors is damaged: buddies by rule on nodes given rank by rank");
+  return Layout::table(std::move(node_of), groups, std::move(buddy_of));
+}
+
 }  // namespace
 
 std::vector<std::uint64_t> encode_packet(const RecoveryPacket& k) {
   const Layout& L = k.layout;
   const int n = L.size();
   std::vector<std::uint64_t> out{kMagic, static_cast<std::uint64_t>(n)};
-  for (const auto* field : {&L.node_of, &L.local_index, &L.group_of, &L.buddy_of})
-    for (int x : *field) out.push_back(static_cast<std::uint64_t>(x));
+  put_layout(out, L);
   const RecoveryPlan& p = k.plan;
   out.push_back(p.version);
   out.push_back(p.from_start ? 1 : 0);
@@ -100,7 +149,8 @@ std::vector<std::uint64_t> encode_packet(const RecoveryPacket& k) {
     std::memcpy(&w, env.data() + i, std::min<std::size_t>(8, env.size() - i));
     out.push_back(w);
   }
-  for (int r = 0; r < n; ++r) out.push_back(k.kill_floors.at(static_cast<std::size_t>(r)));
+  out.push_back(k.kill_floors.size());
+  for (const auto& [rank, floor] : k.kill_floors) out.insert(out.end(), {static_cast<std::uint64_t>(rank), floor});
   return out;
 }
 
@@ -113,11 +163,7 @@ RecoveryPacket decode_packet(const std::vector<std::uint64_t>& words) {
   RecoveryPacket k;
   const int n = static_cast<int>(in.at_most("the rank count", 1u << 24));
   if (n < 1) throw Error("recovery packet from the survivors is damaged: a job of 0 ranks");
-  Layout& L = k.layout;
-  L.node_of = in.per_rank("a node index", n, static_cast<std::uint64_t>(n) - 1);
-  L.local_index = in.per_rank("a local index", n, static_cast<std::uint64_t>(n) - 1);
-  L.group_of = in.per_rank("a group index", n, static_cast<std::uint64_t>(n) - 1);
-  L.buddy_of = in.per_rank("a buddy rank", n, static_cast<std::uint64_t>(n) - 1);
+  k.layout = read_layout(in, n);
   RecoveryPlan& p = k.plan;
   p.version = in.next("the plan's version");
   p.from_start = in.at_most("the plan's start-over flag", 1) != 0;
@@ -138,8 +184,7 @@ RecoveryPacket decode_packet(const std::vector<std::uint64_t>& words) {
   }
   for (std::size_t b = 0, e = env.find('\n'); e != std::string::npos; b = e + 1, e = env.find('\n', b))
     k.env.push_back(env.substr(b, e - b));
-  k.kill_floors.resize(static_cast<std::size_t>(n));
-  for (auto& f : k.kill_floors) f = in.next("a kill floor");
+  k.kill_floors = in.floors("a kill floor", n);
   in.done();
   return k;
 }

@@ -1,12 +1,14 @@
 // What the survivors of a repair tell the replacement processes they spawned, in one broadcast of 64-bit words:
-// the recovery plan, the job's layout, the REPRISE_* environment, the recovery epoch and the failure-injection
-// floors. MPI-free, so the encoding is unit-tested; a malformed packet is an error, never a guess.
+// the recovery plan, the job's layout (as its rule where it has one), the REPRISE_* environment, the recovery epoch and
+// the failure-injection floors. MPI-free, so the encoding is unit-tested; a malformed packet is an error, never a
+// guess.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "protocol/failure_injection.hpp"
 #include "protocol/recovery_plan.hpp"
 #include "protocol/topology.hpp"
 
@@ -17,9 +19,9 @@ struct RecoveryPacket {
   /// The job's layout as the job started. A replacement takes it as it is: where it was started (another node
   /// after a node failure) changes neither its group nor its buddy.
   Layout layout;
-  std::vector<std::string> env;            ///< "REPRISE_NAME=value" (spawned processes may not inherit the environment)
-  std::uint32_t epoch = 0;                 ///< the recovery epoch the repair starts
-  std::vector<std::uint64_t> kill_floors;  ///< per rank: REPRISE_KILL orders up to this step already fired
+  std::vector<std::string> env;  ///< "REPRISE_NAME=value" (spawned processes may not inherit the environment)
+  std::uint32_t epoch = 0;       ///< the recovery epoch the repair starts
+  KillFloors kill_floors;        ///< per rank that failed: REPRISE_KILL orders up to this step already fired
 };
 
 std::vector<std::uint64_t> encode_packet(const RecoveryPacket& packet);

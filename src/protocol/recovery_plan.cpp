@@ -31,7 +31,7 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in, 
     restorable[r] = in_own[r];
     restorable[r].insert(from_buddy[r].begin(), from_buddy[r].end());
     if (!restorable[r].empty()) continue;
-    const int b = layout.buddy_of.at(static_cast<std::size_t>(r));
+    const int b = layout.buddy_of(r);
     // Every committed version of r is in its own store while it lives (unless it is a replacement that had not
     // got its chain back), in its files when they were read (a persistent level: written before shipped), and in
     // its buddy's copy while that one lives (unless the buddy is such a replacement).
@@ -149,7 +149,7 @@ RecoveryPlan plan_recovery(const Layout& layout, const std::vector<int>& failed,
 
 std::set<int> rolled_back_groups(const Layout& layout, const std::vector<int>& failed, const std::set<int>& also) {
   std::set<int> groups = also;
-  for (int f : failed) groups.insert(layout.group_of.at(static_cast<std::size_t>(f)));
+  for (int f : failed) groups.insert(layout.group_of(f));
   return groups;
 }
 

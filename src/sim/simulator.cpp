@@ -218,7 +218,7 @@ class Engine {
     copy_free_.assign(static_cast<std::size_t>(N), 0.0);
     protocol::LayoutSpec spec;
     for (std::size_t r = 0; r < o.group_of.size(); ++r) spec.groups += (r ? "," : "") + std::to_string(o.group_of[r]);
-    layout_ = protocol::make_layout(protocol::emulated_node_keys(N, o.ranks_per_node), spec);
+    layout_ = protocol::make_regular_layout(N, o.ranks_per_node, spec);
     P.resize(static_cast<std::size_t>(N));
     // Log segments of 4 KiB: the simulated payloads are 8 bytes (the model's bytes are counted apart).
     const logging::LogOptions log{4096, 0, 0};
@@ -726,7 +726,7 @@ class Engine {
         if (v == 0) continue;  // nothing committed: the group starts over
         const protocol::VersionRecord rec{v, v, true};
         if (!dead[i]) holdings[r].own.push_back(rec);
-        const int buddy = layout_.buddy_of[i];
+        const int buddy = layout_.buddy_of(r);
         if (buddy >= 0 && !dead[static_cast<std::size_t>(buddy)]) holdings[r].at_buddy.push_back(rec);
       }
     protocol::RecoveryPlan plan;

@@ -192,5 +192,25 @@ TEST(FloorNode, TheFloorReachesEveryRankOnceThroughATreeOfBoundedFanOut) {
   }
 }
 
+// Groups of K consecutive ranks: the tree's first ranks computed directly (K * group) are those the pass over the
+// map finds, for every rank.
+TEST(GroupTreeRanks, ConsecutiveGroupsNeedNoPass) {
+  for (std::size_t n : {1u, 7u, 20u, 100u, 1000u})
+    for (int k : {1, 2, 3, 5}) {
+      const GroupMap groups = GroupMap::blocks(n, k);
+      for (int r = 0; r < static_cast<int>(n); ++r) {
+        const GroupTreeRanks direct = group_tree_ranks(groups, r);
+        const GroupTreeRanks scanned = group_tree_ranks(groups.ranks(), groups, r, groups.groups());
+        ASSERT_EQ(direct.first, scanned.first) << n << " " << k << " " << r;
+        ASSERT_EQ(direct.parent, scanned.parent) << n << " " << k << " " << r;
+        ASSERT_EQ(direct.children, scanned.children) << n << " " << k << " " << r;
+      }
+    }
+  const GroupTreeRanks t = group_tree_ranks(GroupMap::blocks(100000, 4), 4 * 3);
+  EXPECT_TRUE(t.first);
+  EXPECT_EQ(t.parent, 0);
+  EXPECT_EQ(t.children, (std::vector<int>{4 * 25, 4 * 26, 4 * 27, 4 * 28, 4 * 29, 4 * 30, 4 * 31, 4 * 32}));
+}
+
 }  // namespace
 }  // namespace reprise::protocol

@@ -22,8 +22,7 @@ TEST(Placement, PrefersGpusOnTheRanksNumaNode) {
 
 TEST(Placement, ReplacementsLearnTheLocalIndexOfTheRankTheyReplace) {
   // 8 ranks on 4 nodes of 2: local indices 0,1,0,1,...; ranks 3 and 6 failed, replaced in that order.
-  const std::vector<int> local = {0, 1, 0, 1, 0, 1, 0, 1};
-  const std::string v = replacing_env({3, 6}, local);
+  const std::string v = replacing_env({3, 6}, make_regular_layout(8, 2, {}));
   EXPECT_EQ(v, "3:1,6:0");
   EXPECT_EQ(parse_replacing(v, 0).rank, 3);
   EXPECT_EQ(parse_replacing(v, 0).local_index, 1);

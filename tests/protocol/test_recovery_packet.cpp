@@ -26,15 +26,14 @@ RecoveryPacket group_packet() {
   k.plan.starts_over = per_rank<char>({0, 0, 0, 0, 1, 1});
   k.env = {"REPRISE_KILL=2:25,5:7:drain", "REPRISE_RANKS_PER_NODE=2", "REPRISE_X="};
   k.epoch = 3;
-  k.kill_floors = {0, 0, 25, 0, 0, 12};
+  k.kill_floors = {{2, 25}, {5, 12}};
   return k;
 }
 
 void expect_same(const RecoveryPacket& a, const RecoveryPacket& b) {
-  EXPECT_EQ(a.layout.node_of, b.layout.node_of);
-  EXPECT_EQ(a.layout.local_index, b.layout.local_index);
-  EXPECT_EQ(a.layout.group_of, b.layout.group_of);
-  EXPECT_EQ(a.layout.buddy_of, b.layout.buddy_of);
+  EXPECT_TRUE(a.layout == b.layout);
+  EXPECT_EQ(a.layout.ranks_per_node(), b.layout.ranks_per_node());
+  EXPECT_EQ(a.layout.rule_buddies(), b.layout.rule_buddies());
   EXPECT_EQ(a.plan.version, b.plan.version);
   EXPECT_EQ(a.plan.from_start, b.plan.from_start);
   EXPECT_EQ(a.plan.failed, b.plan.failed);
@@ -64,18 +63,30 @@ TEST(RecoveryPacket, ACoordinatedRollbackAndAnExplicitLayoutRoundTrip) {
   k.plan.failed = {0};
   k.plan.source = per_rank<DataSource>({DataSource::Buddy, DataSource::Own, DataSource::Own, DataSource::Own});
   k.plan.rolled_back = {0, 1, 2, 3};
-  k.kill_floors = {5, 0, 0, 0};
+  k.kill_floors = {{0, 5}};
   const RecoveryPacket back = decode_packet(encode_packet(k));
   expect_same(back, k);
-  EXPECT_EQ(back.layout.group_of, (std::vector<int>{0, 0, 0, 0}));
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(back.layout.group_of(r), 0);
+  EXPECT_EQ(back.layout.buddy_of(1), 3);
   EXPECT_TRUE(back.env.empty());
 }
 
-// The plan's per-rank fields cost the ranks they name: 2 rolled back in a job of 1,000 ranks add a few words to
-// the layout's 4 words and the kill floor's 1 word per rank.
-TEST(RecoveryPacket, ThePlanIsSizedByTheRanksItRollsBack) {
+// Nodes of other shapes travel as a table, with the default buddies computed over them.
+TEST(RecoveryPacket, NodesOfAnyShapeRoundTrip) {
   RecoveryPacket k;
-  k.layout = make_layout(emulated_node_keys(1000, 2), {});
+  k.layout = make_layout({4, 9, 4, 9, 1}, {});
+  ASSERT_EQ(k.layout.ranks_per_node(), 0);
+  const RecoveryPacket back = decode_packet(encode_packet(k));
+  expect_same(back, k);
+  EXPECT_EQ(back.layout.node_of(4), 2);
+  EXPECT_EQ(back.layout.buddy_of(4), 0);
+}
+
+// The packet costs the ranks it names, not the job: 2 rolled back in a job of 100,000 ranks on nodes of 2 ranks
+// (the layout is its rule: a few words; the kill floors name the failed rank only).
+TEST(RecoveryPacket, ThePacketIsSizedByTheRanksItRollsBack) {
+  RecoveryPacket k;
+  k.layout = make_regular_layout(100000, 2, {});
   k.plan.version = 40;
   k.plan.failed = {7};
   k.plan.partial = true;
@@ -83,9 +94,9 @@ TEST(RecoveryPacket, ThePlanIsSizedByTheRanksItRollsBack) {
   k.plan.source.set(7, DataSource::Buddy);
   k.plan.version_of.set(6, 40);
   k.plan.version_of.set(7, 40);
-  k.kill_floors.assign(1000, 0);
+  k.kill_floors = {{7, 40}};
   const auto words = encode_packet(k);
-  EXPECT_LE(words.size(), 5u * 1000 + 32);
+  EXPECT_LE(words.size(), 32u);
   const RecoveryPacket back = decode_packet(words);
   expect_same(back, k);
   EXPECT_EQ(back.plan.source[7], DataSource::Buddy);
@@ -115,8 +126,14 @@ TEST(RecoveryPacket, AMalformedPacketIsAnErrorThatSaysWhat) {
   std::vector<std::uint64_t> foreign = good;
   foreign[0] ^= 1;
   EXPECT_NE(error_of(foreign).find("magic word"), std::string::npos);
-  std::vector<std::uint64_t> bad_buddy = good;
-  bad_buddy[2 + 3 * 6] = 6;  // rank 0's buddy: rank 6 of a 6-rank job
+  std::vector<std::uint64_t> bad_nodes = good;
+  bad_nodes[2] = 7;  // nodes of 7 ranks in a 6-rank job
+  EXPECT_NE(error_of(bad_nodes).find("the ranks per node 7 is out of range"), std::string::npos);
+  RecoveryPacket listed = group_packet();
+  listed.layout = make_layout(emulated_node_keys(6, 2), {"", "2,3,4,5,0,1", false});
+  std::vector<std::uint64_t> bad_buddy = encode_packet(listed);
+  ASSERT_EQ(bad_buddy[4], 2u);  // nodes of 2, groups of 2, then buddies as a table
+  bad_buddy[5] = 6;             // rank 0's buddy: rank 6 of a 6-rank job
   EXPECT_NE(error_of(bad_buddy).find("a buddy rank 6 is out of range"), std::string::npos);
 }
 

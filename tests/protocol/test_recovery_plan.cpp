@@ -287,7 +287,7 @@ Holdings of_rolled_back_groups(Holdings h, const std::vector<int>& failed, const
   const Layout layout = eight();
   const std::set<int> groups = rolled_back_groups(layout, failed, also);
   for (int r = 0; r < layout.size(); ++r)
-    if (!groups.count(layout.group_of[static_cast<std::size_t>(r)])) {
+    if (!groups.count(layout.group_of(r))) {
       h[r].own = {{99, 99, true}};  // (whatever the other ranks hold: nobody reports it)
       h[r].at_buddy.clear();
       h[r].files_read = false;
