@@ -422,8 +422,9 @@ bool Recovery::merge(Attempt& a, StartFailures& starts) {
     a.merged = std::exchange(made, MPI_COMM_NULL);
     REPRISE_MPI_CHECK(MPI_Comm_set_errhandler(a.merged, MPI_ERRORS_RETURN));
     int me = 0;
-    REPRISE_MPI_CHECK(MPI_Comm_rank(a.inter, &me));
-    send_packet(a.inter, me == 0 ? make_packet(a.plan, a.max_step) : std::vector<std::uint64_t>{}, me == 0);
+    REPRISE_MPI_CHECK(MPI_Comm_rank(a.merged, &me));
+    std::vector<std::uint64_t> packet = me == 0 ? make_packet(a.plan, a.max_step) : std::vector<std::uint64_t>{};
+    broadcast_packet(a.merged, packet);
     kill_floors_ = protocol::kill_floors(job_.kills_, kill_floors_, a.plan.failed, a.max_step);
     stage(numbering.c_str());
     REPRISE_MPI_CHECK(MPI_Comm_split(a.merged, 0, job_.rank_, &made));
@@ -750,25 +751,19 @@ std::vector<std::uint64_t> Recovery::make_packet(const protocol::RecoveryPlan& p
   return protocol::encode_packet(k);
 }
 
-// A broadcast over the intercommunicator from the survivors' first process (`root`) to the replacements: the
-// other survivors take part without sending or receiving anything, so no survivor receives the layout and the
-// plan it already has (they are O(N) words: docs/SCALING.md).
-void Recovery::send_packet(MPI_Comm inter, std::vector<std::uint64_t> p, bool root) {
-  const int from = root ? MPI_ROOT : MPI_PROC_NULL;
+// A broadcast over the merged communicator from its rank 0 (the survivors' first process, which alone builds the
+// packet) to the replacements and the other survivors. The packet is a few words per rank that failed or rolls
+// back, with the layout as its rule (docs/SCALING.md). (Over the intercommunicator, with MPI_ROOT and
+// MPI_PROC_NULL, the next recovery's MPIX_Comm_shrink hung in ompi_comm_nextcid in some runs under load:
+// Open MPI 5.0.7.)
+void Recovery::broadcast_packet(MPI_Comm merged, std::vector<std::uint64_t>& p) {
   std::uint64_t n = p.size();
-  REPRISE_MPI_CHECK(polled::bcast(&n, 1, MPI_UINT64_T, from, inter));
-  REPRISE_MPI_CHECK(polled::bcast(p.data(), static_cast<int>(n), MPI_UINT64_T, from, inter));
-}
-
-std::vector<std::uint64_t> Recovery::receive_packet(MPI_Comm parent) {
-  std::uint64_t n = 0;
-  REPRISE_MPI_CHECK(polled::bcast(&n, 1, MPI_UINT64_T, 0, parent));
+  REPRISE_MPI_CHECK(polled::bcast(&n, 1, MPI_UINT64_T, 0, merged));
   if (n > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
     throw Error("the recovery packet from the survivors announces " + std::to_string(n) +
                 " words: damaged, or sent by another Reprise build");
-  std::vector<std::uint64_t> p(static_cast<std::size_t>(n));
-  REPRISE_MPI_CHECK(polled::bcast(p.data(), static_cast<int>(n), MPI_UINT64_T, 0, parent));
-  return p;
+  p.resize(static_cast<std::size_t>(n));
+  REPRISE_MPI_CHECK(polled::bcast(p.data(), static_cast<int>(n), MPI_UINT64_T, 0, merged));
 }
 
 void Recovery::join_as_replacement(MPI_Comm parent, Config& cfg, std::optional<long> spare_node) {
@@ -793,7 +788,9 @@ void Recovery::join_as_replacement(MPI_Comm parent, Config& cfg, std::optional<l
     REPRISE_MPI_CHECK(MPI_Comm_rank(merged, &mrank));
     REPRISE_MPI_CHECK(MPI_Comm_size(merged, &msize));
     REPRISE_MPI_CHECK(MPI_Comm_remote_size(parent, &nremote));
-    k = protocol::decode_packet(receive_packet(parent));
+    std::vector<std::uint64_t> packet;
+    broadcast_packet(merged, packet);
+    k = protocol::decode_packet(packet);
     if (k.layout.size() != msize)
       throw Error("the recovery packet describes a job of " + std::to_string(k.layout.size()) +
                   " ranks, but the repaired communicator has " + std::to_string(msize));

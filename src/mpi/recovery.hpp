@@ -127,8 +127,7 @@ class Recovery {
   void start_over();
   void finish_recovery(std::uint64_t version);
   std::vector<std::uint64_t> make_packet(const protocol::RecoveryPlan& plan, std::uint64_t max_step);
-  static void send_packet(MPI_Comm inter, std::vector<std::uint64_t> p, bool root);
-  static std::vector<std::uint64_t> receive_packet(MPI_Comm parent);
+  static void broadcast_packet(MPI_Comm merged, std::vector<std::uint64_t>& p);
   void move_data(const protocol::RecoveryPlan& plan, RecoveryRecord& rec);
   void check_placement(RecoveryRecord& rec);
   void trim_wards(const std::function<std::optional<std::uint64_t>(int)>& keep_of);
