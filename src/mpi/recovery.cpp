@@ -1008,9 +1008,11 @@ void Recovery::move_data(const protocol::RecoveryPlan& plan, RecoveryRecord& rec
 // or of its ward, and a failure of that node would then lose both copies of a checkpoint. The layout stays the
 // job's (groups and buddies do not move); the lowest survivor says so, and the recovery's metrics record it.
 void Recovery::check_placement(RecoveryRecord& rec) {
-  // (An allgather of N keys, once per repair: docs/SCALING.md. Sending each key to the rank's wards and gathering
-  // only the pairs on one node instead made the next recovery's MPIX_Comm_shrink hang in its agreement in a test,
-  // interpose_probes_across_checkpoints_2_at_15_5_at_25, with Open MPI 5.0.7; not understood.)
+  // (An allgather of N keys, once per repair: docs/SCALING.md. Sending each key to the rank's wards, then gathering
+  // only the pairs on one node (an exclusive or inclusive scan and two allreduces on the world, polled or blocking)
+  // made the next recovery's MPIX_Comm_shrink hang in its agreement (mca_coll_ftagree_era) in
+  // interpose_probes_across_checkpoints_2_at_15_5_at_25, every run, with Open MPI 5.0.7; the same key exchange
+  // followed by this allgather passes. Not understood.)
   std::vector<long> keys(static_cast<std::size_t>(job_.size_));
   REPRISE_MPI_CHECK(polled::allgather(&job_.node_key_, 1, MPI_LONG, keys.data(), 1, MPI_LONG, job_.world_));
   rec.buddies_on_one_node.clear();
