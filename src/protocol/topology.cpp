@@ -95,10 +95,12 @@ Layout Layout::table(std::vector<int> node_of, GroupMap groups, std::vector<int>
   L.node_of_ = std::make_shared<const std::vector<int>>(std::move(node_of));
   L.local_index_ = std::make_shared<const std::vector<int>>(std::move(local));
   L.groups_ = std::move(groups);
-  if (buddy_of.empty()) {  // the default rule, over nodes of any shape: kept as a table
+  if (buddy_of.empty()) {  // the default rule, over nodes of any shape: kept as a table (one pass over the ranks)
+    std::vector<std::vector<int>> ranks(static_cast<std::size_t>(L.nodes_));
+    for (int r = 0; r < L.ranks_; ++r) ranks[static_cast<std::size_t>(L.node_of(r))].push_back(r);
     buddy_of.resize(static_cast<std::size_t>(L.ranks_));
     for (int r = 0; r < L.ranks_; ++r) {
-      const std::vector<int> next = L.ranks_of_node((L.node_of(r) + 1) % L.nodes_);
+      const auto& next = ranks[static_cast<std::size_t>((L.node_of(r) + 1) % L.nodes_)];
       buddy_of[static_cast<std::size_t>(r)] = next[static_cast<std::size_t>(L.local_index(r)) % next.size()];
     }
   }
