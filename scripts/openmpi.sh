@@ -57,7 +57,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 tree="$src/openmpi-$VERSION"
-orig=$(find "$src" -maxdepth 1 -name "openmpi_$VERSION.orig.tar.*" 2> /dev/null | head -n 1)
+mkdir -p "$src"  # (find fails on a missing folder, and pipefail would end the script here without a word)
+orig=$(find "$src" -maxdepth 1 -name "openmpi_$VERSION.orig.tar.*" | head -n 1)
 if [ -z "$orig" ]; then
   list=/etc/apt/sources.list.d/reprise-trixie-src.list
   if [ ! -f "$list" ]; then
