@@ -1006,30 +1006,104 @@ void Recovery::move_data(const protocol::RecoveryPlan& plan, RecoveryRecord& rec
 // Where the ranks run after a repair (every rank of the repaired job, first in move_data). The MPI starts a
 // replacement where it has a free slot: after a node failure that is another node, maybe the one of its buddy
 // or of its ward, and a failure of that node would then lose both copies of a checkpoint. The layout stays the
-// job's (groups and buddies do not move); the lowest survivor says so, and the recovery's metrics record it.
+// job's (groups and buddies do not move); the rank of each such pair that was replaced says so, and the
+// recovery's metrics record it.
+//
+// Only the pairs {ward, buddy} with a replacement in them can have moved onto one node: their two ranks send
+// each other the node they run on (point to point, no collective on the repaired world: docs/SCALING.md), and
+// each replacement sends rank 0 its node and its pairs on one node. So a rank exchanges with at most its buddy
+// and its wards, rank 0 receives one message per replaced rank, and rank 0's record lists every replacement's
+// node and every pair on one node (another rank's record, the pairs it is part of).
 void Recovery::check_placement(RecoveryRecord& rec) {
-  // (An allgather of N keys, once per repair: docs/SCALING.md. Sending each key to the rank's wards, then gathering
-  // only the pairs on one node (an exclusive or inclusive scan and two allreduces on the world, polled or blocking)
-  // made the next recovery's MPIX_Comm_shrink hang in its agreement (mca_coll_ftagree_era) in
-  // interpose_probes_across_checkpoints_2_at_15_5_at_25, every run, with Open MPI 5.0.7; the same key exchange
-  // followed by this allgather passes. Not understood.)
-  std::vector<long> keys(static_cast<std::size_t>(job_.size_));
-  REPRISE_MPI_CHECK(polled::allgather(&job_.node_key_, 1, MPI_LONG, keys.data(), 1, MPI_LONG, job_.world_));
+  std::vector<int> replaced = rec.failed;
+  std::sort(replaced.begin(), replaced.end());
+  const auto is_replaced = [&](int r) { return std::binary_search(replaced.begin(), replaced.end(), r); };
+  const int me = job_.rank_;
+  const int buddy = job_.layout_.buddy_of(me);
+  const std::vector<int> wards = job_.layout_.wards_of(me);
+  std::vector<int> partners;  // the other rank of each of this rank's pairs that has a replacement in it
+  if (buddy >= 0 && buddy != me && (is_replaced(me) || is_replaced(buddy))) partners.push_back(buddy);
+  for (int w : wards)
+    if (w != me && (is_replaced(me) || is_replaced(w))) partners.push_back(w);
+  std::sort(partners.begin(), partners.end());  // (with two nodes a rank's buddy is also its ward)
+  partners.erase(std::unique(partners.begin(), partners.end()), partners.end());
+  std::vector<long> keys(partners.size());
+  std::vector<MPI_Request> sends(partners.size(), MPI_REQUEST_NULL);
+  for (std::size_t i = 0; i < partners.size(); ++i)
+    REPRISE_MPI_CHECK(MPI_Isend(&job_.node_key_, 1, MPI_LONG, partners[i], kPlacement, job_.world_, &sends[i]));
+  for (std::size_t i = 0; i < partners.size(); ++i)
+    REPRISE_MPI_CHECK(polled::recv(&keys[i], 1, MPI_LONG, partners[i], kPlacement, job_.world_, MPI_STATUS_IGNORE));
+  for (MPI_Request& r : sends) REPRISE_MPI_CHECK(polled::wait(r));
+  const auto key_of = [&](int r) {
+    return keys[static_cast<std::size_t>(std::lower_bound(partners.begin(), partners.end(), r) - partners.begin())];
+  };
+  const auto on_my_node = [&](int r) {
+    return std::binary_search(partners.begin(), partners.end(), r) && key_of(r) == job_.node_key_;
+  };
   rec.buddies_on_one_node.clear();
-  for (int r = 0; r < job_.size_; ++r) {
-    const int b = job_.layout_.buddy_of(r);
-    if (b >= 0 && keys[static_cast<std::size_t>(r)] == keys[static_cast<std::size_t>(b)])
-      rec.buddies_on_one_node.emplace_back(r, b);
-  }
+  if (buddy >= 0 && on_my_node(buddy)) rec.buddies_on_one_node.emplace_back(me, buddy);
+  for (int w : wards)
+    if (on_my_node(w)) rec.buddies_on_one_node.emplace_back(w, me);
   rec.replaced_on.clear();
-  for (int f : rec.failed) rec.replaced_on.emplace_back(f, keys.at(static_cast<std::size_t>(f)));
-  if (!lowest_survivor_) return;
-  for (const auto& [r, b] : rec.buddies_on_one_node)
-    std::fprintf(stderr,
-                 "reprise: warning: rank %d and its buddy rank %d now run on one node (a replacement was "
-                 "started there): a failure of that node would lose both copies of rank %d's checkpoints. "
-                 "REPRISE_DIR adds a level that survives it.\n",
-                 r, b, r);
+  if (is_replaced(me)) rec.replaced_on.emplace_back(me, job_.node_key_);
+  // Each pair's warning once: by its ward when the ward was replaced, else by its buddy.
+  for (const auto& [w, b] : rec.buddies_on_one_node)
+    if ((is_replaced(w) ? w : b) == me)
+      std::fprintf(stderr,
+                   "reprise: warning: rank %d and its buddy rank %d now run on one node (a replacement was "
+                   "started there): a failure of that node would lose both copies of rank %d's checkpoints. "
+                   "REPRISE_DIR adds a level that survives it.\n",
+                   w, b, w);
+  greet_replacements(replaced);
+  // Rank 0's record: every replacement's node and pairs ({node, pairs..., ward, buddy, ...} in one message).
+  std::vector<long> report{job_.node_key_};
+  for (const auto& [w, b] : rec.buddies_on_one_node) report.insert(report.end(), {w, b});
+  if (me != 0 && is_replaced(me))
+    REPRISE_MPI_CHECK(
+        polled::send(report.data(), static_cast<int>(report.size()), MPI_LONG, 0, kPlacement, job_.world_));
+  if (me != 0) return;
+  for (int f : replaced) {
+    if (f == 0) continue;
+    MPI_Status st;
+    REPRISE_MPI_CHECK(polled::probe(f, kPlacement, job_.world_, &st));
+    int n = 0;
+    REPRISE_MPI_CHECK(MPI_Get_count(&st, MPI_LONG, &n));
+    std::vector<long> from(static_cast<std::size_t>(n));
+    REPRISE_MPI_CHECK(polled::recv(from.data(), n, MPI_LONG, f, kPlacement, job_.world_, MPI_STATUS_IGNORE));
+    if (from.empty() || from.size() % 2 == 0)
+      throw std::runtime_error("reprise: rank " + std::to_string(f) + " sent rank 0 a placement report of " +
+                               std::to_string(n) + " words (expected its node and pairs of ranks)");
+    rec.replaced_on.emplace_back(f, from[0]);
+    for (std::size_t i = 1; i + 1 < from.size(); i += 2)
+      rec.buddies_on_one_node.emplace_back(static_cast<int>(from[i]), static_cast<int>(from[i + 1]));
+  }
+  std::sort(rec.replaced_on.begin(), rec.replaced_on.end());
+  std::sort(rec.buddies_on_one_node.begin(), rec.buddies_on_one_node.end());
+  rec.buddies_on_one_node.erase(std::unique(rec.buddies_on_one_node.begin(), rec.buddies_on_one_node.end()),
+                                rec.buddies_on_one_node.end());
+}
+
+// Each replacement sends every other rank an empty message, and each rank receives one from every replacement.
+// Not a protocol step: with Open MPI 5.0.7, a later failure's MPIX_Comm_shrink hung in its agreement
+// (mca_coll_ftagree_era) whenever a replacement had not yet exchanged a message with every other rank
+// (interpose_probes_across_checkpoints_2_at_15_5_at_25: every run without these messages, never with them). The
+// agreement sends through the transport (BTL) directly, not through the point-to-point layer; why a first message
+// between the two processes makes the difference is not understood. It costs a replacement N - 1 empty sends, and
+// any other rank one receive per replacement.
+void Recovery::greet_replacements(const std::vector<int>& replaced) {
+  const int me = job_.rank_;
+  if (std::binary_search(replaced.begin(), replaced.end(), me)) {
+    std::vector<MPI_Request> sends;
+    sends.reserve(static_cast<std::size_t>(job_.size_));
+    for (int r = 0; r < job_.size_; ++r) {
+      if (r == me) continue;
+      sends.push_back(MPI_REQUEST_NULL);
+      REPRISE_MPI_CHECK(MPI_Isend(nullptr, 0, MPI_BYTE, r, kGreeting, job_.world_, &sends.back()));
+    }
+    for (MPI_Request& r : sends) REPRISE_MPI_CHECK(polled::wait(r));
+  }
+  for (int f : replaced)
+    if (f != me) REPRISE_MPI_CHECK(polled::recv(nullptr, 0, MPI_BYTE, f, kGreeting, job_.world_, MPI_STATUS_IGNORE));
 }
 
 // Per ward: the version whose chain it keeps (UINT64_MAX: all; none: nothing).

@@ -130,6 +130,7 @@ class Recovery {
   static void broadcast_packet(MPI_Comm merged, std::vector<std::uint64_t>& p);
   void move_data(const protocol::RecoveryPlan& plan, RecoveryRecord& rec);
   void check_placement(RecoveryRecord& rec);
+  void greet_replacements(const std::vector<int>& replaced);  // (sorted)
   void trim_wards(const std::function<std::optional<std::uint64_t>(int)>& keep_of);
   void stage(const char* what) {
     if (watch_) watch_->stage(what);

@@ -24,7 +24,9 @@ enum Tag : int {
   kMoveCount = 21,    // recovery (world): how many versions follow
   kMoveHead = 22,
   kMovePiece = 23,
-  kMoveList = 24,  // recovery (world): the versions a buddy holds for its ward
+  kMoveList = 24,   // recovery (world): the versions a buddy holds for its ward
+  kPlacement = 25,  // recovery (world): the node a rank runs on, to the other rank of its pair and to rank 0
+  kGreeting = 26,   // recovery (world): a replacement's empty message to every rank (Recovery::greet_replacements)
 };
 
 /// The acknowledgement of a version whose payload did not match its checksum at the buddy: not stored.
