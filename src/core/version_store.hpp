@@ -75,11 +75,22 @@ class VersionStore {
   /// Starts storing a version whose payload is still being filled; `payload` stays alive and unchanged once
   /// ready. The default waits for finish() and calls put().
   virtual std::unique_ptr<PutStream> begin_put(const Manifest& manifest, std::shared_ptr<const HostBytes> payload);
+  /// A store with a level written in the background (make_write_behind_store): the newest version written there,
+  /// every version put before it being written too (or released); -1 when none is yet. Others: nullopt (a put is
+  /// complete when it returns).
+  virtual std::optional<std::int64_t> written_through() const { return std::nullopt; }
+  /// Waits until the background level holds every version put (no-op elsewhere). Throws StoreError when it failed.
+  virtual void flush() {}
 };
 
 std::unique_ptr<VersionStore> make_memory_store();
 /// `dir`/rank-<rank>/version-<v>.reprise. Creates the directories. Throws StoreError when it cannot.
 std::unique_ptr<VersionStore> make_directory_store(const std::string& dir, int rank);
+/// Host memory, and `files` (make_directory_store) written by a background thread in the order the versions came:
+/// put() returns once the version is in memory, and waits only when more than `max_pending` versions are not
+/// written yet. list() and load() see both (after a relaunch, the files). A failed write is reported by the next
+/// put() or flush() (StoreError). The destructor writes what is pending.
+std::unique_ptr<VersionStore> make_write_behind_store(std::unique_ptr<VersionStore> files, std::size_t max_pending = 2);
 /// Ranks that have a rank-<r> folder in a directory store root, ascending (empty when none or no such dir).
 std::vector<int> list_store_ranks(const std::string& dir);
 /// The job that writes a directory store: DIR/job.reprise records its rank count (a relaunch with another count

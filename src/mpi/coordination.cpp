@@ -70,7 +70,7 @@ MpiCoordination::MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
     adopt(app);
     cfg.rank = rank_;
     cfg_ = cfg;
-    local_ = cfg.dir.empty() ? core::make_memory_store() : core::make_directory_store(cfg.dir, rank_);
+    local_ = own_store();
     recovery_.agree_on_restart();
   }
   cfg = cfg_;
@@ -206,6 +206,7 @@ void MpiCoordination::poll_failure() {
 // commit only involves the group, so without this a rank whose group is done could leave while another group
 // is still to detect a failure and roll back, and the recovery would wait for it forever.
 void MpiCoordination::finish() {
+  if (store_) store_->flush();  // the files hold every version before the job ends (a write's error is said here)
   agree_to_finish();
   spares_.release();  // every rank is done: the spares leave
 }
@@ -432,6 +433,15 @@ void MpiCoordination::adopt(MPI_Comm world, bool keep_group) {
   if (keep_group) std::swap(group_, old_group);
   if (old_group != MPI_COMM_NULL) retired_.push_back(old_group);
   if (!keep_group) commit_.reset_barrier();  // a new group communicator: the barrier is chosen (and built) again
+}
+
+// This rank's own versions: host memory; with REPRISE_DIR files too, written in the background where a buddy holds
+// a copy (the commit waits for the buddy, not for the disk; the job floor follows the files: GroupCommit::agree),
+// and before the commit where the files are the only copy (every rank on one node: protocol::FilesOnly).
+std::unique_ptr<core::VersionStore> MpiCoordination::own_store() const {
+  if (cfg_.dir.empty()) return core::make_memory_store();
+  if (!layout_.has_buddies()) return core::make_directory_store(cfg_.dir, rank_);
+  return core::make_write_behind_store(core::make_directory_store(cfg_.dir, rank_));
 }
 
 // The store of this rank's versions: its own (memory or files) and, through the buddy link, its buddy's copy.

@@ -150,8 +150,9 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   bool on_layout_node_ = true;  // it runs on its rank's node in the layout (not a spare, nor a replacement elsewhere)
   std::uint64_t current_step_ = 0;
   std::atomic<bool> down_{false};
-  std::unique_ptr<core::VersionStore> local_;  // until make_store() wraps it
-  protocol::BuddyStore* store_ = nullptr;      // owned by the Runtime
+  std::unique_ptr<core::VersionStore> local_;             // until make_store() wraps it
+  std::unique_ptr<core::VersionStore> own_store() const;  // what local_ is (memory, files)
+  protocol::BuddyStore* store_ = nullptr;                 // owned by the Runtime
   std::function<void()> quiesce_;
   std::function<void()> restored_hook_;  // on_restore
   std::vector<MPI_Comm> retired_;        // communicators of earlier epochs

@@ -30,13 +30,16 @@ bool GroupCommit::log_checkpoint_due(std::uint64_t s) {
 void GroupCommit::agree(std::optional<std::uint64_t> capture) {
   std::int64_t v = -1;
   if (const auto a = job_.store_->newest_acked_chain()) v = static_cast<std::int64_t>(*a);
+  // How far this rank's files are (REPRISE_DIR written in the background): the group's floor report waits for the
+  // slowest member's files. INT64_MAX: no such level.
+  std::int64_t w = job_.store_->written_through().value_or(INT64_MAX);
   std::vector<std::uint64_t> all;
   std::size_t stride = 0;
   const char* what = "the group's commit agreement";
   const bool nccl = nccl_group();
   if (nccl || capture) {  // an allgather (NCCL's collective, or MPI's at a checkpoint); the minimum is taken here
     std::vector<std::uint64_t> mine = capture ? job_.comm_state_->barrier_contribution() : std::vector<std::uint64_t>{};
-    mine.insert(mine.begin(), static_cast<std::uint64_t>(v));
+    mine.insert(mine.begin(), {static_cast<std::uint64_t>(v), static_cast<std::uint64_t>(w)});
     stride = mine.size();
     if (nccl) {
       nccl_->start(mine);
@@ -51,17 +54,24 @@ void GroupCommit::agree(std::optional<std::uint64_t> capture) {
                                               static_cast<int>(stride), MPI_UINT64_T, job_.group_, &req),
                                req, what);
     }
-    for (std::size_t i = 0; i * stride < all.size(); ++i) v = std::min(v, static_cast<std::int64_t>(all[i * stride]));
+    for (std::size_t i = 0; i * stride < all.size(); ++i) {
+      v = std::min(v, static_cast<std::int64_t>(all[i * stride]));
+      w = std::min(w, static_cast<std::int64_t>(all[i * stride + 1]));
+    }
   } else {
+    std::int64_t both[2] = {v, w};
     MPI_Request req = MPI_REQUEST_NULL;
-    REPRISE_GROUP_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, job_.group_, &req), req, what);
+    REPRISE_GROUP_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, both, 2, MPI_INT64_T, MPI_MIN, job_.group_, &req), req, what);
+    v = both[0];
+    w = both[1];
   }
+  files_written_ = w;
   if (v >= 0) job_.store_->set_committed(static_cast<std::uint64_t>(v));
   report_commit();
   if (v >= 0) job_.comm_state_->committed(static_cast<std::uint64_t>(v));
   if (capture) {
     std::vector<const std::uint64_t*> member;
-    for (std::size_t i = 0; i * stride < all.size(); ++i) member.push_back(&all[i * stride + 1]);
+    for (std::size_t i = 0; i * stride < all.size(); ++i) member.push_back(&all[i * stride + 2]);
     job_.comm_state_->barrier_result(member, *capture);
   }
 }
@@ -77,8 +87,14 @@ void GroupCommit::report_commit() {
     job_.comm_state_->job_floor(static_cast<std::uint64_t>(f));  // the views it allows go in committed(), below
   }
   if (!first_of_group_) return;
-  const auto c = job_.store_->committed();
+  auto c = job_.store_->committed();
   if (!c) return;
+  // With files written in the background, the group reports no more than what all its members have in files: the
+  // job floor is then a version every rank can relaunch from, and no rank releases a file another rank still needs.
+  if (files_written_ != INT64_MAX) {
+    if (files_written_ < 0) return;
+    c = std::min(*c, static_cast<std::uint64_t>(files_written_));
+  }
   FloorStep step;
   {
     const std::lock_guard<std::mutex> lock(floor_mutex_);

@@ -69,6 +69,7 @@ class GroupCommit {
   bool first_of_group_ = false;                   // (from the layout, at new_communicators)
   int floor_parent_rank_ = -1;                    // the first rank of the parent group (-1: group 0)
   std::atomic<std::int64_t> floor_received_{-1};  // the newest job floor from rank 0 (-1: none yet)
+  std::int64_t files_written_ = INT64_MAX;        // the group's oldest written_through() (INT64_MAX: no such level)
 };
 
 }  // namespace reprise::mpi

@@ -852,7 +852,7 @@ void Recovery::join_as_replacement(MPI_Comm parent, Config& cfg, std::optional<l
   cfg = Config::from_env(cfg);
   cfg.rank = job_.rank_;
   job_.cfg_ = cfg;
-  job_.local_ = cfg.dir.empty() ? core::make_memory_store() : core::make_directory_store(cfg.dir, job_.rank_);
+  job_.local_ = job_.own_store();
   RecoveryRecord rec = record_of(k.plan, t0);
   rec.replacement = true;
   (spare_node ? rec.spares_used : rec.spawned) = static_cast<int>(k.plan.failed.size());

@@ -83,6 +83,8 @@ class BuddyStore : public core::VersionStore {
   core::Manifest load_manifest(std::uint64_t version) const override;
   core::StoredVersion load(std::uint64_t version) const override;
   void release(std::uint64_t version) override;
+  std::optional<std::int64_t> written_through() const override { return local_->written_through(); }
+  void flush() override { local_->flush(); }
 
   /// Newest version whose whole chain the buddy acknowledged (what this rank brings to a group commit).
   std::optional<std::uint64_t> newest_acked_chain() const;

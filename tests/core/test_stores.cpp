@@ -1,6 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "core/format.hpp"
 #include "core/version_store.hpp"
@@ -182,6 +188,139 @@ TEST(DirectoryStore, SetAsideNewerMovesOnlyLaterVersions) {
   store->put(s.manifest, s.payload, s.sum);
   EXPECT_THROW(set_aside_newer(dir.path(), 1, 1, 20), StoreError);  // previous-1 holds a 30 already
   EXPECT_EQ(store->list(), (std::vector<std::uint64_t>{10, 20, 30}));
+}
+
+// The files level of a write-behind store, held shut by the test: put() blocks until open() (or fails when told).
+class GatedStore final : public VersionStore {
+ public:
+  explicit GatedStore(std::unique_ptr<VersionStore> inner) : inner_(std::move(inner)) {}
+  void open() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  void fail_next() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    fail_ = true;
+  }
+  std::string describe() const override { return "gated " + inner_->describe(); }
+  std::string locate(std::uint64_t v) const override { return inner_->locate(v); }
+  void put(const Manifest& m, std::shared_ptr<const HostBytes> p, std::uint64_t sum) override {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return open_ || fail_; });
+      if (fail_) throw StoreError("cannot write " + locate(m.version) + ": No space left on device (disk full?)");
+    }
+    inner_->put(m, std::move(p), sum);
+  }
+  std::vector<std::uint64_t> list() const override { return inner_->list(); }
+  Manifest load_manifest(std::uint64_t v) const override { return inner_->load_manifest(v); }
+  StoredVersion load(std::uint64_t v) const override { return inner_->load(v); }
+  void release(std::uint64_t v) override { inner_->release(v); }
+
+ private:
+  std::unique_ptr<VersionStore> inner_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool open_ = false, fail_ = false;
+};
+
+TEST(WriteBehindStore, PutReturnsBeforeTheFilesHoldTheVersion) {
+  test::ScratchDir dir;
+  auto gated = std::make_unique<GatedStore>(make_directory_store(dir.path(), 2));
+  GatedStore& gate = *gated;
+  auto store = make_write_behind_store(std::move(gated));
+  const auto s = make_version(10, 5000);
+  store->put(s.manifest, s.payload, s.sum);  // returns with the files shut
+  EXPECT_EQ(store->list(), (std::vector<std::uint64_t>{10}));
+  EXPECT_EQ(store->load(10).payload->size(), 5000u);  // from memory
+  EXPECT_TRUE(make_directory_store(dir.path(), 2)->list().empty());
+  EXPECT_EQ(store->written_through(), std::optional<std::int64_t>(-1));
+  gate.open();
+  store->flush();
+  EXPECT_EQ(store->written_through(), std::optional<std::int64_t>(10));
+  EXPECT_EQ(make_directory_store(dir.path(), 2)->list(), (std::vector<std::uint64_t>{10}));
+  EXPECT_EQ(make_memory_store()->written_through(), std::nullopt);  // a store whose put is complete at return
+}
+
+TEST(WriteBehindStore, WaitsForTheDiskOnlyBeyondMaxPending) {
+  test::ScratchDir dir;
+  auto gated = std::make_unique<GatedStore>(make_directory_store(dir.path(), 0));
+  GatedStore& gate = *gated;
+  auto store = make_write_behind_store(std::move(gated), 1);
+  const auto a = make_version(10, 1000), b = make_version(20, 1000), c = make_version(30, 1000);
+  store->put(a.manifest, a.payload, a.sum);  // taken by the writer (blocked in the gate) or pending
+  std::atomic<int> returned{0};
+  std::thread t([&] {
+    store->put(b.manifest, b.payload, b.sum);
+    store->put(c.manifest, c.payload, c.sum);  // two pending at least: waits
+    returned = 1;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(returned.load(), 0) << "put() returned with more than max_pending versions unwritten";
+  gate.open();
+  t.join();
+  store->flush();
+  EXPECT_EQ(make_directory_store(dir.path(), 0)->list(), (std::vector<std::uint64_t>{10, 20, 30}));
+  EXPECT_EQ(store->written_through(), std::optional<std::int64_t>(30));
+}
+
+TEST(WriteBehindStore, ReleasesReachTheFilesAndAQueuedVersionIsNeverWritten) {
+  test::ScratchDir dir;
+  auto gated = std::make_unique<GatedStore>(make_directory_store(dir.path(), 1));
+  GatedStore& gate = *gated;
+  auto store = make_write_behind_store(std::move(gated), 4);
+  for (std::uint64_t v : {10, 20, 30}) {
+    const auto s = make_version(v, 1000);
+    store->put(s.manifest, s.payload, s.sum);
+  }
+  store->release(30);  // still queued (10 is in the gate): dropped
+  gate.open();
+  store->flush();
+  EXPECT_EQ(make_directory_store(dir.path(), 1)->list(), (std::vector<std::uint64_t>{10, 20}));
+  EXPECT_EQ(store->written_through(), std::optional<std::int64_t>(20));
+  store->release(10);
+  EXPECT_EQ(make_directory_store(dir.path(), 1)->list(), (std::vector<std::uint64_t>{20}));
+  store->release(20);  // the newest written, as when a rollback abandons it: nothing counts as written
+  EXPECT_EQ(store->written_through(), std::optional<std::int64_t>(-1));
+  EXPECT_TRUE(store->list().empty());
+}
+
+TEST(WriteBehindStore, AFailedWriteIsReportedByTheNextPutAndFlush) {
+  test::ScratchDir dir;
+  auto gated = std::make_unique<GatedStore>(make_directory_store(dir.path(), 1));
+  GatedStore& gate = *gated;
+  auto store = make_write_behind_store(std::move(gated));
+  const auto a = make_version(10, 1000), b = make_version(20, 1000);
+  store->put(a.manifest, a.payload, a.sum);
+  gate.fail_next();
+  try {
+    store->flush();
+    FAIL() << "flush() did not report the failed write";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("REPRISE_DIR"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("disk full"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(store->put(b.manifest, b.payload, b.sum), StoreError);
+  EXPECT_EQ(store->load(10).payload->size(), 1000u);  // the memory level keeps it
+}
+
+TEST(WriteBehindStore, ARelaunchFindsWhatWasWritten) {
+  test::ScratchDir dir;
+  {
+    auto store = make_write_behind_store(make_directory_store(dir.path(), 3));
+    for (std::uint64_t v : {10, 20}) {
+      const auto s = make_version(v, 3000 + v);
+      store->put(s.manifest, s.payload, s.sum);
+    }
+  }  // the destructor writes what is pending
+  auto again = make_write_behind_store(make_directory_store(dir.path(), 3));
+  EXPECT_EQ(again->list(), (std::vector<std::uint64_t>{10, 20}));
+  const auto expect = make_version(20, 3020);
+  const StoredVersion sv = again->load(20);  // from the file
+  ASSERT_EQ(sv.payload->size(), 3020u);
+  EXPECT_EQ(std::memcmp(sv.payload->data(), expect.payload->data(), 3020), 0);
+  EXPECT_EQ(again->load_manifest(10).version, 10u);
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 # relaunch.sh CHECKSUM [MODE]: whole-job loss and relaunch from the persistent level (REPRISE_DIR), 4-rank stencil.
 #   whole       every rank is SIGKILLed at step 25, then the job is launched again on the same directory: it restarts
 #               from a version every rank holds in files and ends with the checksum of a run without failures.
-#               Files are written asynchronously before each version is shipped, so step 20's may or may not have
+#               Files are written in the background after each version is in memory, so step 20's may or may not have
 #               reached every rank's file when the kill comes (CI saw both), and under load (a stress run) even
 #               step 10's may be missing at some rank: then the relaunch starts from the beginning, setting the
 #               files aside. All three are correct.
