@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -1093,14 +1094,14 @@ void Recovery::check_placement(RecoveryRecord& rec) {
 void Recovery::greet_replacements(const std::vector<int>& replaced) {
   const int me = job_.rank_;
   if (std::binary_search(replaced.begin(), replaced.end(), me)) {
-    std::vector<MPI_Request> sends;
-    sends.reserve(static_cast<std::size_t>(job_.size_));
-    for (int r = 0; r < job_.size_; ++r) {
-      if (r == me) continue;
-      sends.push_back(MPI_REQUEST_NULL);
-      REPRISE_MPI_CHECK(MPI_Isend(nullptr, 0, MPI_BYTE, r, kGreeting, job_.world_, &sends.back()));
+    constexpr int kWindow = 64;  // sends in flight at once (so nothing here is sized by the job)
+    std::array<MPI_Request, kWindow> sends{};
+    for (int first = 0; first < job_.size_; first += kWindow) {
+      int n = 0;
+      for (int r = first; r < std::min(first + kWindow, job_.size_); ++r)
+        if (r != me) REPRISE_MPI_CHECK(MPI_Isend(nullptr, 0, MPI_BYTE, r, kGreeting, job_.world_, &sends[n++]));
+      for (int i = 0; i < n; ++i) REPRISE_MPI_CHECK(polled::wait(sends[static_cast<std::size_t>(i)]));
     }
-    for (MPI_Request& r : sends) REPRISE_MPI_CHECK(polled::wait(r));
   }
   for (int f : replaced)
     if (f != me) REPRISE_MPI_CHECK(polled::recv(nullptr, 0, MPI_BYTE, f, kGreeting, job_.world_, MPI_STATUS_IGNORE));
