@@ -12,13 +12,17 @@
 // transfer model of a version: its stored bytes over the MPI bandwidth between buddies measured in the same run (every
 // rank sends --bytes to its buddy and receives from its ward at once, best of 3). Goal: commit latency at most the
 // model plus 5 ms. Rank 0 prints `key value` lines (commit_latency_5pct_seconds, commit_latency_100pct_seconds,
-// transfer_seconds_model, ...) and writes the JSON ("kind": "commit"; bench/plot.py draws it).
+// transfer_seconds_model, ...) and writes the JSON ("kind": "commit"; bench/plot.py draws it). --gap-ms G leaves the
+// host idle G ms after each commit (an application computing on its GPU): REPRISE_DIR's files, written in the
+// background, catch up there; with G = 0 (back to back) the disk's bandwidth bounds every checkpoint.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/bench_mpi.hpp"
@@ -29,12 +33,16 @@ namespace {
 int run(int argc, char** argv) {
   std::string bytes_text = "64M", json;
   std::vector<int> shares{5, 100};
-  int repeat = 10, warm = -1;
+  int repeat = 10, warm = -1, gap_ms = 0;
   CLI::App app{"reprise-bench-commit: commit latency of back-to-back checkpoints against the version's bytes"};
   app.add_option("--bytes", bytes_text, "protected bytes per rank (K/M/G suffixes)");
   app.add_option("--shares", shares, "percent of the chunks changed between checkpoints")->check(CLI::Range(1, 100));
   app.add_option("--repeat", repeat, "timed checkpoints per share")->check(CLI::PositiveNumber);
   app.add_option("--warm", warm, "untimed checkpoints per share first (default: full_every x keep_chains + 1)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--gap-ms", gap_ms,
+                 "milliseconds between a commit and the next checkpoint, the host idle (the application computing on "
+                 "its GPU): background work such as REPRISE_DIR's files catches up there")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--json", json, "write the results here (rank 0)")->check(kWritableFile);
   try {
@@ -72,6 +80,7 @@ int run(int argc, char** argv) {
         rt.wait();
         const double c = since(t1);
         const double v_max = slowest(rt, v), c_max = slowest(rt, c);
+        if (gap_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
         if (i < warm) continue;
         const CheckpointMetrics m = rt.metrics().back();
         double s = static_cast<double>(m.store.bytes);
@@ -114,6 +123,8 @@ int run(int argc, char** argv) {
                           {"chunk_bytes", chunk},
                           {"repeat", repeat},
                           {"warm", warm},
+                          {"gap_ms", gap_ms},
+                          {"persistent_dir", !rt.config().dir.empty()},
                           {"buddy_mpi_gbps", bandwidth / 1e9},
                           {"transfer_seconds_model", model_max},
                           {"shares", results},
