@@ -279,11 +279,19 @@ TEST(WriteBehindStore, ReleasesReachTheFilesAndAQueuedVersionIsNeverWritten) {
   store->flush();
   EXPECT_EQ(make_directory_store(dir.path(), 1)->list(), (std::vector<std::uint64_t>{10, 20}));
   EXPECT_EQ(store->written_through(), std::optional<std::int64_t>(20));
-  store->release(10);
+  store->release(10);  // gone from memory at once, its file in the background
+  store->flush();
   EXPECT_EQ(make_directory_store(dir.path(), 1)->list(), (std::vector<std::uint64_t>{20}));
   store->release(20);  // the newest written, as when a rollback abandons it: nothing counts as written
   EXPECT_EQ(store->written_through(), std::optional<std::int64_t>(-1));
+  store->flush();
   EXPECT_TRUE(store->list().empty());
+  const auto again = make_version(20, 1000);  // the same number put again after its release: written again
+  store->put(again.manifest, again.payload, again.sum);
+  store->release(20);
+  store->put(again.manifest, again.payload, again.sum);
+  store->flush();
+  EXPECT_EQ(make_directory_store(dir.path(), 1)->list(), (std::vector<std::uint64_t>{20}));
 }
 
 TEST(WriteBehindStore, AFailedWriteIsReportedByTheNextPutAndFlush) {
