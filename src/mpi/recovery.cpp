@@ -1056,12 +1056,13 @@ void Recovery::check_placement(RecoveryRecord& rec) {
                    "REPRISE_DIR adds a level that survives it.\n",
                    w, b, w);
   greet_replacements(replaced);
-  // Rank 0's record: every replacement's node and pairs ({node, pairs..., ward, buddy, ...} in one message).
-  std::vector<long> report{job_.node_key_};
-  for (const auto& [w, b] : rec.buddies_on_one_node) report.insert(report.end(), {w, b});
-  if (me != 0 && is_replaced(me))
+  // Rank 0's record: every replacement's node and pairs ({node, ward, buddy, ward, buddy, ...} in one message).
+  if (me != 0 && is_replaced(me)) {
+    std::vector<long> report{job_.node_key_};
+    for (const auto& [w, b] : rec.buddies_on_one_node) report.insert(report.end(), {w, b});
     REPRISE_MPI_CHECK(
         polled::send(report.data(), static_cast<int>(report.size()), MPI_LONG, 0, kPlacement, job_.world_));
+  }
   if (me != 0) return;
   for (int f : replaced) {
     if (f == 0) continue;
@@ -1072,8 +1073,8 @@ void Recovery::check_placement(RecoveryRecord& rec) {
     std::vector<long> from(static_cast<std::size_t>(n));
     REPRISE_MPI_CHECK(polled::recv(from.data(), n, MPI_LONG, f, kPlacement, job_.world_, MPI_STATUS_IGNORE));
     if (from.empty() || from.size() % 2 == 0)
-      throw std::runtime_error("reprise: rank " + std::to_string(f) + " sent rank 0 a placement report of " +
-                               std::to_string(n) + " words (expected its node and pairs of ranks)");
+      throw ProtocolError("rank " + std::to_string(f) + " sent rank 0 a placement report of " + std::to_string(n) +
+                          " words (expected its node and pairs of ranks)");
     rec.replaced_on.emplace_back(f, from[0]);
     for (std::size_t i = 1; i + 1 < from.size(); i += 2)
       rec.buddies_on_one_node.emplace_back(static_cast<int>(from[i]), static_cast<int>(from[i + 1]));
