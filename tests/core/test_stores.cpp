@@ -202,6 +202,7 @@ class GatedStore final : public VersionStore {
   void fail_next() {
     const std::lock_guard<std::mutex> lock(mutex_);
     fail_ = true;
+    cv_.notify_all();  // (a writer may already wait in put())
   }
   std::string describe() const override { return "gated " + inner_->describe(); }
   std::string locate(std::uint64_t v) const override { return inner_->locate(v); }
