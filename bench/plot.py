@@ -5,10 +5,10 @@ usage: /usr/bin/python3 bench/plot.py FILE.json [FILE.json ...] [-o OUTDIR]
 
 Understands the JSON of reprise-bench-checkpoint ("kind": "checkpoint"), reprise-bench-dirty ("dirty"),
 reprise-bench-d2h ("d2h"), reprise-bench-overhead ("overhead"), bench/recovery_spares.py ("recovery_spares"),
-reprise-sim ("sim"), reprise-bench-commit ("commit") and others (the plotters below); other kinds are skipped
-with a message, and a file that is not JSON, or lacks a field its plot needs, is reported and skipped (exit
-status 1). Needs Debian's
-python3-matplotlib: run it with /usr/bin/python3 (another python3 may come first on PATH).
+reprise-sim ("sim"), reprise-bench-commit ("commit"), reprise-bench-log-snapshot ("log_snapshot") and others
+(the plotters below); other kinds are skipped with a message, and a file that is not JSON, or lacks a field its
+plot needs, is reported and skipped (exit status 1). Needs Debian's python3-matplotlib: run it with
+/usr/bin/python3 (another python3 may come first on PATH).
 """
 import argparse
 import json
@@ -245,6 +245,25 @@ def plot_commit(data, stem, outdir):
     return save(fig, outdir, stem + "-commit.png")
 
 
+def plot_log_snapshot(data, stem, outdir):
+    rounds = data["rounds"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs = range(len(rounds))
+    ax.bar(xs, [1e3 * r["visible_seconds_median"] for r in rounds], 0.6, label="app-visible checkpoint() (median)")
+    for x, r in zip(xs, rounds):
+        ax.plot([x] * len(r["visible_seconds"]), [1e3 * v for v in r["visible_seconds"]], "k.", ms=3)
+    base = next(r["visible_seconds_median"] for r in rounds if r["logged_bytes"] == 0)
+    ax.axhline(1e3 * base * 1.1, color="red", lw=1, ls="--", label="goal: nothing logged + 10%")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([f"{r['logged_bytes'] / 2**20:g} MiB" for r in rounds])
+    ax.set_xlabel("bytes logged by rank 0 since its last checkpoint")
+    ax.set_ylabel("ms, rank 0 (dots: checkpoints)")
+    ax.set_title(f"log snapshot vs checkpoint, {data['ranks']} ranks x {data['bytes_per_rank'] / 2**20:.0f} MiB "
+                 f"protected", fontsize=9)
+    ax.legend(fontsize=7)
+    return save(fig, outdir, stem + "-log_snapshot.png")
+
+
 def save(fig, outdir, name):
     fig.tight_layout()
     path = os.path.join(outdir, name)
@@ -261,7 +280,8 @@ def main():
     os.makedirs(args.outdir, exist_ok=True)
     plotters = {"checkpoint": plot_checkpoint, "dirty": plot_dirty, "d2h": plot_d2h, "overhead": plot_overhead,
                 "logging": plot_logging, "interpose": plot_interpose, "heat3d": plot_heat3d,
-                "recovery_spares": plot_recovery_spares, "sim": plot_sim, "commit": plot_commit}
+                "recovery_spares": plot_recovery_spares, "sim": plot_sim, "commit": plot_commit,
+                "log_snapshot": plot_log_snapshot}
     status = 0
     for f in args.files:
         try:

@@ -108,6 +108,20 @@ class Runtime {
   /// long before a restore of a version that recorded that size, and says where it is.
   using Locate = std::function<std::pair<void*, std::size_t>(std::optional<std::size_t>)>;
   void protect_resizable(const std::string& name, Locate locate);
+  /// A host region of the runtime's own whose bytes a checkpoint writes off the application's thread (reprise::Comm's
+  /// message log snapshot: its payloads are copied on the background thread, not inside checkpoint()). After the
+  /// coordination's before_capture hook, `plan()` says the region's size and which bytes may have changed since the
+  /// last plan, without writing them; the background thread runs the plan's `write` (in the order of the versions,
+  /// before anything else of that version), digests the chunks the changed ranges touch and packs them. `locate`
+  /// serves restores, as protect_resizable's; it is asked only while no version is in flight.
+  struct Deferred {
+    std::size_t bytes = 0;                                     ///< the region's size once written
+    std::vector<std::pair<std::size_t, std::size_t>> changed;  ///< [from, to) byte ranges; the rest is unchanged
+    bool all = false;                                          ///< every byte may have changed
+    std::function<const std::byte*()> write;                   ///< writes the region, returns its bytes
+  };
+  using Plan = std::function<Deferred()>;
+  void protect_deferred(const std::string& name, Plan plan, Locate locate);
   /// checkpoint(version) that the runtime decided on (its metrics say `forced`); nothing when `version` is not
   /// newer than the last one. Returns whether it was taken.
   bool forced_checkpoint(std::uint64_t version);

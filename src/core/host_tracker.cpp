@@ -16,6 +16,10 @@ std::size_t chunks_per_item(std::size_t chunk_bytes) {
 }
 }  // namespace
 
+std::uint64_t xxh3_digest(const void* data, std::size_t bytes) {
+  return XXH3_64bits(data, bytes);
+}
+
 void xxh3_chunk_digests(const void* data, std::size_t bytes, std::size_t chunk_bytes, std::uint64_t* digests,
                         WorkPool& pool) {
   const auto* base = static_cast<const std::byte*>(data);

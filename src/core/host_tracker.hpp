@@ -10,6 +10,8 @@
 
 namespace reprise::core {
 
+/// XXH3-64 digest of one chunk (the host digest of the format).
+std::uint64_t xxh3_digest(const void* data, std::size_t bytes);
 /// XXH3-64 digest of every chunk of a host buffer (the host digest of the format).
 void xxh3_chunk_digests(const void* data, std::size_t bytes, std::size_t chunk_bytes, std::uint64_t* digests,
                         WorkPool& pool);

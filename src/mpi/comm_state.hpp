@@ -197,6 +197,9 @@ class CommState {
   /// replacement process gets the log it owes replays from). `bytes`: the size recorded in a version about to be
   /// restored.
   std::pair<void*, std::size_t> locate_log_region(std::optional<std::size_t> bytes);
+  /// Where the newest capture goes in that region (protocol::LogRegion::plan, made at the group barrier); its write
+  /// runs on the checkpoint's background thread. A plan that changes nothing when no capture was taken since.
+  protocol::LogRegion::Plan take_log_plan();
   /// restore(version) rewrote the regions: the protocol state comes back from them.
   void after_restore(std::uint64_t version);
   /// Log bound (Config::log_bound_bytes): whether this member wants its group to checkpoint now, because its
@@ -350,6 +353,8 @@ class CommState {
   std::shared_ptr<logging::SegmentPool> staging_pool_ = std::make_shared<logging::SegmentPool>(std::size_t{64} << 20);
   std::vector<std::shared_ptr<void>> kept_;  // staging that MPI may still use after its request was abandoned
   protocol::LogRegion log_region_;
+  std::optional<protocol::LogRegion::Plan> log_plan_;    // made at the barrier, taken by the checkpoint right after
+  void drop_log_plan();                                  // one the checkpoint never took
   std::map<std::uint64_t, protocol::Capture> captures_;  // versions not yet announced, and the newest announced
   std::optional<std::uint64_t> announced_;
   // The committed view last sent to each peer of another group (its channels with traffic only): announce() sends

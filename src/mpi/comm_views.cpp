@@ -64,8 +64,22 @@ void CommState::barrier_result(const std::vector<const std::uint64_t*>& member, 
   p_->raise_phase(phase);
   log_copies_done();  // the snapshot's payloads are read below
   // Capture into the regions (counters and views; log snapshot and orphan record), keeping the capture in memory.
+  // The log region's payloads are copied by the checkpoint's background thread (take_log_plan).
   counters_.write(*p_);
-  log_region_.write(captures_[version] = p_->capture(), groups_.ranks());
+  drop_log_plan();
+  log_plan_ = log_region_.plan(captures_[version] = p_->capture(), groups_.ranks());
+}
+
+protocol::LogRegion::Plan CommState::take_log_plan() {
+  if (!log_plan_) return log_region_.unchanged();
+  protocol::LogRegion::Plan p = std::move(*log_plan_);
+  log_plan_.reset();
+  return p;
+}
+
+void CommState::drop_log_plan() {
+  if (log_plan_) log_region_.abandon(*log_plan_);
+  log_plan_.reset();
 }
 
 std::pair<void*, std::size_t> CommState::locate_counter_region(std::optional<std::size_t> bytes) {
@@ -188,6 +202,7 @@ void CommState::after_restore(std::uint64_t version) {
     log_region_.read(c, p_->log(), groups_.ranks());
   }
   captures_.erase(captures_.upper_bound(version), captures_.end());
+  drop_log_plan();
   log_region_.rewrite_next();  // the restored region's offsets are not this process's map
   if (announced_ && *announced_ > version) announced_ = version;
   views_told_.clear();
@@ -201,6 +216,7 @@ void CommState::start_over() {
   announced_.reset();
   views_told_.clear();
   floor_.reset();
+  drop_log_plan();
   log_region_.rewrite_next();
 }
 

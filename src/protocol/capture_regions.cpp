@@ -73,12 +73,14 @@ Capture CounterRegion::read() const {
 std::pair<void*, std::size_t> LogRegion::locate(std::optional<std::size_t> bytes) {
   if (bytes) {
     bytes_.assign(*bytes, std::byte{0});  // restore() writes all of it
+    size_ = *bytes;
     compact_ = true;
   }
   return {bytes_.data(), bytes_.size()};
 }
 
-void LogRegion::write(const Capture& c, std::size_t ranks) {
+LogRegion::Plan LogRegion::plan(const Capture& c, std::size_t ranks) {
+  settle();
   const std::vector<logging::Entry>& live = c.log.entries;
   // Released entries leave the map (their bytes stay, unchanged); new ones need room behind the others.
   std::set<std::pair<int, std::uint64_t>> keys;
@@ -95,43 +97,99 @@ void LogRegion::write(const Capture& c, std::size_t ranks) {
     return n;
   };
   std::size_t add = added();
-  if (compact_ || bump_ + add + tail > bytes_.size()) {
+  const bool all = compact_ || bump_ + add + tail > size_;
+  if (all) {
     offset_.clear();  // rewrite compactly from the start
     bump_ = kRegionHeader;
     compact_ = false;
     add = added();
   }
   const std::size_t need = bump_ + add + tail;
-  if (need > bytes_.size()) {
+  if (need > size_) {
     // Room for growth (each change of size makes a full version): half as much again, in 64 KiB steps.
     constexpr std::size_t kStep = std::size_t{64} << 10;
-    const std::size_t want = std::max(need + need / 2, 2 * bytes_.size());
-    bytes_.resize((want + kStep - 1) / kStep * kStep, std::byte{0});
+    const std::size_t want = std::max(need + need / 2, 2 * size_);
+    size_ = (want + kStep - 1) / kStep * kStep;
   }
-  std::byte* const base = bytes_.data();
+  Pending w;
+  w.capture = c;
+  w.size = size_;
+  w.ranks = ranks;
+  const std::size_t from = bump_;
   for (const auto& e : live) {
     auto [it, fresh] = offset_.try_emplace({e.dest, e.seq}, bump_);
-    if (!fresh) continue;
-    if (e.bytes) std::memcpy(base + bump_, e.data(), e.bytes);
-    bump_ += align64(e.bytes);
+    if (fresh) bump_ += align64(e.bytes);
+    w.offsets.push_back(it->second);
+    w.fresh.push_back(fresh);
   }
-  std::byte* p = base + bump_;
+  w.index = bump_;
+  Plan p;
+  p.bytes = size_;
+  p.all = all;
+  p.changed = {{0, kRegionHeader}, {from, bump_ + tail}};
+  std::lock_guard<std::mutex> lock(mutex_);
+  Pending& mine = pending_.emplace_back(std::move(w));
+  p.write = [this, &mine] { return run(mine); };
+  p.id = &mine;
+  return p;
+}
+
+void LogRegion::abandon(const Plan& p) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Pending& w : pending_)
+      if (&w == p.id) w.done = true;
+  }
+  compact_ = true;
+  settle();
+}
+
+LogRegion::Plan LogRegion::unchanged() {
+  settle();
+  Plan p;
+  p.bytes = size_;
+  p.write = [this] { return bytes_.data(); };
+  return p;
+}
+
+void LogRegion::write(const Capture& c, std::size_t ranks) {
+  plan(c, ranks).write();
+  settle();
+}
+
+void LogRegion::settle() {
+  std::list<Pending> written;  // destroyed here, outside the lock
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    auto at = it++;
+    if (at->done) written.splice(written.end(), pending_, at);
+  }
+}
+
+const std::byte* LogRegion::run(Pending& w) {
+  if (bytes_.size() != w.size) bytes_.resize(w.size, std::byte{0});
+  std::byte* const base = bytes_.data();
+  const std::vector<logging::Entry>& live = w.capture.log.entries;
+  for (std::size_t i = 0; i < live.size(); ++i)
+    if (w.fresh[i] && live[i].bytes) std::memcpy(base + w.offsets[i], live[i].data(), live[i].bytes);
+  std::byte* p = base + w.index;
   auto put = [&p](std::uint64_t v) {
     std::memcpy(p, &v, 8);
     p += 8;
   };
-  for (const auto& e : live) {
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    const logging::Entry& e = live[i];
     put(static_cast<std::uint64_t>(e.dest));
     put(e.seq);
     put(e.phase);
     put(static_cast<std::uint64_t>(static_cast<std::int64_t>(e.tag)));
     put(e.bytes);
-    put(offset_.at({e.dest, e.seq}));
+    put(w.offsets[i]);
   }
-  put(ranks);
-  auto next = c.orphan_record.begin();
-  for (std::size_t q = 0; q < ranks; ++q) {
-    if (next == c.orphan_record.end() || next->first != static_cast<int>(q)) {
+  put(w.ranks);
+  auto next = w.capture.orphan_record.begin();
+  for (std::size_t q = 0; q < w.ranks; ++q) {
+    if (next == w.capture.orphan_record.end() || next->first != static_cast<int>(q)) {
       put(0);
       continue;
     }
@@ -143,8 +201,12 @@ void LogRegion::write(const Capture& c, std::size_t ranks) {
     ++next;
   }
   const std::uint64_t end = static_cast<std::uint64_t>(p - base);
-  const std::uint64_t header[6] = {kRegionMagic, bump_, live.size(), end, XXH3_64bits(base + bump_, end - bump_), 0};
+  const std::uint64_t header[6] = {
+      kRegionMagic, w.index, live.size(), end, XXH3_64bits(base + w.index, end - w.index), 0};
   std::memcpy(base, header, sizeof header);
+  std::lock_guard<std::mutex> lock(mutex_);
+  w.done = true;
+  return base;
 }
 
 void LogRegion::read(Capture& c, logging::MessageLog& log, std::size_t ranks) const {

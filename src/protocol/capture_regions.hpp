@@ -5,7 +5,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <list>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -44,25 +47,70 @@ class CounterRegion {
 /// pairs); a 64-byte header at the start says where the index is and checksums it (XXH3). When new payloads do not
 /// fit, everything is rewritten compactly from the start, and the region grows (by half again, in 64 KiB steps;
 /// that version is a full one) when even that does not fit.
+///
+/// Written in two steps, so that a checkpoint copies no payload on the application's thread: plan() decides where
+/// everything goes and which bytes change (work in the number of entries, not in their bytes), and the plan's
+/// write, on the checkpoint's background thread, copies the payloads from the snapshot's segments. Plans are
+/// written in the order they were made, each before the next plan's write; locate() and read() only while no write
+/// is pending. The snapshot a plan references is dropped by the thread that plans (the next plan, rewrite_next()
+/// or the region's end), never by the writer: a log segment is freed by the log's own thread only.
 class LogRegion {
  public:
+  /// What a plan writes: the region's size after it, the byte ranges [from, to) it may change (the rest keeps the
+  /// bytes of the plans before), every byte when `all`; `write` writes them and returns the region's memory.
+  struct Plan {
+    std::size_t bytes = 0;
+    std::vector<std::pair<std::size_t, std::size_t>> changed;
+    bool all = false;
+    std::function<const std::byte*()> write;
+    const void* id = nullptr;  // (abandon())
+  };
+  LogRegion() = default;
+  LogRegion(const LogRegion&) = delete;
+  LogRegion& operator=(const LogRegion&) = delete;
+
   /// The region's memory; `bytes`: the size recorded in a version about to be restored into it (it is resized,
-  /// and the next write() rewrites everything: the restored offsets are not this process's).
+  /// and the next plan rewrites everything: the restored offsets are not this process's).
   std::pair<void*, std::size_t> locate(std::optional<std::size_t> bytes = std::nullopt);
-  /// The log snapshot and orphan record of `c`, a capture of a job of `ranks` processes.
+  /// Where the log snapshot and orphan record of `c` (a capture of a job of `ranks` processes) go. `c`'s entries
+  /// are kept until the plan is written.
+  Plan plan(const Capture& c, std::size_t ranks);
+  /// A plan that changes nothing (no capture since the last plan).
+  Plan unchanged();
+  /// A plan whose write will never run (its checkpoint did not happen): its capture is dropped, and the next plan
+  /// rewrites everything (this one's bookkeeping assumed its bytes were there).
+  void abandon(const Plan& p);
+  /// plan() and its write at once.
   void write(const Capture& c, std::size_t ranks);
   /// The log snapshot (copied into `log`'s memory, not live) and the orphan record of the region as restored.
   /// CorruptCheckpointError when the region is truncated or damaged, or holds an orphan record for another
   /// number of ranks than `ranks`.
   void read(Capture& c, logging::MessageLog& log, std::size_t ranks) const;
-  /// The next write() rewrites everything from the start (after a restore, or a start over).
-  void rewrite_next() { compact_ = true; }
+  /// The next plan rewrites everything from the start (after a restore, or a start over).
+  void rewrite_next() {
+    compact_ = true;
+    settle();
+  }
 
  private:
-  std::vector<std::byte> bytes_ = std::vector<std::byte>(4096);
+  // A planned write: the capture it copies from, each entry's offset and whether it is new there.
+  struct Pending {
+    Capture capture;
+    std::vector<std::size_t> offsets;
+    std::vector<bool> fresh;
+    std::size_t index = 0, size = 0, ranks = 0;
+    bool done = false;
+  };
+  const std::byte* run(Pending& w);
+  void settle();  // drops the written plans' captures (the planning thread)
+
+  std::vector<std::byte> bytes_ = std::vector<std::byte>(4096);  // the writes' (and restores') memory
+  std::size_t size_ = 4096;                                      // its size after the last plan
   std::map<std::pair<int, std::uint64_t>, std::size_t> offset_;  // (dest, seq) -> payload offset
   std::size_t bump_ = 64;                                        // where the next payload goes
   bool compact_ = true;
+  std::mutex mutex_;
+  std::list<Pending> pending_;  // planned, oldest first; `done` once written
 };
 
 }  // namespace reprise::protocol

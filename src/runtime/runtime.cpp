@@ -59,6 +59,14 @@ struct HostPart {
   std::vector<DrainSegment> segments;  // staging_offset = offset in `bytes`
 };
 
+// A deferred region's part of a version (Runtime::protect_deferred): its plan's write, and the digests of the
+// region's last version, both the background thread's.
+struct DeferredPart {
+  std::size_t region;  // index in the manifest
+  std::function<const std::byte*()> write;
+  std::shared_ptr<std::vector<std::uint64_t>> reference;
+};
+
 struct Job {
   core::Manifest manifest;
   std::uint64_t payload_bytes = 0;
@@ -71,6 +79,7 @@ struct Job {
   gpu::Buffer staging;
   std::vector<DrainSegment> segments;
   std::uint64_t device_bytes = 0;       // staging the device chunks need (0: no device region)
+  std::vector<DeferredPart> deferred;   // written, digested and packed by the background thread
   std::vector<std::uint64_t> obsolete;  // versions of an abandoned timeline, released before storing
   CheckpointMetrics metrics;
   Clock::time_point started;
@@ -87,6 +96,8 @@ struct Runtime::Impl {
     std::variant<core::HostTracker, core::DeviceTracker> tracker;
     Runtime::Locate locate;  // a resizable region of the runtime's own (protect_resizable)
     Runtime::Follow follow;  // a view variable followed (protect(View&))
+    Runtime::Plan plan;      // a region written off the application's thread (protect_deferred)
+    std::shared_ptr<std::vector<std::uint64_t>> reference;  // its last version's digests (the background's)
   };
   struct Known {
     core::VersionKind kind;
@@ -109,6 +120,7 @@ struct Runtime::Impl {
   std::vector<Entry> entries;
   std::map<std::string, std::function<void()>> fences;
   bool restarted = false;
+  std::vector<std::pair<std::size_t, Runtime::Deferred>> planned;  // the deferred regions' plans of this checkpoint
 
   // Timeline of this run (touched by the application thread only).
   std::optional<std::uint64_t> last_version;
@@ -180,6 +192,11 @@ struct Runtime::Impl {
   void begin_checkpoint(std::uint64_t version);
   Job new_version(std::uint64_t version, Clock::time_point t0);
   Dirty digest_and_compare(Job& job);
+  std::vector<std::uint32_t> deferred_chunks(std::size_t entry, bool full);
+  void write_unqueued_plans();
+  Deferred& planned_for(std::size_t entry) {
+    return std::find_if(planned.begin(), planned.end(), [&](const auto& p) { return p.first == entry; })->second;
+  }
   void promote(Job& job, Dirty& dirty);
   void pack(Job& job, const Dirty& dirty);
   void pack_device(Job& job, const Dirty& dirty);
@@ -352,6 +369,8 @@ struct Runtime::Impl {
 
   void process(Job& job) {
     const bool full = job.manifest.kind == core::VersionKind::Full;
+    // First, whatever happens next: the plans of later versions build on what this one writes.
+    const std::vector<const std::byte*> deferred = write_deferred(job);
     {
       std::lock_guard<std::mutex> lock(mutex);
       if (full) chain_broken = false;
@@ -361,6 +380,7 @@ struct Runtime::Impl {
     }
     for (std::uint64_t v : job.obsolete) store->release(v);
     ensure_payload(job);
+    pack_deferred(job, deferred);
     // The store gets the version while the drain fills it: the buddy level sends each part as soon as it is in
     // host memory. What the drain does not write (host regions, earlier synchronous rounds) is ready now.
     std::unique_ptr<core::PutStream> put = store->begin_put(job.manifest, job.payload);
@@ -398,6 +418,35 @@ struct Runtime::Impl {
     job.metrics.durable_seconds = seconds_since(job.started);
     std::lock_guard<std::mutex> lock(mutex);
     done.push_back(job.metrics);
+  }
+
+  // The deferred regions written (Runtime::protect_deferred), and the digests of the chunks their plans may have
+  // changed; the others keep their last version's digests.
+  std::vector<const std::byte*> write_deferred(Job& job) {
+    std::vector<const std::byte*> where;
+    for (DeferredPart& part : job.deferred) {
+      const std::byte* base = part.write();
+      core::RegionRecord& r = job.manifest.regions[part.region];
+      std::vector<std::uint64_t>& ref = *part.reference;
+      ref.resize(r.chunk_count());
+      for (std::uint32_t c : r.chunks)
+        ref[c] = core::xxh3_digest(base + std::size_t{c} * r.chunk_bytes, r.chunk_length(c));
+      r.digests = ref;
+      where.push_back(base);
+    }
+    return where;
+  }
+
+  void pack_deferred(Job& job, const std::vector<const std::byte*>& where) {
+    for (std::size_t k = 0; k < job.deferred.size(); ++k) {
+      const core::RegionRecord& r = job.manifest.regions[job.deferred[k].region];
+      std::byte* dst = job.payload->data() + r.payload_offset;
+      for (std::uint32_t c : r.chunks) {
+        const std::uint64_t n = r.chunk_length(c);
+        std::memcpy(dst, where[k] + std::size_t{c} * r.chunk_bytes, n);
+        dst += n;
+      }
+    }
   }
 
   void ensure_payload(Job& job) {
@@ -461,14 +510,14 @@ void Runtime::protect(const std::string& name, void* data, std::size_t bytes, Me
   core::Region region{name, data, bytes, space, std::move(keepalive)};
   const std::size_t chunk = impl_->cfg.chunk_bytes;
   if (space == MemorySpace::Host) {
-    impl_->entries.push_back({region, core::HostTracker(region, chunk), nullptr, nullptr});
+    impl_->entries.push_back({region, core::HostTracker(region, chunk), nullptr, nullptr, nullptr, nullptr});
     impl_->reserve_first_payload();
   } else {
     impl_->wait_queue(0);  // the background thread reads the arena and the staging pool
     gpu::Backend& be = impl_->device();
     impl_->entries.push_back(
         {region, std::variant<core::HostTracker, core::DeviceTracker>(std::in_place_index<1>, region, chunk, be),
-         nullptr, nullptr});
+         nullptr, nullptr, nullptr, nullptr});
     impl_->device_bytes += bytes;
     if (impl_->cfg.pinned_payload) {
       // Pinned now, before the compute loop, so that no checkpoint pins memory (see core/pinned_arena.hpp).
@@ -484,6 +533,15 @@ void Runtime::protect_resizable(const std::string& name, Locate locate) {
   const auto [data, bytes] = locate(std::nullopt);
   protect(name, data, bytes, MemorySpace::Host);
   impl_->entries.back().locate = std::move(locate);
+}
+
+void Runtime::protect_deferred(const std::string& name, Plan plan, Locate locate) {
+  const auto [data, bytes] = locate(std::nullopt);
+  protect(name, data, bytes, MemorySpace::Host);
+  Impl::Entry& e = impl_->entries.back();
+  e.locate = std::move(locate);
+  e.plan = std::move(plan);
+  e.reference = std::make_shared<std::vector<std::uint64_t>>();
 }
 
 void Runtime::protect_following(const std::string& name, MemorySpace space, Follow follow) {
@@ -549,13 +607,29 @@ void Runtime::add_fence(const std::string& key, std::function<void()> fence) {
 void Runtime::checkpoint(std::uint64_t version) {
   Impl& d = *impl_;
   const auto t0 = Clock::now();
-  d.begin_checkpoint(version);
-  Job job = d.new_version(version, t0);
-  Dirty dirty = d.digest_and_compare(job);
-  d.promote(job, dirty);
-  d.pack(job, dirty);
-  d.seal(job);
-  d.record(job, t0);
+  d.planned.clear();
+  try {
+    d.begin_checkpoint(version);
+    Job job = d.new_version(version, t0);
+    Dirty dirty = d.digest_and_compare(job);
+    d.promote(job, dirty);
+    d.pack(job, dirty);
+    d.seal(job);
+    d.record(job, t0);
+  } catch (...) {
+    d.write_unqueued_plans();
+    throw;
+  }
+}
+
+// A checkpoint that failed after deferred regions were planned: their plans are written here, after the versions
+// in flight, since the next plans build on them (no version carries them).
+void Runtime::Impl::write_unqueued_plans() {
+  if (std::none_of(planned.begin(), planned.end(), [](const auto& p) { return bool(p.second.write); })) return;
+  wait_queue(0);
+  for (auto& [entry, d] : planned)
+    if (d.write) std::exchange(d.write, nullptr)();
+  planned.clear();
 }
 
 // Before capture: a timeline the coordination dropped (start over), the order of versions, room in the queue,
@@ -578,8 +652,20 @@ void Runtime::Impl::begin_checkpoint(std::uint64_t version) {
   wait_queue(cfg.max_inflight > 0 ? cfg.max_inflight - 1 : 0);
   run_fences();
   if (coord) coord->before_capture(version);
-  for (auto& e : entries)
-    if (e.locate) relocate(e, e.locate(std::nullopt));
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    Entry& e = entries[i];
+    if (!e.plan) {
+      if (e.locate) relocate(e, e.locate(std::nullopt));
+      continue;
+    }
+    Deferred d = e.plan();
+    if (d.bytes != e.region.bytes) {  // its memory is the background thread's now: only the size is known here
+      e.region.bytes = d.bytes;
+      e.tracker = core::HostTracker(e.region, cfg.chunk_bytes);
+      regions_changed = true;
+    }
+    planned.emplace_back(i, std::move(d));
+  }
 }
 
 // The version's manifest header: full (forced, regions changed, first of the run, or every full_every-th), or
@@ -617,6 +703,14 @@ Dirty Runtime::Impl::digest_and_compare(Job& job) {
     r.bytes = e.region.bytes;
     r.space = e.region.space;
     r.chunk_bytes = static_cast<std::uint32_t>(cfg.chunk_bytes);
+    if (e.plan) {
+      dirty[i] = deferred_chunks(i, full);
+      r.digest_kind = gpu::DigestKind::Xxh3;
+      r.digests.assign(kernels::chunk_count(e.region.bytes, cfg.chunk_bytes), 0);  // the background thread's
+      r.chunks = dirty[i];
+      m.regions.push_back(std::move(r));
+      continue;  // (not scanned here)
+    }
     if (auto* h = std::get_if<core::HostTracker>(&e.tracker)) {
       dirty[i] = h->scan(pool, full);
       r.digest_kind = gpu::DigestKind::Xxh3;
@@ -633,6 +727,26 @@ Dirty Runtime::Impl::digest_and_compare(Job& job) {
   }
   job.metrics.digest = {seconds_since(t_digest), scanned};
   return dirty;
+}
+
+// A deferred region's chunks its plan may change (all of them in a full version).
+std::vector<std::uint32_t> Runtime::Impl::deferred_chunks(std::size_t entry, bool full) {
+  const std::size_t n = kernels::chunk_count(entries[entry].region.bytes, cfg.chunk_bytes);
+  std::vector<std::uint32_t> chunks;
+  const Deferred& d = planned_for(entry);
+  if (full || d.all) {
+    chunks.resize(n);
+    std::iota(chunks.begin(), chunks.end(), 0u);
+    return chunks;
+  }
+  for (const auto& [from, to] : d.changed) {
+    if (to <= from) continue;
+    for (std::size_t c = from / cfg.chunk_bytes; c < n && c <= (to - 1) / cfg.chunk_bytes; ++c)
+      chunks.push_back(static_cast<std::uint32_t>(c));
+  }
+  std::sort(chunks.begin(), chunks.end());
+  chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
+  return chunks;
 }
 
 // Nearly every byte changed (a stencil's field does at every step; what stays is small, e.g. a step counter): the
@@ -674,6 +788,8 @@ void Runtime::Impl::pack(Job& job, const Dirty& dirty) {
     if (entries[i].region.space == MemorySpace::Device) {
       has_device = true;
       job.device_bytes += m.regions[i].stored_bytes() + gpu::kDeviceAlign;  // (with its segment's padding)
+    } else if (entries[i].plan) {
+      job.deferred.push_back({i, std::exchange(planned_for(i).write, nullptr), entries[i].reference});
     } else {
       host_dirty += m.regions[i].stored_bytes();
     }
@@ -687,7 +803,7 @@ void Runtime::Impl::pack(Job& job, const Dirty& dirty) {
   std::size_t host_used = 0;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     auto* h = std::get_if<core::HostTracker>(&entries[i].tracker);
-    if (!h) continue;
+    if (!h || entries[i].plan) continue;
     const core::RegionRecord& r = m.regions[i];
     if (job.payload) {
       h->pack(pool, dirty[i], job.payload->data() + r.payload_offset);
@@ -823,7 +939,11 @@ std::uint64_t Runtime::restore(std::uint64_t version) {
   const core::RestoreChain chain = core::load_chain(*d.store, version);
   for (auto& e : d.entries) {
     const core::RegionRecord* r = e.locate ? chain.target().find(e.region.name) : nullptr;
-    if (r && r->bytes != e.region.bytes) d.relocate(e, e.locate(r->bytes));
+    // (a deferred region's memory may have moved on the background thread since the runtime last asked)
+    if (r && (e.plan || r->bytes != e.region.bytes))
+      d.relocate(e, e.locate(r->bytes));
+    else if (e.plan)
+      d.relocate(e, e.locate(std::nullopt));
   }
   std::vector<core::Region> regions;
   for (const auto& e : d.entries) regions.push_back(e.region);
@@ -833,6 +953,7 @@ std::uint64_t Runtime::restore(std::uint64_t version) {
   const core::Manifest& target = chain.target();
   for (auto& e : d.entries) {
     const auto& digests = target.find(e.region.name)->digests;
+    if (e.reference) *e.reference = digests;
     if (auto* h = std::get_if<core::HostTracker>(&e.tracker))
       h->adopt(digests);
     else
@@ -873,7 +994,7 @@ std::size_t Runtime::restore_own(const std::vector<std::string>& names) {
     if (std::find(names.begin(), names.end(), e.region.name) == names.end()) continue;
     const core::RegionRecord* r = chain.target().find(e.region.name);
     if (!r || e.region.space != MemorySpace::Host) continue;
-    if (e.locate && r->bytes != e.region.bytes) d.relocate(e, e.locate(r->bytes));
+    if (e.locate && (e.plan || r->bytes != e.region.bytes)) d.relocate(e, e.locate(r->bytes));
     picked.push_back(&e);
   }
   std::vector<core::Region> regions;

@@ -2,9 +2,11 @@
 // group barrier's channel check.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "protocol/capture_regions.hpp"
@@ -183,6 +185,59 @@ TEST(LogRegion, ATruncatedOrDamagedRegionIsRefusedAndSaysWhy) {
   flipped[index + 3] ^= std::byte{0x40};  // a bit of the index
   EXPECT_NE(read_of(flipped, 4).find("checksum"), std::string::npos);
   EXPECT_NE(read_of(good, 8).find("an orphan record for 4 ranks in a job of 8"), std::string::npos);
+}
+
+// A checkpoint plans the region on the application's thread and writes it on its background thread: the plan's
+// ranges hold every byte its write changes (the runtime stores only the chunks they touch), writes run on another
+// thread in the order of the plans, and the region read back is the capture's, through sends, releases, growth
+// and an abandoned plan.
+TEST(LogRegion, APlanSaysEveryByteItsWriteChangesAndIsWrittenElsewhere) {
+  Process p = sender(2, 300);
+  LogRegion region;
+  std::vector<std::byte> image(static_cast<std::byte*>(region.locate().first),
+                               static_cast<std::byte*>(region.locate().first) + region.locate().second);
+  int compacted = 0, partial = 0;
+  for (int step = 0; step < 40; ++step) {
+    for (int k = 0; k < 1 + step % 4; ++k) {
+      const auto data = payload(100 + static_cast<std::size_t>(step * 37 + k * 11) % 900, step * 8 + k);
+      p.send(2, 7, data.data(), data.size());
+    }
+    if (step % 3 == 2) p.apply_view(2, View{static_cast<std::uint64_t>(step * 2), 0});  // 2's group committed
+    const Capture c = p.capture();
+    if (step == 20) region.abandon(region.plan(c, 4));  // a checkpoint that did not happen
+    LogRegion::Plan plan = region.plan(c, 4);
+    const std::byte* written = nullptr;
+    std::thread([&] { written = plan.write(); }).join();
+    ASSERT_EQ(written, static_cast<const std::byte*>(region.locate().first));
+    ASSERT_EQ(region.locate().second, plan.bytes);
+    if (step == 20) {
+      EXPECT_TRUE(plan.all) << "the plan after an abandoned one rewrites everything";
+    }
+    (plan.all ? compacted : partial) += 1;
+    if (!plan.all) {
+      ASSERT_EQ(plan.bytes, image.size()) << "a changed size rewrites everything";
+      for (std::size_t i = 0; i < image.size(); ++i) {
+        if (image[i] == written[i]) continue;
+        const bool said = std::any_of(plan.changed.begin(), plan.changed.end(),
+                                      [&](const auto& r) { return r.first <= i && i < r.second; });
+        ASSERT_TRUE(said) << "step " << step << ": byte " << i << " changed outside the plan's ranges";
+      }
+    }
+    image.assign(written, written + plan.bytes);
+    LogRegion back;
+    std::memcpy(back.locate(image.size()).first, image.data(), image.size());
+    logging::MessageLog log;
+    Capture read;
+    back.read(read, log, 4);
+    ASSERT_EQ(read.log.entries.size(), c.log.entries.size()) << "step " << step;
+    for (std::size_t i = 0; i < c.log.entries.size(); ++i) {
+      ASSERT_EQ(read.log.entries[i].seq, c.log.entries[i].seq);
+      ASSERT_EQ(read.log.entries[i].bytes, c.log.entries[i].bytes);
+      ASSERT_EQ(std::memcmp(read.log.entries[i].data(), c.log.entries[i].data(), c.log.entries[i].bytes), 0);
+    }
+  }
+  EXPECT_GT(partial, 20) << "most plans change only what is new";
+  EXPECT_GE(compacted, 2);
 }
 
 TEST(GroupChannels, EmptyChannelsGiveTheGroupsMaximumPhase) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -504,6 +505,8 @@ TEST(Runtime, RestartFromDirectoryRestoresTheLatestVersion) {
 // restored, also in a process that never had it at that size.
 class ResizingRuntime : public Runtime {
  public:
+  using Runtime::Deferred;
+  using Runtime::protect_deferred;
   using Runtime::protect_resizable;
   using Runtime::region_names;
   using Runtime::restore_own;
@@ -592,6 +595,74 @@ TEST(Runtime, ResizableRegionTravelsWithItsVersionsAtTheirOwnSize) {
     EXPECT_EQ(blob, kept[v - 1]);
   }
   EXPECT_EQ(asked, (std::vector<std::size_t>{3 * kChunk, 5 * kChunk + 17}));
+}
+
+// A region written off the application's thread (reprise::Comm's log snapshot): its plan says the size and what
+// may change; the background thread writes it, digests those chunks and packs them. Versions stay differential,
+// carry only the chunks the plans touch, and restore bit for bit, also at another size.
+TEST(Runtime, DeferredRegionIsWrittenByTheBackgroundThreadAndStaysDifferential) {
+  test::ScratchDir dir;
+  Config c;
+  c.dir = dir.path();
+  c.chunk_bytes = kChunk;
+  c.full_every = 100;
+  std::vector<unsigned char> blob(3 * kChunk, 0);  // the writer's (the background thread's) memory
+  std::vector<std::vector<unsigned char>> kept;
+  std::vector<std::thread::id> writers;
+  {
+    ResizingRuntime rt(c);
+    std::size_t size = blob.size(), at = 0;
+    unsigned char value = 0;
+    rt.protect_deferred(
+        "blob",
+        [&] {
+          ResizingRuntime::Deferred d;
+          d.bytes = size;
+          d.changed = {{at, at + 1}};
+          d.write = [&blob, size, at, value, &writers] {
+            writers.push_back(std::this_thread::get_id());
+            blob.resize(size, 3);
+            blob[at] = value;
+            return reinterpret_cast<const std::byte*>(blob.data());
+          };
+          return d;
+        },
+        [&](std::optional<std::size_t> bytes) {
+          if (bytes) blob.assign(*bytes, 0);
+          return std::make_pair(static_cast<void*>(blob.data()), blob.size());
+        });
+    for (std::uint64_t v = 1; v <= 4; ++v) {
+      if (v == 3) size = 5 * kChunk + 17;  // grows before version 3
+      at = v * kChunk + v;                 // one byte in chunk v
+      value = static_cast<unsigned char>(10 + v);
+      rt.checkpoint(v);
+      rt.wait();
+      kept.push_back(blob);
+    }
+    const auto m = rt.metrics();
+    ASSERT_EQ(m.size(), 4u);
+    EXPECT_TRUE(m[0].full);
+    EXPECT_FALSE(m[1].full);
+    EXPECT_EQ(m[1].chunks_dirty, 1u);
+    EXPECT_EQ(m[1].bytes_dirty, kChunk) << "only the chunk the plan touched";
+    EXPECT_TRUE(m[2].full);  // the region changed size
+    EXPECT_FALSE(m[3].full);
+    EXPECT_EQ(m[3].chunks_dirty, 1u);
+  }
+  ASSERT_EQ(writers.size(), 4u);
+  for (const auto& w : writers) EXPECT_NE(w, std::this_thread::get_id()) << "written on the application's thread";
+  for (std::uint64_t v : {2u, 4u}) {
+    blob.assign(7, 9);  // a new process: another size
+    ResizingRuntime rt(c);
+    rt.protect_deferred(
+        "blob", [] { return ResizingRuntime::Deferred{}; },
+        [&](std::optional<std::size_t> bytes) {
+          if (bytes) blob.assign(*bytes, 0);
+          return std::make_pair(static_cast<void*>(blob.data()), blob.size());
+        });
+    EXPECT_EQ(rt.restore(v), v);
+    EXPECT_EQ(blob, kept[v - 1]) << "version " << v;
+  }
 }
 
 }  // namespace
