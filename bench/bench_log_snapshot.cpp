@@ -27,7 +27,7 @@ namespace {
 int run(int argc, char** argv) {
   std::string bytes_text = "32M", message_text = "1M", json;
   std::vector<std::string> logged_texts = {"0", "1M", "16M", "64M"};
-  int repeat = 7, warm = 3;
+  int repeat = 7, warm = 6;
   CLI::App app{"reprise-bench-log-snapshot: checkpoint app-visible time against the bytes logged since the last one"};
   app.add_option("--bytes", bytes_text, "protected host bytes per rank, all changed between checkpoints (K/M/G)");
   app.add_option("--logged", logged_texts, "bytes rank 0 logs between checkpoints, one round each (K/M/G)");
