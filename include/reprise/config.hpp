@@ -61,6 +61,14 @@ struct Config {
   std::size_t pinned_piece_bytes = 8u << 20;
   /// Device staging memory a checkpoint may use at once; more dirty data is packed and drained in rounds.
   std::size_t staging_bytes = std::size_t(1) << 30;
+  /// Memory this rank's Reprise may hold: pinned arena, bounce buffers, device staging, payload buffers kept for
+  /// reuse, its own versions in host memory, its wards' copies and reprise::Comm's message log (Runtime::
+  /// memory_json() reports each). 0 = half the node's physical memory shared among the ranks on the node. Within
+  /// it Reprise degrades rather than fails: a smaller pinned arena (versions that do not fit go through the
+  /// bounce buffers), less staging (more pack rounds), fewer chains kept than `keep_chains`, and, without
+  /// `log_bound_bytes`, a log bound of a quarter of the budget; each says once on stderr which setting to raise.
+  /// REPRISE_MEMORY_BUDGET=16G.
+  std::size_t memory_budget_bytes = 0;
   /// Checkpoints whose drain is not finished before checkpoint() waits for the oldest one.
   unsigned max_inflight = 2;
   /// Check every restored chunk against the version's digests before writing any protected data.

@@ -97,6 +97,12 @@ class Runtime {
   const Config& config() const;
   std::vector<CheckpointMetrics> metrics() const;
   std::string metrics_json() const;
+  /// The memory this rank's Reprise holds against its budget (Config::memory_budget_bytes): {"budget_bytes",
+  /// "total_bytes", "peak_bytes" (the largest total seen: after each checkpoint, each stored version and each
+  /// report), "components": {"pinned_arena", "bounce_buffers", "device_staging", "payload_pool",
+  /// "versions_in_flight", "own_versions",
+  /// and, under MpiRuntime, "wards", "message_log", "log_region", "comm_staging"}}, in bytes.
+  std::string memory_json() const;
 
  protected:
   /// For the distributed runtime (MpiRuntime in <reprise/mpi.hpp>): `coordination` supplies the store and the

@@ -202,6 +202,20 @@ std::size_t BufferPool::held_bytes() const {
   return n + (reserved_.data() ? reserved_.touched() : 0);
 }
 
+void BufferPool::trim(std::size_t bytes) {
+  std::vector<HostBytes> freed;  // unmapped outside the lock
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::size_t held = reserved_.data() ? reserved_.touched() : 0;
+  for (const auto& b : free_) held += b.touched();
+  while (held > bytes && !free_.empty()) {
+    auto least = std::min_element(free_.begin(), free_.end(),
+                                  [](const HostBytes& a, const HostBytes& b) { return a.touched() < b.touched(); });
+    held -= least->touched();
+    freed.push_back(remove_locked(static_cast<std::size_t>(least - free_.begin())));
+  }
+  if (held > bytes && reserved_.data()) freed.push_back(std::exchange(reserved_, HostBytes()));
+}
+
 namespace {
 struct PooledBytes : HostBytes {
   PooledBytes(HostBytes b, std::weak_ptr<BufferPool> p) : HostBytes(std::move(b)), pool(std::move(p)) {}

@@ -76,6 +76,8 @@ class BufferPool {
   void reserve(std::size_t bytes);
   /// Bytes touched in the kept buffers (memory they hold).
   std::size_t held_bytes() const;
+  /// Frees kept buffers, the least touched first, until they hold at most `bytes` (a memory budget).
+  void trim(std::size_t bytes);
 
  private:
   // The kept buffer that take(bytes) would use (an index in free_, free_.size() for reserved_) and whether it is

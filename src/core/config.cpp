@@ -83,6 +83,7 @@ Config Config::from_env(Config c) {
   if (auto v = env("REPRISE_DIGEST_THREADS")) c.digest_threads = parse_unsigned(v, "REPRISE_DIGEST_THREADS");
   if (auto v = env("REPRISE_PINNED_PIECE_BYTES")) c.pinned_piece_bytes = parse_bytes(v, "REPRISE_PINNED_PIECE_BYTES");
   if (auto v = env("REPRISE_STAGING_BYTES")) c.staging_bytes = parse_bytes(v, "REPRISE_STAGING_BYTES");
+  if (auto v = env("REPRISE_MEMORY_BUDGET")) c.memory_budget_bytes = parse_bytes(v, "REPRISE_MEMORY_BUDGET");
   if (auto v = env("REPRISE_MAX_INFLIGHT")) c.max_inflight = parse_unsigned(v, "REPRISE_MAX_INFLIGHT");
   if (auto v = env("REPRISE_VERIFY_RESTORE")) c.verify_restore = parse_bool(v, "REPRISE_VERIFY_RESTORE");
   if (auto v = env("REPRISE_METRICS")) c.metrics_file = v;

@@ -51,6 +51,14 @@ class MemoryStore final : public VersionStore {
     entries_.erase(version);
   }
 
+  std::size_t memory_bytes() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t n = 0;
+    // (pinned payloads are the pinned arena's memory, counted there)
+    for (const auto& [v, e] : entries_) n += e.head.size() + (e.payload->pinned() ? 0 : e.payload->touched());
+    return n;
+  }
+
  private:
   struct Entry {
     std::vector<std::byte> head;

@@ -81,6 +81,8 @@ class VersionStore {
   virtual std::optional<std::int64_t> written_through() const { return std::nullopt; }
   /// Waits until the background level holds every version put (no-op elsewhere). Throws StoreError when it failed.
   virtual void flush() {}
+  /// Host memory this store holds for its versions (payloads and heads; 0 for files).
+  virtual std::size_t memory_bytes() const { return 0; }
 };
 
 std::unique_ptr<VersionStore> make_memory_store();

@@ -56,6 +56,8 @@ class WriteBehindStore final : public VersionStore {
     throw_if_failed();
   }
 
+  std::size_t memory_bytes() const override { return memory_->memory_bytes(); }
+
   std::vector<std::uint64_t> list() const override {
     std::set<std::uint64_t> all;
     for (std::uint64_t v : memory_->list()) all.insert(v);

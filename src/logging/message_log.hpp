@@ -126,6 +126,7 @@ class MessageLog {
   std::size_t segments_reused() const { return reused_; }
   bool over_bound() const { return options_.bound_bytes != 0 && held_bytes() >= options_.bound_bytes; }
   const Options& options() const { return options_; }
+  void set_bound(std::size_t bytes) { options_.bound_bytes = bytes; }
 
   /// An entry in this log's memory holding a copy of `payload` (a snapshot read back from a checkpoint); not live.
   Entry copy_in(int dest, std::uint64_t seq, std::uint64_t phase, std::int32_t tag, const void* payload,

@@ -313,6 +313,12 @@ void BuddyLink::for_each_ward(const std::function<void(int, core::VersionStore&)
   for (auto& [ward, store] : wards_) f(ward, *store);
 }
 
+std::size_t BuddyLink::memory_bytes() {
+  std::size_t n = ward_pool_->held_bytes();
+  for_each_ward([&](int, core::VersionStore& s) { n += s.memory_bytes(); });
+  return n;
+}
+
 void BuddyLink::drop_wards() {
   std::lock_guard<std::mutex> lock(wards_mutex_);
   wards_.clear();

@@ -43,6 +43,8 @@ class BuddyLink {
   core::VersionStore& ward_store(int ward);
   /// f(ward, store) for every ward this rank holds versions of, under the wards' lock.
   void for_each_ward(const std::function<void(int, core::VersionStore&)>& f);
+  /// Host memory the wards' copies hold, with the receive buffers kept for reuse.
+  std::size_t memory_bytes();
   void drop_wards();
   /// "wards" and "receive_buffers" of MpiRuntime::buddy_json().
   nlohmann::json json();

@@ -248,6 +248,11 @@ class CommState {
   std::string debug_state() const;
 
   std::string stats_json() const;
+  /// Host memory of the message log (segments held and pooled), its region and the staging pool.
+  std::map<std::string, std::size_t> memory_use() const;
+  /// REPRISE_MEMORY_BUDGET without REPRISE_LOG_BOUND: the log is bounded at `bytes` (a quarter of the budget),
+  /// and says once when it first reaches it.
+  void bound_log_by_budget(std::size_t bytes);
   /// Counts the bytes sent to each peer (REPRISE_COMM_MATRIX; off by default: a map update per message).
   void count_bytes_per_peer() { count_peers_ = true; }
   /// The bytes sent to each peer so far, as `row-<rank>.matrix` in `dir` (created): REPRISE_COMM_MATRIX.
@@ -317,6 +322,7 @@ class CommState {
   protocol::GroupMap groups_;  // shared with the Process (one table for a REPRISE_GROUPS list, else O(1))
   std::vector<int> members_;   // this rank's group, ascending
   logging::LogOptions log_options_;
+  bool log_bound_by_budget_ = false, budget_warned_ = false;
   logging::MessageLog::Allocate log_memory_;
   bool asked_ = false;      // a process of another group asked this one's group to checkpoint (log bound)
   bool asks_sent_ = false;  // since the last checkpoint

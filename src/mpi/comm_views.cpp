@@ -149,9 +149,27 @@ void CommState::flood_ask(int from) {
     if (c != from) send_ask(c, kFloodAsk);
 }
 
+std::map<std::string, std::size_t> CommState::memory_use() const {
+  return {{"message_log", p_->log().held_bytes() + p_->log().pooled_bytes()},
+          {"log_region", log_region_.bytes()},
+          {"comm_staging", staging_pool_->pooled_bytes()}};
+}
+
+void CommState::bound_log_by_budget(std::size_t bytes) {
+  log_options_.bound_bytes = bytes;
+  p_->log().set_bound(bytes);
+  log_bound_by_budget_ = true;
+}
+
 bool CommState::checkpoint_wanted() {
   poll_views();
   const bool over = p_->log().over_bound();
+  if (over && log_bound_by_budget_ && !std::exchange(budget_warned_, true))
+    std::fprintf(stderr,
+                 "reprise: rank %d: warning: its message log holds %zu bytes, a quarter of the memory budget "
+                 "(REPRISE_MEMORY_BUDGET): the groups it holds entries for are asked to checkpoint, so that their "
+                 "commits release them; raise REPRISE_MEMORY_BUDGET or set REPRISE_LOG_BOUND\n",
+                 rank_, p_->log().held_bytes());
   stats_.over_bound_streak = over ? stats_.over_bound_streak + 1 : 0;
   stats_.over_bound_streak_max = std::max(stats_.over_bound_streak_max, stats_.over_bound_streak);
   if (stats_.over_bound_streak == kBoundTooLowChecks) {

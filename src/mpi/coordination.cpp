@@ -354,6 +354,27 @@ std::string MpiCoordination::placement_json() const {
       .dump();
 }
 
+unsigned MpiCoordination::ranks_on_node() const {
+  if (layout_.ranks_per_node() > 0) return static_cast<unsigned>(layout_.ranks_per_node());
+  unsigned n = 0;  // a table layout (once, at start)
+  for (int r = 0; r < layout_.size(); ++r) n += layout_.node_of(r) == layout_.node_of(rank_) ? 1 : 0;
+  return n;
+}
+
+std::map<std::string, std::size_t> MpiCoordination::memory_use() {
+  std::map<std::string, std::size_t> use = comm_state_->memory_use();
+  use["wards"] = buddy_.memory_bytes();
+  return use;
+}
+
+// An explicit REPRISE_MEMORY_BUDGET without REPRISE_LOG_BOUND bounds the log at a quarter of it (the default budget
+// does not: a bound adds a group reduction every REPRISE_LOG_CHECK_EVERY steps to every job).
+void MpiCoordination::memory_budget(std::size_t bytes) {
+  if (cfg_.memory_budget_bytes == 0 || cfg_.log_bound_bytes != 0 || bytes < 4) return;
+  cfg_.log_bound_bytes = bytes / 4;
+  comm_state_->bound_log_by_budget(bytes / 4);
+}
+
 std::string MpiCoordination::buddy_json() {
   return buddy_.json().dump();
 }

@@ -86,6 +86,9 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   std::optional<std::uint64_t> restore_target() const override { return recovery_.target(); }
   bool restarted() const override { return recovery_.restarted(); }
   bool take_start_over() override { return recovery_.take_start_over(); }
+  unsigned ranks_on_node() const override;
+  std::map<std::string, std::size_t> memory_use() override;
+  void memory_budget(std::size_t bytes) override;
 
   // ---- CommHost (reprise::Comm's) --------------------------------------------------------------------------
   gpu::Backend& device() override;

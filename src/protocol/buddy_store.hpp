@@ -85,6 +85,7 @@ class BuddyStore : public core::VersionStore {
   void release(std::uint64_t version) override;
   std::optional<std::int64_t> written_through() const override { return local_->written_through(); }
   void flush() override { local_->flush(); }
+  std::size_t memory_bytes() const override { return local_->memory_bytes(); }
 
   /// Newest version whose whole chain the buddy acknowledged (what this rank brings to a group commit).
   std::optional<std::uint64_t> newest_acked_chain() const;

@@ -86,6 +86,8 @@ class LogRegion {
   /// CorruptCheckpointError when the region is truncated or damaged, or holds an orphan record for another
   /// number of ranks than `ranks`.
   void read(Capture& c, logging::MessageLog& log, std::size_t ranks) const;
+  /// Its size after the last plan (the memory it holds once written).
+  std::size_t bytes() const { return size_; }
   /// The next plan rewrites everything from the start (after a restore, or a start over).
   void rewrite_next() {
     compact_ = true;

@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "core/version_store.hpp"
 #include "reprise/config.hpp"
@@ -36,6 +38,13 @@ class Coordination {
   /// True once after a recovery that started the run over (Rollback::from_start): the runtime forgets its
   /// timeline (every stored version was dropped) and makes its next checkpoint a full one.
   virtual bool take_start_over() { return false; }
+  /// Ranks on this rank's node (the default memory budget shares the node's memory among them).
+  virtual unsigned ranks_on_node() const { return 1; }
+  /// Host memory the distributed layer holds, per component (wards' copies, the message log, ...); called on
+  /// the application's thread.
+  virtual std::map<std::string, std::size_t> memory_use() { return {}; }
+  /// The rank's memory budget, once known (a log bound derived from it).
+  virtual void memory_budget(std::size_t /*bytes*/) {}
 };
 
 }  // namespace reprise::runtime

@@ -7,6 +7,7 @@
 // arena, or through two pinned bounce buffers), checksums it, stores it and releases versions no chain needs.
 // wait() returns when the store holds everything.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <thread>
 #include <utility>
 #include <variant>
@@ -27,6 +29,7 @@
 #include "core/format.hpp"
 #include "core/host_tracker.hpp"
 #include "core/manifest.hpp"
+#include "core/memory_budget.hpp"
 #include "core/pinned_arena.hpp"
 #include "core/restore.hpp"
 #include "core/thread_name.hpp"
@@ -80,6 +83,7 @@ struct Job {
   std::vector<DrainSegment> segments;
   std::uint64_t device_bytes = 0;       // staging the device chunks need (0: no device region)
   std::vector<DeferredPart> deferred;   // written, digested and packed by the background thread
+  std::size_t in_flight = 0;            // host memory of this version counted in versions_in_flight
   std::vector<std::uint64_t> obsolete;  // versions of an abandoned timeline, released before storing
   CheckpointMetrics metrics;
   Clock::time_point started;
@@ -142,6 +146,47 @@ struct Runtime::Impl {
   std::vector<CheckpointMetrics> done;
   std::thread worker;
 
+  // The memory budget (Config::memory_budget_bytes, or half the node's memory shared among its ranks) and what was
+  // seen against it. The distributed layer's part is read on the application's thread and kept for the other.
+  std::size_t budget = 0;
+  std::atomic<std::size_t> coord_bytes{0}, staging_held{0}, bounce_bytes{0}, in_flight{0}, arena_bytes{0}, peak{0};
+  std::mutex warned_mutex;
+  std::set<std::string> warned;
+  std::map<std::string, std::size_t> core_use() const {
+    return {{"pinned_arena", arena_bytes.load()},     {"bounce_buffers", bounce_bytes.load()},
+            {"device_staging", staging_held.load()},  {"payload_pool", payload_pool->held_bytes()},
+            {"versions_in_flight", in_flight.load()}, {"own_versions", store->memory_bytes()}};
+  }
+  // The total now (on the application's thread with the distributed layer's part asked afresh), into the peak.
+  std::size_t sample(std::map<std::string, std::size_t>* parts = nullptr, bool app_thread = false) {
+    std::map<std::string, std::size_t> use = core_use();
+    std::size_t total = 0;
+    for (const auto& [k, v] : use) total += v;
+    if (app_thread && coord) {
+      std::size_t c = 0;
+      for (const auto& [k, v] : coord->memory_use()) {
+        use[k] = v;
+        c += v;
+      }
+      coord_bytes = c;
+    }
+    total += coord_bytes.load();
+    std::size_t p = peak.load();
+    while (total > p && !peak.compare_exchange_weak(p, total)) {
+    }
+    if (parts) *parts = std::move(use);
+    return total;
+  }
+  // Says once (per key) on stderr what the budget changed and which setting to raise.
+  void warn_once(const std::string& key, const std::string& message) {
+    {
+      std::lock_guard<std::mutex> lock(warned_mutex);
+      if (!warned.insert(key).second) return;
+    }
+    std::cerr << "reprise: rank " << cfg.rank << ": warning: " << message << "\n";
+  }
+  static std::string mib(std::size_t bytes) { return std::to_string((bytes + (std::size_t{1} << 19)) >> 20) + " MiB"; }
+
   Impl(Config c, std::unique_ptr<runtime::Coordination> co)
       : cfg(std::move(c)), coord(std::move(co)), pool((cfg.validate(), cfg.digest_threads)) {
     if (coord)
@@ -157,6 +202,9 @@ struct Runtime::Impl {
       }
     }
     restarted = !known.empty();
+    budget = cfg.memory_budget_bytes ? cfg.memory_budget_bytes
+                                     : core::default_memory_budget(coord ? coord->ranks_on_node() : 1);
+    if (coord) coord->memory_budget(budget);
     worker = core::named_thread("reprise-drain", [this] { worker_loop(); });
   }
 
@@ -245,6 +293,7 @@ struct Runtime::Impl {
         free_staging.erase(it);
         return b;
       }
+    for (const auto& b : free_staging) staging_held -= b.size();
     free_staging.clear();  // smaller ones: give their memory back before allocating
     return gpu::Buffer();
   }
@@ -280,7 +329,10 @@ struct Runtime::Impl {
       return;
     }
     for (auto& p : pinned)
-      if (!p) p = be.alloc_pinned(piece);
+      if (!p) {
+        p = be.alloc_pinned(piece);
+        bounce_bytes += piece;
+      }
     struct Pending {
       std::unique_ptr<gpu::Event> event;
       std::byte* dst;
@@ -332,7 +384,9 @@ struct Runtime::Impl {
       }
       try {
         process(job);
+        in_flight -= std::exchange(job.in_flight, 0);
       } catch (...) {
+        in_flight -= std::exchange(job.in_flight, 0);
         std::lock_guard<std::mutex> lock(mutex);
         if (!error) error = std::current_exception();
         force_full = true;
@@ -345,7 +399,10 @@ struct Runtime::Impl {
       {
         std::lock_guard<std::mutex> lock(mutex);
         busy = false;
-        if (job.staging && free_staging.size() < cfg.max_inflight) free_staging.push_back(std::move(job.staging));
+        if (job.staging && free_staging.size() < cfg.max_inflight)
+          free_staging.push_back(std::move(job.staging));
+        else if (job.staging)
+          staging_held -= job.staging.size();
         if (job.host_only) {
           const bool full = job.manifest.kind == core::VersionKind::Full;
           (full ? last_full_bytes : last_diff_bytes) = job.payload_bytes;
@@ -355,6 +412,14 @@ struct Runtime::Impl {
       }
       cv.notify_all();
       if (next == 0) continue;
+      if (budget && sample() + next > budget) {  // no room for a warm buffer within the memory budget
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          preparing = false;
+        }
+        cv.notify_all();
+        continue;
+      }
       try {
         payload_pool->prepare(next);
       } catch (const std::bad_alloc&) {  // the checkpoint allocates it then, and reports if it cannot
@@ -411,10 +476,13 @@ struct Runtime::Impl {
     const auto t1 = Clock::now();
     const std::uint64_t sum = core::payload_checksum(job.payload->data(), job.payload->size(), cfg.digest_threads);
     put->finish(sum);
+    in_flight -= std::exchange(job.in_flight, 0);  // the store holds it now
+    sample();  // the new version stored, the old ones not yet released: this rank's peak
     job.metrics.store.seconds = seconds_since(t1);
     job.metrics.store.bytes = job.payload->size();
     job.payload.reset();
     job.metrics.released_versions = release_old(job.manifest);
+    fit_budget();
     job.metrics.durable_seconds = seconds_since(job.started);
     std::lock_guard<std::mutex> lock(mutex);
     done.push_back(job.metrics);
@@ -458,6 +526,22 @@ struct Runtime::Impl {
     job.host_part = HostPart{};
   }
 
+  // Over the memory budget once old chains are released: the payload buffers kept for reuse go, as many as needed.
+  void fit_budget() {
+    if (!budget) return;
+    std::map<std::string, std::size_t> parts;
+    const std::size_t total = sample(&parts);
+    if (total <= budget) return;
+    const std::size_t pooled = parts["payload_pool"], rest = total - pooled;
+    const std::size_t keep = rest < budget ? budget - rest : 0;
+    if (pooled <= keep) return;
+    payload_pool->trim(keep);
+    warn_once("pool", "payload buffers kept for reuse trimmed to " + mib(keep) + " by the memory budget of " +
+                          mib(budget) +
+                          ": later versions are packed into new memory (a page fault per 4 KiB inside "
+                          "checkpoint()); raise REPRISE_MEMORY_BUDGET");
+  }
+
   // Keeps the newest `keep_chains` full versions and everything after the oldest of them.
   std::uint64_t release_old(const core::Manifest& m) {
     std::vector<std::uint64_t> fulls, drop;
@@ -466,8 +550,15 @@ struct Runtime::Impl {
       known[m.version] = Known{m.kind, m.base_version};
       for (auto& [v, k] : known)
         if (k.kind == core::VersionKind::Full && v <= m.version) fulls.push_back(v);
-      if (fulls.size() <= cfg.keep_chains) return 0;
-      const std::uint64_t oldest_kept = fulls[fulls.size() - cfg.keep_chains];
+      std::size_t keep = cfg.keep_chains;
+      if (keep > 1 && fulls.size() > 1 && budget && sample() > budget) {
+        keep = 1;  // over the memory budget: the newest chain only (the buddy level keeps the committed one)
+        warn_once("chains", "keeping 1 chain instead of " + std::to_string(cfg.keep_chains) +
+                                " (REPRISE_KEEP_CHAINS): this rank holds more than its memory budget of " +
+                                mib(budget) + "; raise REPRISE_MEMORY_BUDGET");
+      }
+      if (fulls.size() <= keep) return 0;
+      const std::uint64_t oldest_kept = fulls[fulls.size() - keep];
       for (auto& [v, k] : known)
         if (v < oldest_kept) drop.push_back(v);
       for (auto v : drop) known.erase(v);
@@ -522,8 +613,17 @@ void Runtime::protect(const std::string& name, void* data, std::size_t bytes, Me
     if (impl_->cfg.pinned_payload) {
       // Pinned now, before the compute loop, so that no checkpoint pins memory (see core/pinned_arena.hpp).
       if (!impl_->arena) impl_->arena = core::PinnedArena::create(be);
-      const std::size_t want = impl_->cfg.pinned_arena_bytes ? impl_->cfg.pinned_arena_bytes : 2 * impl_->device_bytes;
+      std::size_t want = impl_->cfg.pinned_arena_bytes ? impl_->cfg.pinned_arena_bytes : 2 * impl_->device_bytes;
+      // Within the memory budget: at most half of it (versions that find no room go through the bounce buffers).
+      if (const std::size_t b = impl_->budget; b && want > b / 2) {
+        impl_->warn_once("arena", "the pinned arena is limited to " + Impl::mib(b / 2) + " (not " + Impl::mib(want) +
+                                      ") by the memory budget of " + Impl::mib(b) +
+                                      ": versions that do not fit go through two pinned bounce buffers, a slower "
+                                      "drain; raise REPRISE_MEMORY_BUDGET");
+        want = b / 2;
+      }
       if (want > impl_->arena->capacity()) impl_->arena->grow(want - impl_->arena->capacity());
+      impl_->arena_bytes = impl_->arena->capacity();
     }
   }
   impl_->regions_changed = true;
@@ -824,11 +924,22 @@ void Runtime::Impl::pack_device(Job& job, const Dirty& dirty) {
   // growing them would mean cudaFree, which synchronises the device.
   std::size_t device_regions = 0;
   for (const auto& e : entries) device_regions += e.region.space == MemorySpace::Device;
-  const std::size_t cap =
-      std::max<std::size_t>(std::min<std::size_t>(device_bytes + gpu::kDeviceAlign * device_regions, cfg.staging_bytes),
-                            cfg.chunk_bytes + gpu::kDeviceAlign);
+  // Within the memory budget: at most a quarter of it per checkpoint in flight (more pack rounds otherwise).
+  const std::size_t wanted =
+      std::min<std::size_t>(device_bytes + gpu::kDeviceAlign * device_regions, cfg.staging_bytes);
+  std::size_t allowed = wanted;
+  if (budget && wanted > budget / 4 / cfg.max_inflight) {
+    allowed = budget / 4 / cfg.max_inflight;
+    warn_once("staging", "device staging limited to " + mib(allowed) + " per checkpoint (not " + mib(wanted) +
+                             ") by the memory budget of " + mib(budget) +
+                             ": more dirty data is packed and drained in rounds; raise REPRISE_MEMORY_BUDGET");
+  }
+  const std::size_t cap = std::max<std::size_t>(allowed, cfg.chunk_bytes + gpu::kDeviceAlign);
   job.staging = take_staging(cap);
-  if (!job.staging) job.staging = backend->alloc_device(cap);
+  if (!job.staging) {
+    job.staging = backend->alloc_device(cap);
+    staging_held += cap;
+  }
   std::size_t used = 0;
   unsigned rounds = 0;
   auto flush_round = [&] {
@@ -908,11 +1019,15 @@ void Runtime::Impl::record(Job& job, Clock::time_point t0) {
   mt.device_backend = backend ? backend->name() : "";
   mt.payload_pinned = job.payload ? job.payload->pinned() : false;
   mt.app_visible_seconds = seconds_since(t0);
+  for (const auto* b : {job.payload.get(), job.host_part.bytes.get()})
+    if (b && !b->pinned()) job.in_flight += b->touched();
+  in_flight += job.in_flight;
   {
     std::lock_guard<std::mutex> lock(mutex);
     queue.push_back(std::move(job));
   }
   cv.notify_all();
+  sample(nullptr, true);
 }
 
 void Runtime::wait() {
@@ -1056,6 +1171,20 @@ std::vector<CheckpointMetrics> Runtime::metrics() const {
 
 std::string Runtime::metrics_json() const {
   return to_json(metrics());
+}
+
+std::string Runtime::memory_json() const {
+  std::map<std::string, std::size_t> parts;
+  const std::size_t total = impl_->sample(&parts, true);
+  std::string out = "{\"budget_bytes\": " + std::to_string(impl_->budget) +
+                    ", \"total_bytes\": " + std::to_string(total) +
+                    ", \"peak_bytes\": " + std::to_string(impl_->peak.load()) + ", \"components\": {";
+  const char* sep = "";
+  for (const auto& [k, v] : parts) {
+    out += std::string(sep) + "\"" + k + "\": " + std::to_string(v);
+    sep = ", ";
+  }
+  return out + "}}";
 }
 
 }  // namespace reprise

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -663,6 +664,97 @@ TEST(Runtime, DeferredRegionIsWrittenByTheBackgroundThreadAndStaysDifferential) 
     EXPECT_EQ(rt.restore(v), v);
     EXPECT_EQ(blob, kept[v - 1]) << "version " << v;
   }
+}
+
+// Occurrences of `what` in `text`.
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A memory budget (REPRISE_MEMORY_BUDGET) that the defaults would exceed: fewer chains kept and the payload
+// buffers kept for reuse trimmed, each said once; the rank's memory never exceeds the budget by more than the
+// version being stored (the older one stays until the new one is stored: nothing committed is lost), and the
+// newest version restores bit for bit.
+TEST(MemoryBudget, FewerChainsAndFewerPooledBuffersKeepARankWithinIt) {
+  const std::size_t bytes = 64 * kChunk;
+  Config c;
+  c.chunk_bytes = kChunk;
+  c.full_every = 2;
+  c.keep_chains = 6;
+  c.memory_budget_bytes = 5 * bytes;
+  std::vector<unsigned char> data(bytes);
+  std::vector<unsigned char> last;
+  nlohmann::json mem;
+  std::size_t kept = 0;
+  testing::internal::CaptureStderr();
+  {
+    Runtime rt(c);
+    rt.protect("field", data.data(), data.size(), MemorySpace::Host);
+    for (int s = 1; s <= 20; ++s) {
+      test::fill_random(data.data(), data.size(), static_cast<std::uint64_t>(s));  // every chunk: full versions
+      rt.checkpoint(static_cast<std::uint64_t>(s));
+      rt.wait();
+    }
+    last = data;
+    mem = nlohmann::json::parse(rt.memory_json());
+    kept = rt.versions().size();
+    std::fill(data.begin(), data.end(), 0);
+    EXPECT_EQ(rt.restore(), 20u);
+    EXPECT_EQ(data, last);
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(mem["budget_bytes"].get<std::size_t>(), 5 * bytes) << mem.dump();
+  EXPECT_LE(mem["peak_bytes"].get<std::size_t>(), 6 * bytes + kChunk) << mem.dump();
+  EXPECT_GE(mem["peak_bytes"].get<std::size_t>(), mem["total_bytes"].get<std::size_t>()) << mem.dump();
+  EXPECT_GE(mem["components"]["own_versions"].get<std::size_t>(), bytes) << mem.dump();
+  EXPECT_LT(kept, 6u) << "the chains kept were not reduced";
+  EXPECT_EQ(count_of(err, "keeping 1 chain instead of 6 (REPRISE_KEEP_CHAINS)"), 1u) << err;
+  EXPECT_EQ(count_of(err, "REPRISE_MEMORY_BUDGET"), count_of(err, "reprise: rank 0: warning:")) << err;
+}
+
+// Device regions (host twin) under a small budget: the pinned arena and the staging are limited (versions go
+// through the bounce buffers, device chunks are packed in rounds), each said once, and every version restores bit
+// for bit, as without a budget.
+TEST(MemoryBudget, ASmallerPinnedArenaAndLessStagingGiveTheSameVersions) {
+  const std::size_t bytes = 64 * kChunk;
+  std::vector<std::vector<unsigned char>> restored(2);
+  std::vector<nlohmann::json> mem(2);
+  std::string err;
+  for (int budgeted = 0; budgeted < 2; ++budgeted) {
+    Config c;
+    c.chunk_bytes = kChunk;
+    c.device_backend = DeviceBackendKind::HostTwin;
+    c.pinned_piece_bytes = 8192;
+    c.memory_budget_bytes = budgeted ? 2 * bytes : std::size_t{1} << 40;
+    std::vector<unsigned char> field(bytes);
+    test::fill_random(field.data(), field.size(), 3);
+    if (budgeted) testing::internal::CaptureStderr();
+    {
+      Runtime rt(c);
+      rt.protect("field", field.data(), field.size(), MemorySpace::Device);
+      for (int s = 1; s <= 6; ++s) {
+        mutate(field, s);
+        rt.checkpoint(static_cast<std::uint64_t>(s));
+      }
+      rt.wait();
+      mem[static_cast<std::size_t>(budgeted)] = nlohmann::json::parse(rt.memory_json());
+      if (budgeted) {
+        EXPECT_GT(rt.metrics()[0].pack_rounds, 1u) << "staging within the budget packs in rounds";
+      }
+      std::fill(field.begin(), field.end(), 0);
+      rt.restore(4);
+      restored[static_cast<std::size_t>(budgeted)] = field;
+    }
+    if (budgeted) err = testing::internal::GetCapturedStderr();
+  }
+  EXPECT_EQ(restored[0], restored[1]);
+  EXPECT_EQ(mem[0]["components"]["pinned_arena"].get<std::size_t>(), 2 * bytes) << "2 x the device bytes";
+  EXPECT_LE(mem[1]["components"]["pinned_arena"].get<std::size_t>(), bytes) << mem[1].dump();
+  EXPECT_LE(mem[1]["components"]["device_staging"].get<std::size_t>(), 2 * bytes / 4) << mem[1].dump();
+  EXPECT_EQ(count_of(err, "the pinned arena is limited to"), 1u) << err;
+  EXPECT_EQ(count_of(err, "device staging limited to"), 1u) << err;
 }
 
 }  // namespace
