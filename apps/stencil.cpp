@@ -325,6 +325,7 @@ int run(const Options& o) {
           {"start_steady_seconds", start},
           {"placements", nlohmann::ordered_json::parse(placements)},
           {"recoveries", nlohmann::ordered_json::parse(rt.recovery_json())},
+          {"memory", nlohmann::ordered_json::parse(rt.memory_json())},  // rank 0's, against its budget
           {"checkpoint_metrics", nlohmann::ordered_json::parse(rt.metrics_json())}};
       std::ofstream(o.json) << j.dump() << "\n";
     }
