@@ -197,6 +197,10 @@ void BufferPool::reserve(std::size_t bytes) {
 
 std::size_t BufferPool::held_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  return held_locked();
+}
+
+std::size_t BufferPool::held_locked() const {
   std::size_t n = 0;
   for (const auto& b : free_) n += b.touched();
   return n + (reserved_.data() ? reserved_.touched() : 0);
@@ -205,8 +209,7 @@ std::size_t BufferPool::held_bytes() const {
 void BufferPool::trim(std::size_t bytes) {
   std::vector<HostBytes> freed;  // unmapped outside the lock
   std::lock_guard<std::mutex> lock(mutex_);
-  std::size_t held = reserved_.data() ? reserved_.touched() : 0;
-  for (const auto& b : free_) held += b.touched();
+  std::size_t held = held_locked();
   while (held > bytes && !free_.empty()) {
     auto least = std::min_element(free_.begin(), free_.end(),
                                   [](const HostBytes& a, const HostBytes& b) { return a.touched() < b.touched(); });

@@ -89,6 +89,7 @@ class BufferPool {
   };
   std::optional<Pick> pick_locked(std::size_t bytes) const;
   HostBytes remove_locked(std::size_t index);
+  std::size_t held_locked() const;
   HostBytes fresh_touched(std::size_t bytes);
   mutable std::mutex mutex_;
   std::vector<HostBytes> free_;

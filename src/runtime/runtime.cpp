@@ -477,12 +477,14 @@ struct Runtime::Impl {
     const std::uint64_t sum = core::payload_checksum(job.payload->data(), job.payload->size(), cfg.digest_threads);
     put->finish(sum);
     in_flight -= std::exchange(job.in_flight, 0);  // the store holds it now
-    sample();  // the new version stored, the old ones not yet released: this rank's peak
+    // The new version stored, the old ones not yet released: this rank's peak.
+    const std::size_t stored_total = sample();
+    const bool over_budget = budget && stored_total > budget;
     job.metrics.store.seconds = seconds_since(t1);
     job.metrics.store.bytes = job.payload->size();
     job.payload.reset();
-    job.metrics.released_versions = release_old(job.manifest);
-    fit_budget();
+    job.metrics.released_versions = release_old(job.manifest, over_budget);
+    if (over_budget) fit_budget();
     job.metrics.durable_seconds = seconds_since(job.started);
     std::lock_guard<std::mutex> lock(mutex);
     done.push_back(job.metrics);
@@ -526,9 +528,9 @@ struct Runtime::Impl {
     job.host_part = HostPart{};
   }
 
-  // Over the memory budget once old chains are released: the payload buffers kept for reuse go, as many as needed.
+  // Still over the memory budget once old chains are released: the payload buffers kept for reuse go, as many as
+  // needed.
   void fit_budget() {
-    if (!budget) return;
     std::map<std::string, std::size_t> parts;
     const std::size_t total = sample(&parts);
     if (total <= budget) return;
@@ -542,8 +544,9 @@ struct Runtime::Impl {
                           "checkpoint()); raise REPRISE_MEMORY_BUDGET");
   }
 
-  // Keeps the newest `keep_chains` full versions and everything after the oldest of them.
-  std::uint64_t release_old(const core::Manifest& m) {
+  // Keeps the newest `keep_chains` full versions and everything after the oldest of them; only the newest chain
+  // when the rank is over its memory budget.
+  std::uint64_t release_old(const core::Manifest& m, bool over_budget) {
     std::vector<std::uint64_t> fulls, drop;
     {
       std::lock_guard<std::mutex> lock(mutex);
@@ -551,8 +554,8 @@ struct Runtime::Impl {
       for (auto& [v, k] : known)
         if (k.kind == core::VersionKind::Full && v <= m.version) fulls.push_back(v);
       std::size_t keep = cfg.keep_chains;
-      if (keep > 1 && fulls.size() > 1 && budget && sample() > budget) {
-        keep = 1;  // over the memory budget: the newest chain only (the buddy level keeps the committed one)
+      if (keep > 1 && fulls.size() > 1 && over_budget) {
+        keep = 1;  // (the buddy level keeps the committed chain until a newer one is committed)
         warn_once("chains", "keeping 1 chain instead of " + std::to_string(cfg.keep_chains) +
                                 " (REPRISE_KEEP_CHAINS): this rank holds more than its memory budget of " +
                                 mib(budget) + "; raise REPRISE_MEMORY_BUDGET");

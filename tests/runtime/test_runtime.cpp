@@ -507,12 +507,21 @@ TEST(Runtime, RestartFromDirectoryRestoresTheLatestVersion) {
 class ResizingRuntime : public Runtime {
  public:
   using Runtime::Deferred;
+  using Runtime::Locate;
   using Runtime::protect_deferred;
   using Runtime::protect_resizable;
   using Runtime::region_names;
   using Runtime::restore_own;
   using Runtime::Runtime;
 };
+
+// A resizable region's Locate over `v`: made `bytes` long (zeros) before a restore.
+ResizingRuntime::Locate locate_in(std::vector<unsigned char>& v) {
+  return [&v](std::optional<std::size_t> bytes) {
+    if (bytes) v.assign(*bytes, 0);
+    return std::make_pair(static_cast<void*>(v.data()), v.size());
+  };
+}
 
 // restore_own: a layer's own region read back alone before the application restores (the MPI interposition's
 // communicators before the program's set-up runs again); the application's data untouched until its restore().
@@ -523,10 +532,7 @@ TEST(Runtime, RestoreOwnWritesOnlyTheNamedRegions) {
   c.chunk_bytes = kChunk;
   std::vector<unsigned char> table(kChunk + 5, 7);
   std::vector<double> data(1000, 1.5);
-  auto locate = [&](std::optional<std::size_t> bytes) {
-    if (bytes) table.assign(*bytes, 0);
-    return std::make_pair(static_cast<void*>(table.data()), table.size());
-  };
+  const auto locate = locate_in(table);
   {
     ResizingRuntime rt(c);
     rt.protect_resizable("table", locate);
@@ -562,10 +568,7 @@ TEST(Runtime, ResizableRegionTravelsWithItsVersionsAtTheirOwnSize) {
   std::vector<std::size_t> asked;
   {
     ResizingRuntime rt(c);
-    rt.protect_resizable("blob", [&](std::optional<std::size_t> bytes) {
-      if (bytes) blob.assign(*bytes, 0);
-      return std::make_pair(static_cast<void*>(blob.data()), blob.size());
-    });
+    rt.protect_resizable("blob", locate_in(blob));
     for (std::uint64_t v = 1; v <= 4; ++v) {
       if (v == 3) blob.resize(5 * kChunk + 17, 3);  // grows (moves) before version 3
       blob[v] = static_cast<unsigned char>(10 + v);
@@ -628,10 +631,7 @@ TEST(Runtime, DeferredRegionIsWrittenByTheBackgroundThreadAndStaysDifferential) 
           };
           return d;
         },
-        [&](std::optional<std::size_t> bytes) {
-          if (bytes) blob.assign(*bytes, 0);
-          return std::make_pair(static_cast<void*>(blob.data()), blob.size());
-        });
+        locate_in(blob));
     for (std::uint64_t v = 1; v <= 4; ++v) {
       if (v == 3) size = 5 * kChunk + 17;  // grows before version 3
       at = v * kChunk + v;                 // one byte in chunk v
@@ -656,11 +656,7 @@ TEST(Runtime, DeferredRegionIsWrittenByTheBackgroundThreadAndStaysDifferential) 
     blob.assign(7, 9);  // a new process: another size
     ResizingRuntime rt(c);
     rt.protect_deferred(
-        "blob", [] { return ResizingRuntime::Deferred{}; },
-        [&](std::optional<std::size_t> bytes) {
-          if (bytes) blob.assign(*bytes, 0);
-          return std::make_pair(static_cast<void*>(blob.data()), blob.size());
-        });
+        "blob", [] { return ResizingRuntime::Deferred{}; }, locate_in(blob));
     EXPECT_EQ(rt.restore(v), v);
     EXPECT_EQ(blob, kept[v - 1]) << "version " << v;
   }
