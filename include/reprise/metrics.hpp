@@ -42,6 +42,11 @@ struct CheckpointMetrics {
   /// Payload bytes already on their way to the buddy when the drain's last part reached host memory (the
   /// transfer overlapping the drain; 0 without a buddy level or without device regions).
   std::uint64_t streamed_bytes = 0;
+  /// This rank's memory (Runtime::memory_json()'s total) once the version was stored, before older ones were
+  /// released; the peak so far and the budget (Config::memory_budget_bytes, or the default one).
+  std::uint64_t memory_bytes = 0;
+  std::uint64_t memory_peak_bytes = 0;
+  std::uint64_t memory_budget_bytes = 0;
 };
 
 /// JSON array of the given metrics.

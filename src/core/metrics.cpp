@@ -32,7 +32,10 @@ std::string to_json(const std::vector<CheckpointMetrics>& all) {
                    {"device_backend", m.device_backend},
                    {"payload_pinned", m.payload_pinned},
                    {"payload_warm", m.payload_warm},
-                   {"streamed_bytes", m.streamed_bytes}});
+                   {"streamed_bytes", m.streamed_bytes},
+                   {"memory_bytes", m.memory_bytes},
+                   {"memory_peak_bytes", m.memory_peak_bytes},
+                   {"memory_budget_bytes", m.memory_budget_bytes}});
   return out.dump(2);
 }
 

@@ -480,6 +480,9 @@ struct Runtime::Impl {
     // The new version stored, the old ones not yet released: this rank's peak.
     const std::size_t stored_total = sample();
     const bool over_budget = budget && stored_total > budget;
+    job.metrics.memory_bytes = stored_total;
+    job.metrics.memory_peak_bytes = peak.load();
+    job.metrics.memory_budget_bytes = budget;
     job.metrics.store.seconds = seconds_since(t1);
     job.metrics.store.bytes = job.payload->size();
     job.payload.reset();

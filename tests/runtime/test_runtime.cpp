@@ -682,7 +682,7 @@ TEST(MemoryBudget, FewerChainsAndFewerPooledBuffersKeepARankWithinIt) {
   c.memory_budget_bytes = 5 * bytes;
   std::vector<unsigned char> data(bytes);
   std::vector<unsigned char> last;
-  nlohmann::json mem;
+  nlohmann::json mem, metrics;
   std::size_t kept = 0;
   testing::internal::CaptureStderr();
   {
@@ -695,6 +695,7 @@ TEST(MemoryBudget, FewerChainsAndFewerPooledBuffersKeepARankWithinIt) {
     }
     last = data;
     mem = nlohmann::json::parse(rt.memory_json());
+    metrics = nlohmann::json::parse(rt.metrics_json());
     kept = rt.versions().size();
     std::fill(data.begin(), data.end(), 0);
     EXPECT_EQ(rt.restore(), 20u);
@@ -707,6 +708,18 @@ TEST(MemoryBudget, FewerChainsAndFewerPooledBuffersKeepARankWithinIt) {
   EXPECT_GE(mem["components"]["own_versions"].get<std::size_t>(), bytes) << mem.dump();
   EXPECT_LT(kept, 6u) << "the chains kept were not reduced";
   EXPECT_EQ(count_of(err, "keeping 1 chain instead of 6 (REPRISE_KEEP_CHAINS)"), 1u) << err;
+  // Every checkpoint's metrics say the rank's memory once its version was stored (the peak moment: old versions
+  // not yet released), the peak so far and the budget.
+  ASSERT_EQ(metrics.size(), 20u);
+  std::size_t peak = 0;
+  for (const auto& m : metrics) {
+    EXPECT_EQ(m["memory_budget_bytes"].get<std::size_t>(), 5 * bytes) << m.dump();
+    EXPECT_GE(m["memory_bytes"].get<std::size_t>(), bytes) << m.dump();  // at least the version just stored
+    EXPECT_LE(m["memory_bytes"].get<std::size_t>(), 6 * bytes + kChunk) << m.dump();
+    EXPECT_GE(m["memory_peak_bytes"].get<std::size_t>(), std::max(peak, m["memory_bytes"].get<std::size_t>()));
+    peak = m["memory_peak_bytes"].get<std::size_t>();
+  }
+  EXPECT_LE(peak, mem["peak_bytes"].get<std::size_t>());
   EXPECT_EQ(count_of(err, "REPRISE_MEMORY_BUDGET"), count_of(err, "reprise: rank 0: warning:")) << err;
 }
 
