@@ -125,6 +125,13 @@ class MpiRuntime : public Runtime {
   /// choice is that of the rank it replaces (REPRISE_REPLACING, set by the survivors), and says so on stderr.
   static int closest_gpu(MPI_Comm comm);
 
+  /// Calls `init` (the program's MPI_Init_thread, e.g. the interposition's PMPI_Init_thread) and returns its
+  /// result. In a replacement process started by a repair (REPRISE_REPLACING in its environment) MPI_Init returns
+  /// only once the survivors' MPI_Comm_spawn does: if it has not after the recovery limit
+  /// (REPRISE_RECOVERY_TIMEOUT_S, default 600 s; 0: none), the process says so and stops with exit status 4, as the
+  /// survivors' own recovery limit does, so that no orphaned replacement keeps the job from ending.
+  static int init_within_recovery_limit(const std::function<int()>& init);
+
  private:
   // The MPI interposition (libreprise_interpose.so) keeps its communicators in a region of its own
   // (protect_resizable), reads them back before the program's set-up runs again after a rollback (restore_own), and

@@ -477,7 +477,9 @@ extern "C" int MPI_Init_thread(int* argc, char*** argv, int required, int* provi
   // The runtime's progress and drain threads call MPI: the library is asked for MPI_THREAD_MULTIPLE whatever the
   // program asked for. The program is told at most MPI_THREAD_FUNNELED: only the thread that called MPI_Init is
   // served (calls of other threads would reach the library unprotected).
-  const int rc = PMPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, provided);
+  // (A replacement that a repair started waits in it for the survivors' MPI_Comm_spawn: within the recovery limit.)
+  const int rc = reprise::MpiRuntime::init_within_recovery_limit(
+      [&] { return PMPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, provided); });
   if (rc != MPI_SUCCESS) return rc;
   if (*provided < MPI_THREAD_MULTIPLE)
     reprise::interpose::refuse("MPI_Init",

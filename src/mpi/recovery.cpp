@@ -335,6 +335,11 @@ bool Recovery::replace(Attempt& a, StartFailures& starts) {
   argv.push_back(nullptr);
   std::vector<int> errcodes(a.failed.size());
   stage("in MPI_Comm_spawn (replacements)");
+  if (job_.should_die(job_.current_step_, protocol::KillPoint::StallSpawn)) {  // REPRISE_KILL: the others wait in it
+    std::fprintf(stderr, "reprise: rank %d: REPRISE_KILL: stalls before MPI_Comm_spawn at step %llu\n", job_.rank_,
+                 static_cast<unsigned long long>(job_.current_step_));
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
   // (replacement i replaces failed[i]: join_as_replacement; its GPU is the one of that rank's local index)
   MPI_Info info = replacement_info(protocol::replacing_env(a.plan.failed, job_.layout_));
   // (its result is agreed on below: a failed spawn is retried or ends the job with a clear error)

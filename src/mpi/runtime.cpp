@@ -1,4 +1,5 @@
 // reprise::MpiRuntime: the Runtime with MpiCoordination (mpi/coordination.hpp) as its coordination.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "gpu/backend.hpp"
 #include "mpi/coordination.hpp"
 #include "mpi/layout.hpp"
+#include "mpi/recovery_watch.hpp"
 #include "protocol/placement.hpp"
 #include "reprise/mpi.hpp"
 
@@ -145,6 +147,22 @@ std::string MpiRuntime::placements_json() {
                                        static_cast<std::size_t>(lens[static_cast<std::size_t>(i)]));
   return out + "]";
 }
+int MpiRuntime::init_within_recovery_limit(const std::function<int()>& init) {
+  const char* replacing = std::getenv("REPRISE_REPLACING");
+  if (!replacing || !*replacing) return init();
+  unsigned limit = Config{}.recovery_timeout_s;
+  try {
+    limit = Config::from_env().recovery_timeout_s;
+  } catch (const Error&) {  // (a bad setting is said by the runtime's start, after MPI_Init)
+  }
+  if (limit == 0) return init();
+  mpi::RecoveryWatch* slot = nullptr;
+  mpi::RecoveryWatch watch(slot, std::string("a replacement (REPRISE_REPLACING=") + replacing + ")",
+                           std::chrono::milliseconds(0), std::chrono::seconds(limit));
+  watch.stage("in MPI_Init (it returns once the survivors' MPI_Comm_spawn does)");
+  return init();
+}
+
 int MpiRuntime::closest_gpu(MPI_Comm comm) {
   int rank = 0;
   REPRISE_MPI_CHECK(MPI_Comm_rank(comm, &rank));

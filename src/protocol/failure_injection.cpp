@@ -25,6 +25,8 @@ const char* to_string(KillPoint p) {
       return "exchange";
     case KillPoint::Stall:
       return "stall";
+    case KillPoint::StallSpawn:
+      return "stall_spawn";
     case KillPoint::Join:
       return "join";
     case KillPoint::Collective:
@@ -39,7 +41,7 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
   std::string entry;
   const std::string form =
       " (expected RANK:STEP[:POINT], POINT one of compute, checkpoint, drain, commit, recovery, "
-      "transfer, exchange, stall, join, collective)";
+      "transfer, exchange, stall, stall_spawn, join, collective)";
   while (std::getline(in, entry, ',')) {
     if (entry.empty()) continue;
     std::stringstream e(entry);
@@ -77,6 +79,8 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
       k.point = KillPoint::Exchange;
     else if (point == "stall")
       k.point = KillPoint::Stall;
+    else if (point == "stall_spawn")
+      k.point = KillPoint::StallSpawn;
     else if (point == "join")
       k.point = KillPoint::Join;
     else if (point == "collective")
@@ -91,7 +95,7 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
 namespace {
 bool in_recovery(KillPoint p) {
   return p == KillPoint::Recovery || p == KillPoint::Transfer || p == KillPoint::Exchange || p == KillPoint::Stall ||
-         p == KillPoint::Join;
+         p == KillPoint::StallSpawn || p == KillPoint::Join;
 }
 }  // namespace
 

@@ -17,7 +17,21 @@ namespace reprise::protocol {
 /// replacement of the rank started by a recovery at or after the step dies as it joins the survivors (after it got
 /// the recovery packet), like a replacement that cannot run where the MPI started it. `collective`: as the rank
 /// enters the first collective of the step that the MPI interposition serves (a wrapped program's MPI_Allreduce, ...).
-enum class KillPoint { Compute, Checkpoint, Drain, Commit, Recovery, Transfer, Exchange, Stall, Join, Collective };
+/// `stall_spawn`: as `stall`, but once the survivors agreed to spawn replacements: the rank stops as it would enter
+/// MPI_Comm_spawn, so the others wait inside it (tests what the recovery timeout says of a spawn that never returns).
+enum class KillPoint {
+  Compute,
+  Checkpoint,
+  Drain,
+  Commit,
+  Recovery,
+  Transfer,
+  Exchange,
+  Stall,
+  StallSpawn,
+  Join,
+  Collective
+};
 const char* to_string(KillPoint point);
 
 struct KillOrder {

@@ -40,6 +40,12 @@ TEST(FailureInjection, ParsesEntriesAndPoints) {
   EXPECT_TRUE(kill_due(stall, 2, 26, KillPoint::Stall));
   EXPECT_FALSE(kill_due(stall, 2, 24, KillPoint::Stall));
   EXPECT_STREQ(to_string(KillPoint::Stall), "stall");
+  const auto stall_spawn = parse_kill_spec("2:25:stall_spawn");  // in the first recovery from step 25 on
+  ASSERT_EQ(stall_spawn.size(), 1u);
+  EXPECT_EQ(stall_spawn[0].point, KillPoint::StallSpawn);
+  EXPECT_TRUE(kill_due(stall_spawn, 2, 27, KillPoint::StallSpawn));
+  EXPECT_FALSE(kill_due(stall_spawn, 2, 27, KillPoint::Stall));
+  EXPECT_STREQ(to_string(KillPoint::StallSpawn), "stall_spawn");
   const auto join = parse_kill_spec("1:0:join");  // every replacement of rank 1 dies as it joins
   ASSERT_EQ(join.size(), 1u);
   EXPECT_EQ(join[0].point, KillPoint::Join);
