@@ -3,9 +3,11 @@
 // MPI_Waitall, an MPI_Allreduce of the energy every step, two views swapped every step. Its Reprise lines are the
 // blocks under REPRISE_WRAPPED: built without them it is `heat3d-plain` (plain MPI); with them, and linked with
 // libreprise_interpose.so, `reprise-heat3d`, whose MPI calls go through the protocol.
-//   heat3d [--nx N] [--ny N] [--nz N] [--steps N] [--checkpoint-every K] [--persistent]
+//   heat3d [--nx N] [--ny N] [--nz N] [--steps N] [--checkpoint-every K] [--persistent] [--json FILE]
 // --persistent: the halo exchange is made once as persistent requests (MPI_Recv_init, MPI_Send_init) and started
 // every step (MPI_Startall), as many stencil codes do.
+// --json FILE: rank 0 writes the run's figures there (with Reprise: its recoveries, its memory against its budget
+// and its checkpoints' metrics).
 // Prints the energy every 10 steps, `checksum 0x<16 hex digits>` of the final field (bit-identical for both
 // builds, with or without failures) and the slowest rank's seconds per step of the loop.
 #include <mpi.h>
@@ -16,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <utility>
 
@@ -40,6 +43,7 @@ struct Options {
   int nx = 48, ny = 48, nz = 48;
   long steps = 60, every = 10;
   bool persistent = false;  // --persistent: the halo exchange as persistent requests (MPI_Send_init, MPI_Startall)
+  std::string json;         // --json FILE
 };
 
 Options parse(int argc, char** argv, int rank) {
@@ -61,7 +65,13 @@ Options parse(int argc, char** argv, int rank) {
     };
     if (a == "--persistent")
       o.persistent = true;
-    else if (a == "--nx")
+    else if (a == "--json") {
+      if (i + 1 >= argc) {
+        if (rank == 0) std::fprintf(stderr, "heat3d: --json needs a file name\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+      }
+      o.json = argv[++i];
+    } else if (a == "--nx")
       o.nx = static_cast<int>(value());
     else if (a == "--ny")
       o.ny = static_cast<int>(value());
@@ -224,6 +234,23 @@ void solve(const Options& o) {
   if (me == 0)
     std::printf("ranks %d grid %dx%dx%d steps %ld\nchecksum 0x%016" PRIx64 "\nseconds per step %.6f\n", size, o.nx,
                 o.ny, o.nz, o.steps, total, slowest);
+  if (me == 0 && !o.json.empty()) {
+    char head[256];
+    std::snprintf(head, sizeof head,
+                  "{\"program\": \"heat3d\", \"ranks\": %d, \"grid\": [%d, %d, %d], \"steps\": %ld, "
+                  "\"checksum\": \"0x%016" PRIx64 "\", \"seconds_per_step\": %.9g",
+                  size, o.nx, o.ny, o.nz, o.steps, total, slowest);
+    std::ofstream out(o.json);
+    out << head;
+#ifdef REPRISE_WRAPPED
+    // Rank 0's recoveries, memory (against its budget) and the checkpoints stored so far (the last one may still be
+    // on its way): JSON the runtime writes.
+    out << ", \"recoveries\": " << rt.recovery_json() << ", \"memory\": " << rt.memory_json()
+        << ", \"checkpoint_metrics\": " << rt.metrics_json();
+#endif
+    out << "}\n";
+    if (!out) std::fprintf(stderr, "heat3d: could not write %s\n", o.json.c_str());
+  }
   if (o.persistent)
     for (MPI_Request& r : requests) MPI_Request_free(&r);
   MPI_Comm_free(&cart);

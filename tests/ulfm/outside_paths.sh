@@ -20,6 +20,19 @@ ok = m["budget_bytes"] > 0 and m["peak_bytes"] >= m["total_bytes"] > 0 and c["ow
 print("outside_paths: memory", json.dumps(m) if not ok else "reported")
 sys.exit(0 if ok else 1)
 PY
+# So does an ordinary MPI program's (heat3d, wrapped), whose checkpoints' metrics say the memory at each version.
+REPRISE_RANKS_PER_NODE=2 bash scripts/mpirun.sh -n 4 --timeout 300 -- reprise-heat3d --nx 16 --ny 16 --nz 16 \
+  --steps 20 --checkpoint-every 10 --json "$d/heat3d.json" > /dev/null || { echo "outside_paths: heat3d failed"; exit 1; }
+python3 - "$d/heat3d.json" <<'PY' || fail=1
+import json, sys
+j = json.load(open(sys.argv[1]))
+m, ck = j["memory"], j["checkpoint_metrics"]
+ok = (m["budget_bytes"] > 0 and m["peak_bytes"] >= m["total_bytes"] > 0 and len(ck) >= 1 and
+      all(0 < c["memory_bytes"] <= c["memory_peak_bytes"] <= m["peak_bytes"] and
+          c["memory_budget_bytes"] == m["budget_bytes"] for c in ck) and j["checksum"].startswith("0x"))
+print("outside_paths: heat3d's --json", "reported" if ok else json.dumps(j))
+sys.exit(0 if ok else 1)
+PY
 [ -f "$d/ck/job.reprise" ] || { echo "outside_paths: no $d/ck/job.reprise"; ls -R "$d"; fail=1; }
 [ "$fail" = 0 ] && echo "outside_paths: --json and REPRISE_DIR written under $d, outside the checkout"
 exit "$fail"
