@@ -221,12 +221,7 @@ void Recovery::recover(const std::string& why) {
   if (!watch_ && (job_.cfg_.recovery_watch_ms > 0 || job_.cfg_.recovery_timeout_s > 0))
     watch.emplace(watch_, "rank " + std::to_string(job_.rank_), std::chrono::milliseconds(job_.cfg_.recovery_watch_ms),
                   std::chrono::seconds(job_.cfg_.recovery_timeout_s));
-  if (job_.should_die(job_.current_step_,
-                      protocol::KillPoint::Stall)) {  // REPRISE_KILL: a process hung in the recovery
-    std::fprintf(stderr, "reprise: rank %d: REPRISE_KILL: stalls in the recovery at step %llu\n", job_.rank_,
-                 static_cast<unsigned long long>(job_.current_step_));
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-  }
+  stall_if_told(protocol::KillPoint::Stall, "in the recovery");  // REPRISE_KILL: a process hung in the recovery
   stage("stopping the background threads");
   job_.link_down("recover");
   job_.buddy_.stop();
@@ -318,6 +313,13 @@ bool Recovery::plan_recovery(Attempt& a) {
 
 // The replacements: spares while enough are left (take_spares), else spawned with this program's command line
 // (they run join_as_replacement()); false when that failed somewhere (a new attempt; the same at every survivor).
+void Recovery::stall_if_told(protocol::KillPoint point, const char* where) const {
+  if (!job_.should_die(job_.current_step_, point)) return;
+  std::fprintf(stderr, "reprise: rank %d: REPRISE_KILL: stalls %s at step %llu\n", job_.rank_, where,
+               static_cast<unsigned long long>(job_.current_step_));
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
 bool Recovery::replace(Attempt& a, StartFailures& starts) {
   if (const std::optional<bool> taken = take_spares(a)) return *taken;
   if (!job_.cfg_.spawn)  // (the same configuration at every survivor: every one stops here)
@@ -335,11 +337,7 @@ bool Recovery::replace(Attempt& a, StartFailures& starts) {
   argv.push_back(nullptr);
   std::vector<int> errcodes(a.failed.size());
   stage("in MPI_Comm_spawn (replacements)");
-  if (job_.should_die(job_.current_step_, protocol::KillPoint::StallSpawn)) {  // REPRISE_KILL: the others wait in it
-    std::fprintf(stderr, "reprise: rank %d: REPRISE_KILL: stalls before MPI_Comm_spawn at step %llu\n", job_.rank_,
-                 static_cast<unsigned long long>(job_.current_step_));
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-  }
+  stall_if_told(protocol::KillPoint::StallSpawn, "before MPI_Comm_spawn");  // REPRISE_KILL: the others wait in it
   // (replacement i replaces failed[i]: join_as_replacement; its GPU is the one of that rank's local index)
   MPI_Info info = replacement_info(protocol::replacing_env(a.plan.failed, job_.layout_));
   // (its result is agreed on below: a failed spawn is retried or ends the job with a clear error)

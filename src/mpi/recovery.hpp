@@ -105,6 +105,9 @@ class Recovery {
   void shrink_and_agree(MPI_Comm base, const std::string& why, Attempt& a);
   bool plan_recovery(Attempt& a);
   bool replace(Attempt& a, StartFailures& starts);
+  // REPRISE_KILL's `stall` points: when due at this rank, says so (`where`) and sleeps forever, like a process hung
+  // inside the MPI library (the recovery limit ends it).
+  void stall_if_told(protocol::KillPoint point, const char* where) const;
   std::optional<bool> take_spares(Attempt& a);
   bool merge(Attempt& a, StartFailures& starts);
   void start_failed(StartFailures& starts, const std::vector<int>& failed, const std::string& what);

@@ -1,6 +1,7 @@
 #include "protocol/failure_injection.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 
 #include "reprise/errors.hpp"
@@ -63,30 +64,13 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
     } catch (const std::exception&) {
       throw ConfigError("REPRISE_KILL entry '" + entry + "': rank and step must be numbers >= 0" + form);
     }
-    if (point.empty() || point == "compute")
-      k.point = KillPoint::Compute;
-    else if (point == "checkpoint")
-      k.point = KillPoint::Checkpoint;
-    else if (point == "drain")
-      k.point = KillPoint::Drain;
-    else if (point == "commit")
-      k.point = KillPoint::Commit;
-    else if (point == "recovery")
-      k.point = KillPoint::Recovery;
-    else if (point == "transfer")
-      k.point = KillPoint::Transfer;
-    else if (point == "exchange")
-      k.point = KillPoint::Exchange;
-    else if (point == "stall")
-      k.point = KillPoint::Stall;
-    else if (point == "stall_spawn")
-      k.point = KillPoint::StallSpawn;
-    else if (point == "join")
-      k.point = KillPoint::Join;
-    else if (point == "collective")
-      k.point = KillPoint::Collective;
-    else
-      throw ConfigError("REPRISE_KILL entry '" + entry + "': unknown point '" + point + "'" + form);
+    // (The names are to_string's; none: compute.)
+    const std::string name = point.empty() ? "compute" : point;
+    std::optional<KillPoint> named;
+    for (int p = 0; p <= static_cast<int>(KillPoint::Collective); ++p)  // (Collective: the last)
+      if (name == to_string(static_cast<KillPoint>(p))) named = static_cast<KillPoint>(p);
+    if (!named) throw ConfigError("REPRISE_KILL entry '" + entry + "': unknown point '" + point + "'" + form);
+    k.point = *named;
     out.push_back(k);
   }
   return out;

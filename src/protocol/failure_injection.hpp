@@ -30,7 +30,7 @@ enum class KillPoint {
   Stall,
   StallSpawn,
   Join,
-  Collective
+  Collective  // the last (parse_kill_spec names the points up to it)
 };
 const char* to_string(KillPoint point);
 
