@@ -50,6 +50,24 @@ std::uint64_t payload_checksum(const void* data, std::size_t bytes, unsigned thr
   return XXH3_64bits_withSeed(sums.data(), sums.size() * sizeof(std::uint64_t), bytes);
 }
 
+PayloadChecksummer::PayloadChecksummer(const std::byte* payload, std::size_t bytes) : payload_(payload), bytes_(bytes) {
+  sums_.reserve((bytes + kBlock - 1) / kBlock);
+}
+
+void PayloadChecksummer::advance(std::size_t received) {
+  received = std::min(received, bytes_);
+  for (std::size_t at = sums_.size() * kBlock; at < bytes_ && (at + kBlock <= received || received == bytes_);
+       at += kBlock)
+    sums_.push_back(XXH3_64bits(payload_ + at, std::min(kBlock, bytes_ - at)));
+}
+
+std::uint64_t PayloadChecksummer::value() const {
+  if (sums_.size() * kBlock < bytes_)
+    throw Error("PayloadChecksummer::value: the payload is not whole (" + std::to_string(sums_.size() * kBlock) +
+                " of " + std::to_string(bytes_) + " bytes hashed)");
+  return XXH3_64bits_withSeed(sums_.data(), sums_.size() * sizeof(std::uint64_t), bytes_);
+}
+
 std::vector<std::byte> encode_head(const Manifest& manifest, std::uint64_t payload_sum) {
   const std::vector<std::byte> m = encode_manifest(manifest);
   std::vector<std::byte> out(kHeaderBytes + m.size());

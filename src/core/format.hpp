@@ -30,6 +30,22 @@ std::uint64_t checksum64(const void* data, std::size_t bytes);
 /// checksums: the payload checksum of the format (same result whatever the thread count).
 std::uint64_t payload_checksum(const void* data, std::size_t bytes, unsigned threads = 1);
 
+/// payload_checksum of a payload that arrives in order, block by block as its bytes come: each 4 MiB block is
+/// hashed once it is whole, while it is still in the cache, instead of in one pass over the whole payload after it.
+class PayloadChecksummer {
+ public:
+  PayloadChecksummer(const std::byte* payload, std::size_t bytes);
+  /// The payload's first `received` bytes are in place (non-decreasing).
+  void advance(std::size_t received);
+  /// Once advance(bytes) was called: what payload_checksum(payload, bytes) gives.
+  std::uint64_t value() const;
+
+ private:
+  const std::byte* payload_;
+  std::size_t bytes_;
+  std::vector<std::uint64_t> sums_;  // of the whole blocks so far
+};
+
 /// Header + manifest bytes, ready to be followed by the payload.
 std::vector<std::byte> encode_head(const Manifest& manifest, std::uint64_t payload_checksum);
 /// Validates magic, format version and header checksum. `file_bytes` (when known) is checked against the sizes

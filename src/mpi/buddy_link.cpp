@@ -33,6 +33,7 @@ class BuddyLink::Stream : public protocol::ShipStream {
       dead_ = true;
       return;
     }
+    c_.buddy_.hurry();  // this rank's ward, in the same step, ships its version now too
     guarded([&] {
       const std::vector<std::byte> head = core::encode_head(m_, 0);  // the checksum follows in the trailer
       REPRISE_MPI_CHECK(polled::send(head.data(), static_cast<int>(head.size()), MPI_BYTE, buddy_, kPutHead, data_));
@@ -211,6 +212,7 @@ void BuddyLink::hurry() {
 
 void BuddyLink::progress_loop() {
   auto poll = kPollMin;
+  auto fast_until = std::chrono::steady_clock::time_point{};
   for (;;) try {
       while (!stop_) {
         int flag = 0;
@@ -221,6 +223,9 @@ void BuddyLink::progress_loop() {
           if (poll_cv_.wait_for(lock, poll, [this] { return poll_soon_; })) {
             poll_soon_ = false;
             poll = kPollMin;
+            fast_until = std::chrono::steady_clock::now() + kFastWindow;
+          } else if (std::chrono::steady_clock::now() < fast_until) {
+            poll = kPollMin;  // a ward's version is due: noticed at most kPollMin late
           } else {
             poll = std::min(poll * 2, kPollMax);
           }
@@ -239,16 +244,20 @@ void BuddyLink::progress_loop() {
           REPRISE_MPI_CHECK(polled::recv(&floor, 1, MPI_UINT64_T, src, kFloor, job_.data_, MPI_STATUS_IGNORE));
           job_.commit_.on_floor(floor);  // applied by the main thread (GroupCommit::report_commit)
         } else if (st.MPI_TAG == kPutHead) {
+          fast_until = {};  // it came
           bool reused = false, passed_over = false;
+          ReceiveCheck check;
+          check.verify = true;
+          check.damage = [&](const core::Manifest& m) { return corrupt_due(src, m.version); };
           Received r =
               recv_version(job_.data_, src, kPutHead, kPutPiece, "version shipped by rank " + std::to_string(src),
-                           ward_pool_, &reused, &passed_over);
+                           ward_pool_, &reused, &passed_over, check);
           ++(reused ? reused_ : fresh_);
           if (passed_over) ++passed_over_;
           const std::uint64_t v = r.manifest.version;
-          if (corrupt_due(src, v) && r.payload->size()) r.payload->data()[r.payload->size() / 2] ^= std::byte{1};
-          // Verified before it is acknowledged: a damaged copy is refused (the owner sends it once more).
-          if (core::payload_checksum(r.payload->data(), r.payload->size(), 1) != r.checksum) {
+          // Verified before it is acknowledged (hashed piece by piece as it came): a damaged copy is refused (the
+          // owner sends it once more).
+          if (r.arrived_checksum != r.checksum) {
             std::fprintf(stderr,
                          "reprise: rank %d: version %llu from rank %d arrived damaged (its payload does not match "
                          "its checksum): refused\n",

@@ -57,8 +57,11 @@ class BuddyLink {
 
   // Idle, the progress thread polls less and less often: kPollMin after a message, doubling up to kPollMax while
   // nothing comes (each wake-up takes a core from the application for a moment; bench/results has the cost).
-  // hurry() starts fast polling again: a version noticed up to kPollMax late commits late, and frees logs late.
+  // hurry() starts fast polling again, and keeps it up for kFastWindow or until a ward's version comes: a version
+  // noticed up to kPollMax late commits late, and frees logs late (the ward ships once its checkpoint() returned,
+  // tens of milliseconds after the hurry: polling had slowed to kPollMax by then; bench/results/README.md).
   static constexpr std::chrono::microseconds kPollMin{500}, kPollMax{10000};
+  static constexpr std::chrono::milliseconds kFastWindow{1000};
 
   MpiCoordination& job_;
   std::shared_ptr<protocol::Shipper> shipper_;  // a Link; FilesOnly without a buddy

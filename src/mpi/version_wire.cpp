@@ -21,7 +21,8 @@ void send_version(MPI_Comm comm, int dest, int head_tag, int piece_tag, const co
 }
 
 Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const std::string& where,
-                      const std::shared_ptr<core::BufferPool>& pool, bool* reused, bool* passed_over) {
+                      const std::shared_ptr<core::BufferPool>& pool, bool* reused, bool* passed_over,
+                      const ReceiveCheck& check) {
   MPI_Status st;
   REPRISE_MPI_CHECK(polled::probe(src, head_tag, comm, &st));
   int count = 0;
@@ -33,10 +34,19 @@ Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const
   r.manifest = core::decode_head_manifest(h, head.data() + core::kHeaderBytes, where);
   r.payload = pool ? core::take_pooled(pool, h.payload_bytes, reused, passed_over)
                    : std::make_shared<core::HostBytes>(h.payload_bytes);
+  std::optional<core::PayloadChecksummer> sum;
+  if (check.verify) sum.emplace(r.payload->data(), r.payload->size());
+  const std::size_t damaged_at = check.damage && check.damage(r.manifest) ? h.payload_bytes / 2 : SIZE_MAX;
   for (std::size_t off = 0; off < h.payload_bytes; off += kPieceBytes) {
     const std::size_t n = std::min<std::size_t>(kPieceBytes, h.payload_bytes - off);
     REPRISE_MPI_CHECK(
         polled::recv(r.payload->data() + off, static_cast<int>(n), MPI_BYTE, src, piece_tag, comm, MPI_STATUS_IGNORE));
+    if (damaged_at >= off && damaged_at < off + n) r.payload->data()[damaged_at] ^= std::byte{1};
+    if (sum) sum->advance(off + n);  // the piece is in the cache now
+  }
+  if (sum) {
+    sum->advance(h.payload_bytes);  // (an empty payload)
+    r.arrived_checksum = sum->value();
   }
   REPRISE_MPI_CHECK(
       polled::recv(&r.checksum, 1, MPI_UINT64_T, src, piece_tag, comm, MPI_STATUS_IGNORE));  // the trailer

@@ -6,7 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/bytes.hpp"
@@ -43,7 +45,17 @@ void send_version(MPI_Comm comm, int dest, int head_tag, int piece_tag, const co
 struct Received {
   core::Manifest manifest;
   std::shared_ptr<core::HostBytes> payload;
-  std::uint64_t checksum = 0;
+  std::uint64_t checksum = 0;  ///< the sender's (the trailer)
+  /// With ReceiveCheck::verify: the payload's checksum as it arrived, each piece hashed right after it came.
+  std::optional<std::uint64_t> arrived_checksum;
+};
+
+/// What recv_version checks as the version arrives.
+struct ReceiveCheck {
+  bool verify = false;  ///< compute Received::arrived_checksum
+  /// Tests (REPRISE_CORRUPT_SHIPPED): true for a version whose payload is damaged on arrival (one byte of its
+  /// middle piece flipped before it is hashed), as a faulty link would.
+  std::function<bool(const core::Manifest&)> damage;
 };
 
 /// The next version from `src`. `pool`: the payload buffer comes from it (and goes back when the store drops
@@ -51,6 +63,6 @@ struct Received {
 /// pool kept buffers (BufferPool::take). `where` names the sender in errors.
 Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const std::string& where,
                       const std::shared_ptr<core::BufferPool>& pool = nullptr, bool* reused = nullptr,
-                      bool* passed_over = nullptr);
+                      bool* passed_over = nullptr, const ReceiveCheck& check = {});
 
 }  // namespace reprise::mpi

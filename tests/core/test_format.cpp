@@ -109,5 +109,28 @@ TEST(Format, PayloadChecksumDoesNotDependOnThreads) {
   EXPECT_NE(payload_checksum(data.data(), 0, 1), payload_checksum(data.data(), 1, 1));
 }
 
+// The buddy hashes a version piece by piece as it arrives: whatever the pieces, the same checksum as in one pass.
+TEST(Format, PayloadChecksumOfAPayloadThatArrivesInPieces) {
+  for (const std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{4} << 20, (std::size_t{9} << 20) + 3}) {
+    std::vector<std::byte> data(bytes);
+    test::fill_random(data.data(), data.size(), 2);
+    const std::uint64_t whole = payload_checksum(data.data(), bytes);
+    for (const std::size_t piece : {std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{3} << 20}) {
+      PayloadChecksummer sum(data.data(), bytes);
+      for (std::size_t at = 0; at < bytes;) {
+        at = std::min(bytes, at + piece);
+        sum.advance(at);
+      }
+      sum.advance(bytes);
+      EXPECT_EQ(sum.value(), whole) << bytes << " bytes in pieces of " << piece;
+    }
+    if (bytes > 1) {
+      PayloadChecksummer part(data.data(), bytes);
+      part.advance(bytes - 1);
+      EXPECT_THROW(part.value(), Error) << "a payload not whole has no checksum yet";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace reprise::core
