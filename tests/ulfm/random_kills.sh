@@ -42,6 +42,15 @@ for ((i = 1; i <= runs; i++)); do
   fi
   out=$(env REPRISE_KILL="$kill" $place timeout 200 bash "$here/scripts/mpirun.sh" -n 8 --timeout 120 -- "${program[@]}" 2>&1)
   rc=$?
+  # Under a sanitizer (REPRISE_SANITIZE), about one run in ten with a rank killed in its drain near the job's end
+  # stops with Reprise's error for a revoked communicator "yet no process of the job failed" (docs/TESTING.md; not
+  # seen unsanitized). Such a run, without a sanitizer report, is run once more and must pass then.
+  if [ -n "${REPRISE_SANITIZE:-}" ] && grep -aq 'yet no process of the job failed' <<< "$out" &&
+     ! grep -aqE 'ERROR: AddressSanitizer|runtime error:|WARNING: ThreadSanitizer' <<< "$out"; then
+    echo "run $i REPRISE_KILL=$kill $place: stopped on a revocation with every process alive (rc $rc); once more"
+    out=$(env REPRISE_KILL="$kill" $place timeout 200 bash "$here/scripts/mpirun.sh" -n 8 --timeout 120 -- "${program[@]}" 2>&1)
+    rc=$?
+  fi
   got=$(grep -ao 'checksum 0x[0-9a-f]*' <<< "$out" | tail -n 1)
   groups=$(grep -ao 'only groups\? [0-9, and]*' <<< "$out" | tr '\n' ';')
   killed=$(grep -ac 'REPRISE_KILL: SIGKILL' <<< "$out")
