@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <utility>
 
 #include "core/format.hpp"
 #include "core/thread_name.hpp"
@@ -33,7 +34,7 @@ class BuddyLink::Stream : public protocol::ShipStream {
       dead_ = true;
       return;
     }
-    c_.buddy_.hurry();  // this rank's ward, in the same step, ships its version now too
+    c_.buddy_.expect_ward();
     guarded([&] {
       const std::vector<std::byte> head = core::encode_head(m_, 0);  // the checksum follows in the trailer
       REPRISE_MPI_CHECK(polled::send(head.data(), static_cast<int>(head.size()), MPI_BYTE, buddy_, kPutHead, data_));
@@ -210,6 +211,15 @@ void BuddyLink::hurry() {
   poll_cv_.notify_one();
 }
 
+void BuddyLink::expect_ward() {
+  {
+    std::lock_guard<std::mutex> lock(poll_mutex_);
+    poll_soon_ = true;
+    fast_window_ = true;
+  }
+  poll_cv_.notify_one();
+}
+
 void BuddyLink::progress_loop() {
   auto poll = kPollMin;
   auto fast_until = std::chrono::steady_clock::time_point{};
@@ -223,7 +233,7 @@ void BuddyLink::progress_loop() {
           if (poll_cv_.wait_for(lock, poll, [this] { return poll_soon_; })) {
             poll_soon_ = false;
             poll = kPollMin;
-            fast_until = std::chrono::steady_clock::now() + kFastWindow;
+            if (std::exchange(fast_window_, false)) fast_until = std::chrono::steady_clock::now() + kFastWindow;
           } else if (std::chrono::steady_clock::now() < fast_until) {
             poll = kPollMin;  // a ward's version is due: noticed at most kPollMin late
           } else {

@@ -38,6 +38,9 @@ class BuddyLink {
   void stop();
   /// Poll fast again: a checkpoint of this rank, whose ward normally checkpoints at the same step.
   void hurry();
+  /// This rank's own version starts on its way: its ward, checkpointing at the same step, is about to ship its
+  /// own. Polls every kPollMin until a ward's version comes, for at most kFastWindow.
+  void expect_ward();
 
   /// What this rank holds for `ward` (created empty on first use).
   core::VersionStore& ward_store(int ward);
@@ -57,11 +60,13 @@ class BuddyLink {
 
   // Idle, the progress thread polls less and less often: kPollMin after a message, doubling up to kPollMax while
   // nothing comes (each wake-up takes a core from the application for a moment; bench/results has the cost).
-  // hurry() starts fast polling again, and keeps it up for kFastWindow or until a ward's version comes: a version
-  // noticed up to kPollMax late commits late, and frees logs late (the ward ships once its checkpoint() returned,
-  // tens of milliseconds after the hurry: polling had slowed to kPollMax by then; bench/results/README.md).
+  // hurry() starts fast polling again: a version noticed up to kPollMax late commits late, and frees logs late.
+  // expect_ward() keeps it fast for kFastWindow or until a ward's version comes: the ward ships once its own
+  // checkpoint() returned, tens of milliseconds after hurry(), when polling had slowed to several ms (3-8 ms of
+  // the 5% commit latency in bench/results/README.md). Ranks checkpointing at the same step return within tens of
+  // ms of each other (1-37 ms in traced runs on the 2-core VM); a window that finds nothing costs 100 polls.
   static constexpr std::chrono::microseconds kPollMin{500}, kPollMax{10000};
-  static constexpr std::chrono::milliseconds kFastWindow{1000};
+  static constexpr std::chrono::milliseconds kFastWindow{50};
 
   MpiCoordination& job_;
   std::shared_ptr<protocol::Shipper> shipper_;  // a Link; FilesOnly without a buddy
@@ -69,6 +74,7 @@ class BuddyLink {
   std::mutex poll_mutex_;  // the progress thread's idle wait, cut short by hurry()
   std::condition_variable poll_cv_;
   bool poll_soon_ = false;
+  bool fast_window_ = false;  // expect_ward() was called
   std::thread progress_;
   std::mutex wards_mutex_;
   std::map<int, std::unique_ptr<core::VersionStore>> wards_;
