@@ -33,13 +33,25 @@ std::uint64_t checksum64(const void* data, std::size_t bytes) {
   return XXH3_64bits(data, bytes);
 }
 
+namespace {
+
+// The payload checksum's two levels, shared by payload_checksum and PayloadChecksummer: XXH3 of each 4 MiB block
+// (`at`: its offset), then XXH3 of those block checksums seeded with the payload's size.
+std::uint64_t block_sum(const std::byte* payload, std::size_t bytes, std::size_t at) {
+  return XXH3_64bits(payload + at, std::min(kBlock, bytes - at));
+}
+std::uint64_t combine_block_sums(const std::vector<std::uint64_t>& sums, std::size_t bytes) {
+  return XXH3_64bits_withSeed(sums.data(), sums.size() * sizeof(std::uint64_t), bytes);
+}
+
+}  // namespace
+
 std::uint64_t payload_checksum(const void* data, std::size_t bytes, unsigned threads) {
   const std::size_t blocks = (bytes + kBlock - 1) / kBlock;
   std::vector<std::uint64_t> sums(blocks);
   const auto* base = static_cast<const std::byte*>(data);
   auto work = [&](std::size_t first, std::size_t stride) {
-    for (std::size_t b = first; b < blocks; b += stride)
-      sums[b] = XXH3_64bits(base + b * kBlock, std::min(kBlock, bytes - b * kBlock));
+    for (std::size_t b = first; b < blocks; b += stride) sums[b] = block_sum(base, bytes, b * kBlock);
   };
   threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(blocks)));
   std::vector<std::thread> pool;
@@ -47,7 +59,7 @@ std::uint64_t payload_checksum(const void* data, std::size_t bytes, unsigned thr
     pool.push_back(named_thread("reprise-sum", [&work, t, threads] { work(t, threads); }));
   work(0, threads);
   for (auto& t : pool) t.join();
-  return XXH3_64bits_withSeed(sums.data(), sums.size() * sizeof(std::uint64_t), bytes);
+  return combine_block_sums(sums, bytes);
 }
 
 PayloadChecksummer::PayloadChecksummer(const std::byte* payload, std::size_t bytes) : payload_(payload), bytes_(bytes) {
@@ -58,14 +70,14 @@ void PayloadChecksummer::advance(std::size_t received) {
   received = std::min(received, bytes_);
   for (std::size_t at = sums_.size() * kBlock; at < bytes_ && (at + kBlock <= received || received == bytes_);
        at += kBlock)
-    sums_.push_back(XXH3_64bits(payload_ + at, std::min(kBlock, bytes_ - at)));
+    sums_.push_back(block_sum(payload_, bytes_, at));
 }
 
 std::uint64_t PayloadChecksummer::value() const {
   if (sums_.size() * kBlock < bytes_)
     throw Error("PayloadChecksummer::value: the payload is not whole (" + std::to_string(sums_.size() * kBlock) +
                 " of " + std::to_string(bytes_) + " bytes hashed)");
-  return XXH3_64bits_withSeed(sums_.data(), sums_.size() * sizeof(std::uint64_t), bytes_);
+  return combine_block_sums(sums_, bytes_);
 }
 
 std::vector<std::byte> encode_head(const Manifest& manifest, std::uint64_t payload_sum) {

@@ -16,6 +16,9 @@ RANDOM=$seed
 ref=$(bash "$here/scripts/mpirun.sh" -n 8 --timeout 300 -- "${program[@]}" 2>&1 | grep -ao 'checksum 0x[0-9a-f]*' | tail -n 1)
 [ -n "$ref" ] || { echo "random_kills: the failure-free run printed no checksum"; exit 1; }
 echo "random_kills: failure-free $ref"
+# (a sanitizer's report fails a run even when the checksum came out right: REPRISE_SANITIZE, sanitized.sh)
+sanitizer_report='ERROR: AddressSanitizer|runtime error:|WARNING: ThreadSanitizer'
+run_once() { env REPRISE_KILL="$kill" $place timeout 200 bash "$here/scripts/mpirun.sh" -n 8 --timeout 120 -- "${program[@]}" 2>&1; }
 points=(compute compute checkpoint drain commit)
 points2=(compute compute compute recovery transfer exchange)
 bad=0
@@ -40,22 +43,21 @@ for ((i = 1; i <= runs; i++)); do
     [ "$p2" != compute ] && s2=2
     kill="$kill,$r2:$s2:$p2"
   fi
-  out=$(env REPRISE_KILL="$kill" $place timeout 200 bash "$here/scripts/mpirun.sh" -n 8 --timeout 120 -- "${program[@]}" 2>&1)
+  out=$(run_once)
   rc=$?
   # Under a sanitizer (REPRISE_SANITIZE), about one run in ten with a rank killed in its drain near the job's end
   # stops with Reprise's error for a revoked communicator "yet no process of the job failed" (docs/TESTING.md; not
   # seen unsanitized). Such a run, without a sanitizer report, is run once more and must pass then.
   if [ -n "${REPRISE_SANITIZE:-}" ] && grep -aq 'yet no process of the job failed' <<< "$out" &&
-     ! grep -aqE 'ERROR: AddressSanitizer|runtime error:|WARNING: ThreadSanitizer' <<< "$out"; then
+     ! grep -aqE "$sanitizer_report" <<< "$out"; then
     echo "run $i REPRISE_KILL=$kill $place: stopped on a revocation with every process alive (rc $rc); once more"
-    out=$(env REPRISE_KILL="$kill" $place timeout 200 bash "$here/scripts/mpirun.sh" -n 8 --timeout 120 -- "${program[@]}" 2>&1)
+    out=$(run_once)
     rc=$?
   fi
   got=$(grep -ao 'checksum 0x[0-9a-f]*' <<< "$out" | tail -n 1)
   groups=$(grep -ao 'only groups\? [0-9, and]*' <<< "$out" | tr '\n' ';')
   killed=$(grep -ac 'REPRISE_KILL: SIGKILL' <<< "$out")
-  # (a sanitizer's report fails the run even when the checksum came out right: REPRISE_SANITIZE, sanitized.sh)
-  sanitizer=$(grep -acE 'ERROR: AddressSanitizer|runtime error:|WARNING: ThreadSanitizer' <<< "$out")
+  sanitizer=$(grep -acE "$sanitizer_report" <<< "$out")
   if [ "$got" = "$ref" ] && [ "$sanitizer" -eq 0 ] && { [ "$killed" -eq 0 ] || [ -n "$groups" ]; }; then
     echo "run $i REPRISE_KILL=$kill $place: ok ($killed killed; $groups rc $rc)"
   else
