@@ -12,7 +12,8 @@
 # first if missing or stale in the build tree that matches the MPI used, or an absolute path.
 # Which MPI, the first of:
 #   built    Open MPI 5.0.7 with ULFM built on this host from Debian's source (scripts/openmpi.sh), when it has
-#            been built; programs in build-openmpi
+#            been built; programs in the main tree (REPRISE_BUILD_DIR, default build) when it was configured
+#            with -DMPI_HOME= that prefix (scripts/test.sh does it), else in build-openmpi
 #   host     the host's mpirun, when a runtime probe (reprise-ulfm-probe: kill a rank, detect, shrink, respawn)
 #            says its ULFM works; programs in build-host-mpi
 # Neither: a message that says to run scripts/openmpi.sh, exit 2. REPRISE_MPI=built|host forces one. REPRISE_*
@@ -22,7 +23,7 @@
 # free all it allocates).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-n=""; timeout_s=600; build_only=""; tree_only=""
+n=""; timeout_s=600; build_only=""; tree_only=""; main=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build_only=1; shift; break ;;
@@ -72,6 +73,15 @@ configure_and_build() {
   mkdir -p "$b"
   (flock 9 && cmake -S "$here" -B "$b" "${configure_args[@]}" "$@" > "$b/configure.log" 2>&1 &&
      cmake --build "$b" -j "$(nproc)" --target "$target" > "$logf" 2>&1) 9> "$b.lock"
+}
+
+# main_tree PREFIX: the main build tree (REPRISE_BUILD_DIR, default build) when it found its MPI in PREFIX
+# (-DMPI_HOME=PREFIX): its programs are built for that MPI, so the tests use them rather than building every
+# program a second time in build-openmpi (8 of a CI run's minutes). It is built as it is, never reconfigured.
+main_tree() {
+  local b=${REPRISE_BUILD_DIR:-build}
+  [[ "$b" == /* ]] || b=$here/$b
+  grep -qxF "MPI_mpi_LIBRARY:FILEPATH=$1/lib/libmpi.so" "$b/CMakeCache.txt" 2> /dev/null && echo "$b"
 }
 
 # The probe configures build-host-mpi without tests (a host whose ULFM works need not have GoogleTest); the MPI
@@ -126,6 +136,11 @@ on_host() {
   local cmake_args=("$@")
   if [ -n "$tree_only" ]; then echo "$build $mpi $(command -v mpirun)"; exit 0; fi
   build_one() {  # build_one PROGRAM: configured and built in BUILD, or the logs' tails and exit 1
+    if [ "$build" = "$main" ]; then  # (as it is: its own configuration, its own log)
+      (flock 9 && cmake --build "$build" -j "$(nproc)" --target "$1" > "$build/build-$1.log" 2>&1) 9> "$build.lock" \
+        || { tail -n 30 "$build/build-$1.log" || true; log "building $1 failed"; exit 1; }
+      return
+    fi
     configure_and_build "$build" "$1" "$build/build-$1.log" "${cmake_args[@]}" \
       || { tail -n 30 "$build/configure.log" "$build/build-$1.log" 2> /dev/null || true; log "building $1 failed"; exit 1; }
   }
@@ -139,7 +154,9 @@ on_host() {
   fi
   if [[ "$program" != /* ]]; then
     build_one "$program"
-    program=$(find "$build" -type f -perm -u+x -name "$program" | head -n 1)
+    # (where the project puts its programs: the main tree holds other trees, e.g. the sanitizers', further down)
+    program=$(find "$build/apps" "$build/bench" "$build/tests/mpi" "$build/tests/interpose" -maxdepth 1 -type f \
+                -perm -u+x -name "$program" 2> /dev/null | head -n 1)
   fi
   hang_stacks $$ "$program" > /dev/null &
   exec timeout --signal=KILL "$timeout_s" bash "$here/scripts/mpirun-watch.sh" "${FLAGS[@]}" "${passthrough[@]}" \
@@ -164,7 +181,8 @@ case "$mpi" in
     # libcuda.so.1).
     FLAGS+=(--mca coll ^han,cuda)
     [ -e /dev/nvidiactl ] || FLAGS+=(--mca accelerator ^cuda --mca rcache ^gpusm,rgpusm)
-    build="$here/build-openmpi" sanitize=()
+    main=$(main_tree "$built" || true)
+    build=${main:-$here/build-openmpi} sanitize=()
     if [ -n "${REPRISE_SANITIZE:-}" ]; then  # a tree of its own, built with these sanitizers
       build=$here/build-openmpi-sanitize-${REPRISE_SANITIZE//,/-} sanitize=(-DREPRISE_SANITIZE="$REPRISE_SANITIZE")
       if [[ "$REPRISE_SANITIZE" == *thread* ]]; then  # (Open MPI is not instrumented: its libraries suppressed)

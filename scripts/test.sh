@@ -19,8 +19,13 @@ if [ "${REPRISE_MPI:-}" != host ]; then
     echo "[test] ERROR: scripts/openmpi.sh failed (its log is named above): the MPI and ULFM tests cannot run" >&2
   fi
 fi
-echo "[test] configure $build"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_WERROR=ON
+# The tree is built for the MPI the tests run on, so scripts/mpirun.sh runs its programs (no second tree).
+mpi_home=()
+if [ "${REPRISE_MPI:-}" != host ] && prefix=$(bash scripts/openmpi.sh prefix 2> /dev/null); then
+  mpi_home=(-DMPI_HOME="$prefix")
+fi
+echo "[test] configure $build ${mpi_home[*]}"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_WERROR=ON "${mpi_home[@]}"
 echo "[test] build ($jobs jobs)"
 cmake --build "$build" -j "$jobs"
 echo "[test] ctest $*"
