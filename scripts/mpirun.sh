@@ -63,15 +63,16 @@ log() { echo "[mpirun.sh] $*" >&2; }
 
 configure_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_ENABLE_MPI=ON -DREPRISE_BUILD_BENCH=ON)
 
-# configure_and_build BUILD TARGET LOG [CMAKE_ARG...]: configures BUILD (log in BUILD/configure.log) and builds
-# TARGET (log in LOG) with the host's tools. Every launch does this, so one launch at a time per build tree holds a
-# flock on BUILD.lock: two configures in one tree (jobs launched side by side, e.g. the demo beside tests) break
-# each other's try_compile. The runs themselves are not serialised.
+# configure_and_build BUILD TARGET LOG [CMAKE_ARG...]: configures BUILD (log in BUILD/configure.log; not the main
+# tree, built as it is: main_tree below) and builds TARGET (log in LOG) with the host's tools. Every launch does
+# this, so one launch at a time per build tree holds a flock on BUILD.lock: two configures in one tree (jobs
+# launched side by side, e.g. the demo beside tests) break each other's try_compile. The runs are not serialised.
 configure_and_build() {
   local b=$1 target=$2 logf=$3
   shift 3
   mkdir -p "$b"
-  (flock 9 && cmake -S "$here" -B "$b" "${configure_args[@]}" "$@" > "$b/configure.log" 2>&1 &&
+  (flock 9 &&
+     { [ "$b" = "$main" ] || cmake -S "$here" -B "$b" "${configure_args[@]}" "$@" > "$b/configure.log" 2>&1; } &&
      cmake --build "$b" -j "$(nproc)" --target "$target" > "$logf" 2>&1) 9> "$b.lock"
 }
 
@@ -136,11 +137,6 @@ on_host() {
   local cmake_args=("$@")
   if [ -n "$tree_only" ]; then echo "$build $mpi $(command -v mpirun)"; exit 0; fi
   build_one() {  # build_one PROGRAM: configured and built in BUILD, or the logs' tails and exit 1
-    if [ "$build" = "$main" ]; then  # (as it is: its own configuration, its own log)
-      (flock 9 && cmake --build "$build" -j "$(nproc)" --target "$1" > "$build/build-$1.log" 2>&1) 9> "$build.lock" \
-        || { tail -n 30 "$build/build-$1.log" || true; log "building $1 failed"; exit 1; }
-      return
-    fi
     configure_and_build "$build" "$1" "$build/build-$1.log" "${cmake_args[@]}" \
       || { tail -n 30 "$build/configure.log" "$build/build-$1.log" 2> /dev/null || true; log "building $1 failed"; exit 1; }
   }
