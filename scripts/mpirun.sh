@@ -23,6 +23,7 @@
 # free all it allocates).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+caller_path=$PATH
 n=""; timeout_s=600; build_only=""; tree_only=""; main=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -71,9 +72,11 @@ configure_and_build() {
   local b=$1 target=$2 logf=$3
   shift 3
   mkdir -p "$b"
+  # (with the caller's PATH, not the one the job runs with: a main tree that cmake --build configures again must
+  # see what its own builds see, e.g. the host's mpirun that tests/mpi probes)
   (flock 9 &&
      { [ "$b" = "$main" ] || cmake -S "$here" -B "$b" "${configure_args[@]}" "$@" > "$b/configure.log" 2>&1; } &&
-     cmake --build "$b" -j "$(nproc)" --target "$target" > "$logf" 2>&1) 9> "$b.lock"
+     PATH=$caller_path cmake --build "$b" -j "$(nproc)" --target "$target" > "$logf" 2>&1) 9> "$b.lock"
 }
 
 # main_tree PREFIX: the main build tree (REPRISE_BUILD_DIR, default build) when it found its MPI in PREFIX
