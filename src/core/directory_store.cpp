@@ -165,7 +165,7 @@ class DirectoryStore final : public VersionStore {
     Head head = read_head(fd.get(), path);
     auto payload = std::make_shared<HostBytes>(head.header.payload_bytes);
     read_all(fd.get(), payload->data(), head.header.payload_bytes, path);
-    verify_payload(head.header, payload->data(), path);
+    verify_payload(head.header, head.manifest, payload->data(), path);
     return StoredVersion{std::move(head.manifest), std::move(payload), path};
   }
 

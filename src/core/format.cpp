@@ -1,6 +1,7 @@
 #include "core/format.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <thread>
 
@@ -8,13 +9,13 @@
 #include <xxhash.h>
 
 #include "core/thread_name.hpp"
+#include "kernels/chunk_kernels.hpp"
 #include "reprise/errors.hpp"
 
 namespace reprise::core {
 namespace {
 
 constexpr char kMagic[8] = {'R', 'E', 'P', 'R', 'I', 'S', 'E', '\0'};
-constexpr std::size_t kBlock = std::size_t(4) << 20;
 
 template <class T>
 void store_at(std::byte* p, std::size_t off, T v) {
@@ -33,51 +34,52 @@ std::uint64_t checksum64(const void* data, std::size_t bytes) {
   return XXH3_64bits(data, bytes);
 }
 
+std::uint64_t chunk_digest(gpu::DigestKind kind, const void* data, std::size_t bytes) {
+  return kind == gpu::DigestKind::Xxh3 ? XXH3_64bits(data, bytes) : kernels::lanes64(data, bytes);
+}
+
 namespace {
 
-// The payload checksum's two levels, shared by payload_checksum and PayloadChecksummer: XXH3 of each 4 MiB block
-// (`at`: its offset), then XXH3 of those block checksums seeded with the payload's size.
-std::uint64_t block_sum(const std::byte* payload, std::size_t bytes, std::size_t at) {
-  return XXH3_64bits(payload + at, std::min(kBlock, bytes - at));
+// The stored chunks of a manifest, in payload order.
+std::vector<PayloadChecker::Chunk> stored_chunks(const Manifest& m) {
+  std::vector<PayloadChecker::Chunk> out;
+  for (std::uint32_t k = 0; k < m.regions.size(); ++k) {
+    const RegionRecord& r = m.regions[k];
+    std::size_t at = r.payload_offset;
+    for (std::uint32_t c : r.chunks) {
+      const std::size_t n = r.chunk_length(c);
+      out.push_back({at, n, r.digests[c], r.digest_kind, k, c});
+      at += n;
+    }
+  }
+  return out;
 }
-std::uint64_t combine_block_sums(const std::vector<std::uint64_t>& sums, std::size_t bytes) {
-  return XXH3_64bits_withSeed(sums.data(), sums.size() * sizeof(std::uint64_t), bytes);
+
+std::string damaged(const Manifest& m, const PayloadChecker::Chunk& c) {
+  return "payload checksum mismatch: chunk " + std::to_string(c.index) + " of region '" + m.regions[c.region].name +
+         "' (payload bytes " + std::to_string(c.offset) + " to " + std::to_string(c.offset + c.bytes) +
+         ") does not match its digest: checkpoint data are damaged";
+}
+
+bool intact(const std::byte* payload, const PayloadChecker::Chunk& c) {
+  return chunk_digest(c.kind, payload + c.offset, c.bytes) == c.digest;
 }
 
 }  // namespace
 
-std::uint64_t payload_checksum(const void* data, std::size_t bytes, unsigned threads) {
-  const std::size_t blocks = (bytes + kBlock - 1) / kBlock;
-  std::vector<std::uint64_t> sums(blocks);
-  const auto* base = static_cast<const std::byte*>(data);
-  auto work = [&](std::size_t first, std::size_t stride) {
-    for (std::size_t b = first; b < blocks; b += stride) sums[b] = block_sum(base, bytes, b * kBlock);
-  };
-  threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(blocks)));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t)
-    pool.push_back(named_thread("reprise-sum", [&work, t, threads] { work(t, threads); }));
-  work(0, threads);
-  for (auto& t : pool) t.join();
-  return combine_block_sums(sums, bytes);
+std::uint64_t payload_checksum(const Manifest& m) {
+  std::vector<std::uint64_t> digests;
+  for (const RegionRecord& r : m.regions)
+    for (std::uint32_t c : r.chunks) digests.push_back(r.digests[c]);
+  return XXH3_64bits_withSeed(digests.data(), digests.size() * sizeof(std::uint64_t), m.payload_bytes());
 }
 
-PayloadChecksummer::PayloadChecksummer(const std::byte* payload, std::size_t bytes) : payload_(payload), bytes_(bytes) {
-  sums_.reserve((bytes + kBlock - 1) / kBlock);
-}
+PayloadChecker::PayloadChecker(const Manifest& manifest, const std::byte* payload)
+    : manifest_(manifest), payload_(payload), chunks_(stored_chunks(manifest)) {}
 
-void PayloadChecksummer::advance(std::size_t received) {
-  received = std::min(received, bytes_);
-  for (std::size_t at = sums_.size() * kBlock; at < bytes_ && (at + kBlock <= received || received == bytes_);
-       at += kBlock)
-    sums_.push_back(block_sum(payload_, bytes_, at));
-}
-
-std::uint64_t PayloadChecksummer::value() const {
-  if (sums_.size() * kBlock < bytes_)
-    throw Error("PayloadChecksummer::value: the payload is not whole (" + std::to_string(sums_.size() * kBlock) +
-                " of " + std::to_string(bytes_) + " bytes hashed)");
-  return combine_block_sums(sums_, bytes_);
+void PayloadChecker::advance(std::size_t received) {
+  for (; next_ < chunks_.size() && chunks_[next_].offset + chunks_[next_].bytes <= received; ++next_)
+    if (damage_.empty() && !intact(payload_, chunks_[next_])) damage_ = damaged(manifest_, chunks_[next_]);
 }
 
 std::vector<std::byte> encode_head(const Manifest& manifest, std::uint64_t payload_sum) {
@@ -134,9 +136,30 @@ Manifest decode_head_manifest(const Header& header, const std::byte* manifest_by
   return m;
 }
 
-void verify_payload(const Header& header, const void* payload, const std::string& where) {
-  if (payload_checksum(payload, header.payload_bytes, 2) != header.payload_checksum)
-    throw CorruptCheckpointError(where, "payload checksum mismatch: checkpoint data are damaged");
+void verify_payload(const Header& header, const Manifest& manifest, const void* payload, const std::string& where,
+                    unsigned threads) {
+  if (header.payload_checksum != payload_checksum(manifest))
+    throw CorruptCheckpointError(where,
+                                 "payload checksum mismatch: the header's does not follow from the manifest's "
+                                 "chunk digests: the checkpoint is damaged");
+  const std::vector<PayloadChecker::Chunk> chunks = stored_chunks(manifest);
+  const auto* base = static_cast<const std::byte*>(payload);
+  std::atomic<std::size_t> first_bad{SIZE_MAX};
+  auto work = [&](std::size_t first, std::size_t stride) {
+    for (std::size_t k = first; k < chunks.size() && k < first_bad.load(std::memory_order_relaxed); k += stride)
+      if (!intact(base, chunks[k])) {
+        std::size_t bad = first_bad.load();
+        while (k < bad && !first_bad.compare_exchange_weak(bad, k)) {
+        }
+      }
+  };
+  threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(std::min<std::size_t>(chunks.size(), 64))));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t)
+    pool.push_back(named_thread("reprise-check", [&work, t, threads] { work(t, threads); }));
+  work(0, threads);
+  for (auto& t : pool) t.join();
+  if (first_bad != SIZE_MAX) throw CorruptCheckpointError(where, damaged(manifest, chunks[first_bad]));
 }
 
 }  // namespace reprise::core

@@ -11,7 +11,7 @@
 
 namespace reprise::core {
 
-constexpr std::uint32_t kFormatVersion = 1;
+constexpr std::uint32_t kFormatVersion = 2;  // 2: the payload checksum is the stored chunks' digests
 constexpr std::size_t kHeaderBytes = 64;
 
 struct Header {
@@ -26,24 +26,41 @@ struct Header {
 
 /// XXH3-64 of a byte range (the checksum of the format).
 std::uint64_t checksum64(const void* data, std::size_t bytes);
-/// XXH3-64 of a large range computed with `threads` threads over fixed 4 MiB blocks, then of the block
-/// checksums: the payload checksum of the format (same result whatever the thread count).
-std::uint64_t payload_checksum(const void* data, std::size_t bytes, unsigned threads = 1);
+/// The digest of one chunk of `kind`: XXH3-64 (host regions) or Lanes64 (device regions, kernels/chunk_kernels.hpp).
+std::uint64_t chunk_digest(gpu::DigestKind kind, const void* data, std::size_t bytes);
 
-/// payload_checksum of a payload that arrives in order, block by block as its bytes come: each 4 MiB block is
-/// hashed once it is whole, while it is still in the cache, instead of in one pass over the whole payload after it.
-class PayloadChecksummer {
+/// The payload checksum of the format: XXH3-64, seeded with the payload's size, of the digests the manifest
+/// gives the chunks the payload stores, in payload order. The owner reads it off its manifest (its chunks were
+/// digested where they live, on the device for device regions): no pass over the payload. A reader checks the
+/// payload by digesting each stored chunk (verify_payload, PayloadChecker), which covers the whole path from the
+/// digest: the pack, the device-to-host copy, the transfer, the file.
+std::uint64_t payload_checksum(const Manifest& manifest);
+
+/// Checks a payload that arrives in order, chunk by chunk as its bytes come: each stored chunk is digested once it
+/// is whole, while it is still in the cache, and compared with the manifest's digest.
+class PayloadChecker {
  public:
-  PayloadChecksummer(const std::byte* payload, std::size_t bytes);
+  PayloadChecker(const Manifest& manifest, const std::byte* payload);
   /// The payload's first `received` bytes are in place (non-decreasing).
   void advance(std::size_t received);
-  /// Once advance(bytes) was called: what payload_checksum(payload, bytes) gives.
-  std::uint64_t value() const;
+  /// Every chunk checked (advance(payload size) was called).
+  bool whole() const { return next_ == chunks_.size(); }
+  /// Empty while every chunk checked so far matched its digest; else what was damaged (the first such chunk).
+  const std::string& damage() const { return damage_; }
+
+  struct Chunk {
+    std::size_t offset, bytes;
+    std::uint64_t digest;
+    gpu::DigestKind kind;
+    std::uint32_t region, index;
+  };
 
  private:
+  const Manifest& manifest_;
   const std::byte* payload_;
-  std::size_t bytes_;
-  std::vector<std::uint64_t> sums_;  // of the whole blocks so far
+  std::vector<Chunk> chunks_;  // the stored chunks, in payload order
+  std::size_t next_ = 0;
+  std::string damage_;
 };
 
 /// Header + manifest bytes, ready to be followed by the payload.
@@ -54,7 +71,9 @@ Header decode_header(const std::byte* data, std::size_t bytes, const std::string
                      std::uint64_t file_bytes = UINT64_MAX);
 /// Decodes the manifest that follows a header, checking its checksum and its agreement with the header.
 Manifest decode_head_manifest(const Header& header, const std::byte* manifest_bytes, const std::string& where);
-/// Checks the payload checksum.
-void verify_payload(const Header& header, const void* payload, const std::string& where);
+/// Checks the payload: the header's checksum is the manifest's (payload_checksum), and every stored chunk matches
+/// its digest (`threads` threads). Throws CorruptCheckpointError naming `where` and the first damaged chunk.
+void verify_payload(const Header& header, const Manifest& manifest, const void* payload, const std::string& where,
+                    unsigned threads = 2);
 
 }  // namespace reprise::core

@@ -42,7 +42,7 @@ class MemoryStore final : public VersionStore {
     const std::string where = locate(version);
     const Header h = decode_header(e.head.data(), e.head.size(), where, e.head.size() + e.payload->size());
     StoredVersion out{decode_head_manifest(h, e.head.data() + kHeaderBytes, where), e.payload, where};
-    verify_payload(h, e.payload->data(), where);
+    verify_payload(h, out.manifest, e.payload->data(), where);
     return out;
   }
 

@@ -4,9 +4,7 @@
 #include <atomic>
 #include <cstring>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
+#include "core/format.hpp"
 #include "kernels/chunk_kernels.hpp"
 #include "reprise/errors.hpp"
 
@@ -40,14 +38,6 @@ RestoreChain load_chain(const VersionStore& store, std::uint64_t version) {
   chain.versions.assign(std::make_move_iterator(newest_first.rbegin()), std::make_move_iterator(newest_first.rend()));
   return chain;
 }
-
-namespace {
-
-std::uint64_t digest_of(gpu::DigestKind kind, const std::byte* data, std::size_t len) {
-  return kind == gpu::DigestKind::Xxh3 ? XXH3_64bits(data, len) : kernels::lanes64(data, len);
-}
-
-}  // namespace
 
 void verify_chain(const RestoreChain& chain, const std::vector<Region>& regions, bool verify_data, WorkPool& pool) {
   const Manifest& target = chain.target();
@@ -109,7 +99,8 @@ void verify_chain(const RestoreChain& chain, const std::vector<Region>& regions,
     const std::size_t end = std::min(it.rec->chunks.size(), it.first + kPer);
     for (std::size_t j = it.first; j < end; ++j) {
       const std::uint32_t c = it.rec->chunks[j];
-      if (digest_of(it.rec->digest_kind, base + j * it.rec->chunk_bytes, it.rec->chunk_length(c)) != it.rec->digests[c])
+      if (chunk_digest(it.rec->digest_kind, base + j * it.rec->chunk_bytes, it.rec->chunk_length(c)) !=
+          it.rec->digests[c])
         throw CorruptCheckpointError(
             it.sv->where, "region '" + it.rec->name + "' chunk " + std::to_string(c) + " does not match its digest");
     }

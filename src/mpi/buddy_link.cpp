@@ -265,13 +265,11 @@ void BuddyLink::progress_loop() {
           ++(reused ? reused_ : fresh_);
           if (passed_over) ++passed_over_;
           const std::uint64_t v = r.manifest.version;
-          // Verified before it is acknowledged (hashed piece by piece as it came): a damaged copy is refused (the
+          // Verified before it is acknowledged (checked chunk by chunk as it came): a damaged copy is refused (the
           // owner sends it once more).
-          if (r.arrived_checksum != r.checksum) {
-            std::fprintf(stderr,
-                         "reprise: rank %d: version %llu from rank %d arrived damaged (its payload does not match "
-                         "its checksum): refused\n",
-                         job_.rank_, static_cast<unsigned long long>(v), src);
+          if (!r.damage.empty()) {
+            std::fprintf(stderr, "reprise: rank %d: version %llu from rank %d arrived damaged (%s): refused\n",
+                         job_.rank_, static_cast<unsigned long long>(v), src, r.damage.c_str());
             REPRISE_MPI_CHECK(polled::send(&kRefused, 1, MPI_UINT64_T, src, kAck, job_.ack_));
             continue;
           }

@@ -932,7 +932,7 @@ void Recovery::move_data(const protocol::RecoveryPlan& plan, RecoveryRecord& rec
     for (std::uint64_t v : versions) {
       const core::StoredVersion sv = from.load(v);
       send_version(job_.world_, dest, kMoveHead, kMovePiece, sv.manifest, *sv.payload,
-                   core::payload_checksum(sv.payload->data(), sv.payload->size(), job_.cfg_.digest_threads));
+                   core::payload_checksum(sv.manifest));
       rec.bytes_sent += sv.payload->size();
     }
   };

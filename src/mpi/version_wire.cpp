@@ -1,6 +1,7 @@
 #include "mpi/version_wire.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "core/format.hpp"
@@ -34,22 +35,25 @@ Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const
   r.manifest = core::decode_head_manifest(h, head.data() + core::kHeaderBytes, where);
   r.payload = pool ? core::take_pooled(pool, h.payload_bytes, reused, passed_over)
                    : std::make_shared<core::HostBytes>(h.payload_bytes);
-  std::optional<core::PayloadChecksummer> sum;
-  if (check.verify) sum.emplace(r.payload->data(), r.payload->size());
+  std::optional<core::PayloadChecker> checker;
+  if (check.verify) checker.emplace(r.manifest, r.payload->data());
   const std::size_t damaged_at = check.damage && check.damage(r.manifest) ? h.payload_bytes / 2 : SIZE_MAX;
   for (std::size_t off = 0; off < h.payload_bytes; off += kPieceBytes) {
     const std::size_t n = std::min<std::size_t>(kPieceBytes, h.payload_bytes - off);
     REPRISE_MPI_CHECK(
         polled::recv(r.payload->data() + off, static_cast<int>(n), MPI_BYTE, src, piece_tag, comm, MPI_STATUS_IGNORE));
     if (damaged_at >= off && damaged_at < off + n) r.payload->data()[damaged_at] ^= std::byte{1};
-    if (sum) sum->advance(off + n);  // the piece is in the cache now
-  }
-  if (sum) {
-    sum->advance(h.payload_bytes);  // (an empty payload)
-    r.arrived_checksum = sum->value();
+    if (checker) checker->advance(off + n);  // the piece is in the cache now
   }
   REPRISE_MPI_CHECK(
       polled::recv(&r.checksum, 1, MPI_UINT64_T, src, piece_tag, comm, MPI_STATUS_IGNORE));  // the trailer
+  if (checker) {
+    checker->advance(h.payload_bytes);  // (an empty payload)
+    if (!checker->damage().empty())
+      r.damage = checker->damage();
+    else if (r.checksum != core::payload_checksum(r.manifest))
+      r.damage = "its trailer's payload checksum does not follow from its manifest's chunk digests";
+  }
   return r;
 }
 

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "core/bytes.hpp"
@@ -31,11 +30,11 @@ enum Tag : int {
   kGreeting = 26,   // recovery (world): a replacement's empty message to every rank (Recovery::greet_replacements)
 };
 
-/// The acknowledgement of a version whose payload did not match its checksum at the buddy: not stored.
+/// The acknowledgement of a version whose payload did not match its chunk digests at the buddy: not stored.
 constexpr std::uint64_t kRefused = ~std::uint64_t{0};
 
-// The checksum is known only once a streamed payload is whole, hence the trailer. Pieces small enough that the
-// buddy transfer starts early.
+// The trailer repeats the payload checksum (core::payload_checksum, read off the manifest) after the last piece:
+// the version's end on the wire. Pieces small enough that the buddy transfer starts early.
 constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
 
 /// One whole version to `dest`: head, pieces, trailer (blocking, polled). Throws PeerFailure on a process failure.
@@ -46,15 +45,16 @@ struct Received {
   core::Manifest manifest;
   std::shared_ptr<core::HostBytes> payload;
   std::uint64_t checksum = 0;  ///< the sender's (the trailer)
-  /// With ReceiveCheck::verify: the payload's checksum as it arrived, each piece hashed right after it came.
-  std::optional<std::uint64_t> arrived_checksum;
+  /// With ReceiveCheck::verify: empty when every stored chunk matched its manifest's digest as it arrived (each
+  /// piece checked right after it came) and the trailer matches the manifest; else what was damaged.
+  std::string damage;
 };
 
 /// What recv_version checks as the version arrives.
 struct ReceiveCheck {
-  bool verify = false;  ///< compute Received::arrived_checksum
+  bool verify = false;  ///< fill Received::damage
   /// Tests (REPRISE_CORRUPT_SHIPPED): true for a version whose payload is damaged on arrival (one byte of its
-  /// middle piece flipped before it is hashed), as a faulty link would.
+  /// middle piece flipped before it is checked), as a faulty link would.
   std::function<bool(const core::Manifest&)> damage;
 };
 

@@ -474,9 +474,8 @@ struct Runtime::Impl {
       job.metrics.streamed_bytes = before_last;
     }
     const auto t1 = Clock::now();
-    const std::uint64_t sum = core::payload_checksum(job.payload->data(), job.payload->size(), cfg.digest_threads);
-    put->finish(sum);
-    in_flight -= std::exchange(job.in_flight, 0);  // the store holds it now
+    put->finish(core::payload_checksum(job.manifest));  // from the chunks' digests: no pass over the payload
+    in_flight -= std::exchange(job.in_flight, 0);       // the store holds it now
     // The new version stored, the old ones not yet released: this rank's peak.
     const std::size_t stored_total = sample();
     const bool over_budget = budget && stored_total > budget;

@@ -94,41 +94,106 @@ TEST(Format, UnknownFormatVersionIsReportedAsSuch) {
     decode_header(head.data(), head.size(), "f");
     FAIL();
   } catch (const CorruptCheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("format version 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("format version " + std::to_string(future)), std::string::npos) << e.what();
   }
 }
 
-TEST(Format, PayloadChecksumDoesNotDependOnThreads) {
-  std::vector<char> data(9 << 20);
-  test::fill_random(data.data(), data.size(), 1);
-  const auto one = payload_checksum(data.data(), data.size(), 1);
-  EXPECT_EQ(one, payload_checksum(data.data(), data.size(), 2));
-  EXPECT_EQ(one, payload_checksum(data.data(), data.size(), 5));
-  data[5 << 20] ^= 1;
-  EXPECT_NE(one, payload_checksum(data.data(), data.size(), 2));
-  EXPECT_NE(payload_checksum(data.data(), 0, 1), payload_checksum(data.data(), 1, 1));
+// A manifest and its payload: a host region (XXH3 digests) whose chunks 1, 2 and 5 (the last, partial) are stored,
+// and a device region (Lanes64) stored whole, with the digests of the bytes the payload holds.
+struct Version {
+  Manifest manifest;
+  std::vector<std::byte> payload;
+};
+Version sample_version(std::uint64_t seed) {
+  Version v;
+  RegionRecord a;
+  a.name = "u";
+  a.bytes = 5 * 4096 + 100;
+  a.chunk_bytes = 4096;
+  a.digests.assign(6, 7);  // the chunks not stored: digests of earlier versions
+  a.chunks = {1, 2, 5};
+  RegionRecord b;
+  b.name = "d";
+  b.bytes = 3 * 4096;
+  b.chunk_bytes = 4096;
+  b.space = MemorySpace::Device;
+  b.digest_kind = gpu::DigestKind::Lanes64;
+  b.digests.assign(3, 0);
+  b.chunks = {0, 1, 2};
+  v.manifest.regions = {a, b};
+  v.payload.resize(v.manifest.layout_payload());
+  test::fill_random(v.payload.data(), v.payload.size(), seed);
+  for (RegionRecord& r : v.manifest.regions) {
+    std::size_t at = r.payload_offset;
+    for (std::uint32_t c : r.chunks) {
+      r.digests[c] = chunk_digest(r.digest_kind, v.payload.data() + at, r.chunk_length(c));
+      at += r.chunk_length(c);
+    }
+  }
+  return v;
 }
 
-// The buddy hashes a version piece by piece as it arrives: whatever the pieces, the same checksum as in one pass.
-TEST(Format, PayloadChecksumOfAPayloadThatArrivesInPieces) {
-  for (const std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{4} << 20, (std::size_t{9} << 20) + 3}) {
-    std::vector<std::byte> data(bytes);
-    test::fill_random(data.data(), data.size(), 2);
-    const std::uint64_t whole = payload_checksum(data.data(), bytes);
-    for (const std::size_t piece : {std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{3} << 20}) {
-      PayloadChecksummer sum(data.data(), bytes);
+// The payload checksum is read off the manifest: it follows every stored chunk's digest and the payload's size, and
+// not the digests of chunks the version does not store.
+TEST(Format, PayloadChecksumFollowsTheStoredChunksDigests) {
+  const Version v = sample_version(1);
+  const std::uint64_t sum = payload_checksum(v.manifest);
+  Manifest m = v.manifest;
+  m.regions[0].digests[0] ^= 1;  // not stored
+  EXPECT_EQ(payload_checksum(m), sum);
+  m.regions[1].digests[2] ^= 1;
+  EXPECT_NE(payload_checksum(m), sum);
+  m = v.manifest;
+  m.regions[0].chunks = {1, 2};
+  m.layout_payload();
+  EXPECT_NE(payload_checksum(m), sum);
+}
+
+// verify_payload digests every stored chunk (XXH3 or Lanes64, as its region says) and names the first damaged one.
+TEST(Format, VerifyPayloadNamesTheDamagedChunk) {
+  Version v = sample_version(2);
+  Header h;
+  h.payload_bytes = v.payload.size();
+  h.payload_checksum = payload_checksum(v.manifest);
+  for (unsigned threads : {1u, 2u, 5u}) EXPECT_NO_THROW(verify_payload(h, v.manifest, v.payload.data(), "v", threads));
+  const std::size_t in_u5 = 2 * 4096 + 50, in_d1 = v.manifest.regions[1].payload_offset + 4096 + 9;
+  for (const auto& [at, what] : {std::pair{in_u5, std::string("chunk 5 of region 'u' (payload bytes 8192 to 8292)")},
+                                 std::pair{in_d1, std::string("chunk 1 of region 'd'")}}) {
+    v.payload[at] ^= std::byte{4};
+    for (unsigned threads : {1u, 2u, 5u}) {
+      try {
+        verify_payload(h, v.manifest, v.payload.data(), "v", threads);
+        ADD_FAILURE() << "a flipped bit at " << at << " passed";
+      } catch (const CorruptCheckpointError& e) {
+        EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      }
+    }
+    v.payload[at] ^= std::byte{4};
+  }
+  Header wrong = h;
+  wrong.payload_checksum ^= 1;
+  EXPECT_THROW(verify_payload(wrong, v.manifest, v.payload.data(), "v"), CorruptCheckpointError);
+}
+
+// The buddy checks a version chunk by chunk as it arrives: whatever the pieces, what a whole pass finds.
+TEST(Format, PayloadCheckerOfAPayloadThatArrivesInPieces) {
+  Version v = sample_version(3);
+  const std::size_t bytes = v.payload.size();
+  for (const std::size_t flip : {SIZE_MAX, std::size_t{4096 + 1}, bytes - 1}) {
+    if (flip != SIZE_MAX) v.payload[flip] ^= std::byte{1};
+    for (const std::size_t piece : {std::size_t{1}, std::size_t{1000}, std::size_t{4096}, bytes}) {
+      PayloadChecker check(v.manifest, v.payload.data());
       for (std::size_t at = 0; at < bytes;) {
         at = std::min(bytes, at + piece);
-        sum.advance(at);
+        check.advance(at);
       }
-      sum.advance(bytes);
-      EXPECT_EQ(sum.value(), whole) << bytes << " bytes in pieces of " << piece;
+      EXPECT_TRUE(check.whole());
+      EXPECT_EQ(check.damage().empty(), flip == SIZE_MAX) << "flip at " << flip << ", pieces of " << piece;
     }
-    if (bytes > 1) {
-      PayloadChecksummer part(data.data(), bytes);
-      part.advance(bytes - 1);
-      EXPECT_THROW(part.value(), Error) << "a payload not whole has no checksum yet";
-    }
+    PayloadChecker part(v.manifest, v.payload.data());
+    part.advance(bytes - 1);
+    EXPECT_FALSE(part.whole()) << "the last chunk is not whole yet";
+    if (flip != SIZE_MAX) v.payload[flip] ^= std::byte{1};
   }
 }
 

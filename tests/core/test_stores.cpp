@@ -30,13 +30,15 @@ Sample make_version(std::uint64_t v, std::size_t bytes) {
   r.name = "data";
   r.bytes = bytes;
   r.chunk_bytes = 4096;
-  r.digests.assign((bytes + 4095) / 4096, 0);
-  for (std::uint32_t i = 0; i < r.digests.size(); ++i) r.chunks.push_back(i);
-  s.manifest.regions.push_back(r);
-  s.manifest.layout_payload();
   s.payload = std::make_shared<HostBytes>(bytes);
   test::fill_random(s.payload->data(), bytes, v);
-  s.sum = payload_checksum(s.payload->data(), bytes);
+  for (std::uint32_t i = 0; i * std::size_t{4096} < bytes; ++i) {
+    r.digests.push_back(chunk_digest(r.digest_kind, s.payload->data() + i * std::size_t{4096}, r.chunk_length(i)));
+    r.chunks.push_back(i);
+  }
+  s.manifest.regions.push_back(r);
+  s.manifest.layout_payload();
+  s.sum = payload_checksum(s.manifest);
   return s;
 }
 

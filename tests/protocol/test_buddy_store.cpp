@@ -30,13 +30,15 @@ Sample make_version(std::uint64_t v, std::uint64_t base) {
   r.name = "data";
   r.bytes = bytes;
   r.chunk_bytes = 4096;
-  r.digests.assign(4, v);
-  for (std::uint32_t i = 0; i < 4; ++i) r.chunks.push_back(i);
-  s.manifest.regions.push_back(r);
-  s.manifest.layout_payload();
   s.payload = std::make_shared<core::HostBytes>(bytes);
   test::fill_random(s.payload->data(), bytes, v);
-  s.sum = core::payload_checksum(s.payload->data(), bytes);
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    r.digests.push_back(core::chunk_digest(r.digest_kind, s.payload->data() + i * std::size_t{4096}, 4096));
+    r.chunks.push_back(i);
+  }
+  s.manifest.regions.push_back(r);
+  s.manifest.layout_payload();
+  s.sum = core::payload_checksum(s.manifest);
   return s;
 }
 

@@ -152,7 +152,7 @@ TEST_F(BadInput, UnknownFormatVersion) {
   std::memcpy(bytes.data() + 56, &sum, 8);
   test::write_file(file(6), bytes);
   const std::string msg = expect_failure_leaves_data_untouched([](Runtime& rt) { rt.restore(6); });
-  EXPECT_NE(msg.find("format version 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("format version " + std::to_string(future)), std::string::npos) << msg;
   EXPECT_EQ(restore_with(std::nullopt).first, 5u);
 }
 
