@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include "core/thread_name.hpp"
+#include "core/xxh3.hpp"
 #include "kernels/chunk_kernels.hpp"
 #include "reprise/errors.hpp"
 
@@ -31,11 +32,11 @@ T load_at(const std::byte* p, std::size_t off) {
 }  // namespace
 
 std::uint64_t checksum64(const void* data, std::size_t bytes) {
-  return XXH3_64bits(data, bytes);
+  return xxh3_64(data, bytes);
 }
 
 std::uint64_t chunk_digest(gpu::DigestKind kind, const void* data, std::size_t bytes) {
-  return kind == gpu::DigestKind::Xxh3 ? XXH3_64bits(data, bytes) : kernels::lanes64(data, bytes);
+  return kind == gpu::DigestKind::Xxh3 ? xxh3_64(data, bytes) : kernels::lanes64(data, bytes);
 }
 
 namespace {

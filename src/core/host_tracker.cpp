@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
+#include "core/xxh3.hpp"
 #include "kernels/chunk_kernels.hpp"
 
 namespace reprise::core {
@@ -17,7 +15,7 @@ std::size_t chunks_per_item(std::size_t chunk_bytes) {
 }  // namespace
 
 std::uint64_t xxh3_digest(const void* data, std::size_t bytes) {
-  return XXH3_64bits(data, bytes);
+  return xxh3_64(data, bytes);
 }
 
 void xxh3_chunk_digests(const void* data, std::size_t bytes, std::size_t chunk_bytes, std::uint64_t* digests,
@@ -28,7 +26,7 @@ void xxh3_chunk_digests(const void* data, std::size_t bytes, std::size_t chunk_b
   pool.parallel_for((n + per - 1) / per, [&](std::size_t item) {
     const std::size_t end = std::min(n, (item + 1) * per);
     for (std::size_t i = item * per; i < end; ++i)
-      digests[i] = XXH3_64bits(base + i * chunk_bytes, kernels::chunk_length(bytes, chunk_bytes, i));
+      digests[i] = xxh3_64(base + i * chunk_bytes, kernels::chunk_length(bytes, chunk_bytes, i));
   });
 }
 

@@ -3,8 +3,12 @@
 #include <cstring>
 #include <vector>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "core/device_tracker.hpp"
 #include "core/host_tracker.hpp"
+#include "core/xxh3.hpp"
 #include "kernels/chunk_kernels.hpp"
 #include "support/test_support.hpp"
 
@@ -12,6 +16,26 @@ namespace reprise::core {
 namespace {
 
 constexpr std::size_t kChunk = 4096;
+
+// The digest of the format is XXH3-64 whatever vector unit computes it: the one chosen on this CPU (AVX2 on
+// x86-64 where present) against xxHash's own, built here for the baseline, over the lengths where XXH3 changes
+// its algorithm (0, 16, 128, 240 bytes, stripes of 64, blocks of 1 KiB) and at unaligned addresses.
+TEST(Xxh3, TheChosenUnitGivesXxhashsValues) {
+  std::vector<unsigned char> data((1 << 20) + 3 * 1024 + 77);
+  test::fill_random(data.data(), data.size(), 11);
+  EXPECT_EQ(xxh3_64(nullptr, 0), 0x2D06800538D394C2ULL);  // XXH3-64 of nothing (xxHash's test vectors)
+  std::vector<std::size_t> lengths = {data.size() - 40};
+  for (std::size_t edge : {1, 4, 8, 16, 64, 128, 240, 256, 1024, 4096, 65536})
+    lengths.insert(lengths.end(), {edge - 1, edge, edge + 1});
+  for (std::size_t offset : {0, 1, 8, 33})
+    for (std::size_t n : lengths)
+      ASSERT_EQ(xxh3_64(data.data() + offset, n), XXH3_64bits(data.data() + offset, n))
+          << n << " bytes at offset " << offset << " with " << xxh3_unit();
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  EXPECT_STREQ(xxh3_unit(), __builtin_cpu_supports("avx2") ? "avx2" : "baseline");
+#endif
+}
 
 TEST(HostTracker, ReportsExactlyTheChangedChunks) {
   std::vector<unsigned char> data(10 * kChunk + 100);  // partial last chunk
