@@ -131,7 +131,6 @@ int verify(const std::string& dir) {
   std::vector<int> ranks;
   if (int rc = check_dir(dir, ranks)) return rc;
   int bad = 0, good = 0;
-  core::WorkPool pool(2);
   try {  // the rank count of the job that wrote it (a relaunch reads it first)
     if (const auto n = core::read_job_ranks(dir))
       std::cout << "ok       " << dir << "/job.reprise (" << *n << " ranks)\n";
@@ -148,7 +147,7 @@ int verify(const std::string& dir) {
         std::vector<core::Region> regions;
         for (const auto& r : chain.target().regions)
           regions.push_back(core::Region{r.name, nullptr, r.bytes, r.space, nullptr});
-        core::verify_chain(chain, regions, true, pool);
+        core::verify_chain(chain, regions);
         ++good;
         std::cout << "ok       " << store->locate(v) << " (" << core::to_string(chain.target().kind) << ", chain of "
                   << chain.versions.size() << ")\n";

@@ -159,13 +159,13 @@ class DirectoryStore final : public VersionStore {
     return read_head(fd.get(), path).manifest;
   }
 
-  StoredVersion load(std::uint64_t version) const override {
+  StoredVersion load(std::uint64_t version, PayloadCheck check) const override {
     const std::string path = locate(version);
     Fd fd = open_version(path, version);
     Head head = read_head(fd.get(), path);
     auto payload = std::make_shared<HostBytes>(head.header.payload_bytes);
     read_all(fd.get(), payload->data(), head.header.payload_bytes, path);
-    verify_payload(head.header, head.manifest, payload->data(), path);
+    if (check == PayloadCheck::Chunks) verify_payload(head.header, head.manifest, payload->data(), path);
     return StoredVersion{std::move(head.manifest), std::move(payload), path};
   }
 

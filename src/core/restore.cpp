@@ -1,7 +1,6 @@
 #include "core/restore.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
 #include "core/format.hpp"
@@ -10,13 +9,13 @@
 
 namespace reprise::core {
 
-RestoreChain load_chain(const VersionStore& store, std::uint64_t version) {
+RestoreChain load_chain(const VersionStore& store, std::uint64_t version, PayloadCheck check) {
   std::vector<StoredVersion> newest_first;
   std::uint64_t v = version;
   for (;;) {
     StoredVersion sv;
     try {
-      sv = store.load(v);
+      sv = store.load(v, check);
     } catch (const RestoreError& e) {
       if (v == version) throw;
       throw ChainBrokenError("version " + std::to_string(version) + " cannot be restored: its chain needs version " +
@@ -39,7 +38,7 @@ RestoreChain load_chain(const VersionStore& store, std::uint64_t version) {
   return chain;
 }
 
-void verify_chain(const RestoreChain& chain, const std::vector<Region>& regions, bool verify_data, WorkPool& pool) {
+void verify_chain(const RestoreChain& chain, const std::vector<Region>& regions) {
   const Manifest& target = chain.target();
   const std::string& target_where = chain.versions.back().where;
   for (const Region& region : regions) {
@@ -79,32 +78,6 @@ void verify_chain(const RestoreChain& chain, const std::vector<Region>& regions,
       expected = r->digests;
     }
   }
-  if (!verify_data) return;
-  // Every stored chunk must hash to its own version's digest.
-  struct Item {
-    const StoredVersion* sv;
-    const RegionRecord* rec;
-    std::size_t first;
-  };
-  std::vector<Item> items;
-  constexpr std::size_t kPer = 64;
-  for (const StoredVersion& sv : chain.versions)
-    for (const Region& region : regions) {
-      const RegionRecord* r = sv.manifest.find(region.name);
-      for (std::size_t j = 0; j < r->chunks.size(); j += kPer) items.push_back({&sv, r, j});
-    }
-  pool.parallel_for(items.size(), [&](std::size_t k) {
-    const Item& it = items[k];
-    const std::byte* base = it.sv->payload->data() + it.rec->payload_offset;
-    const std::size_t end = std::min(it.rec->chunks.size(), it.first + kPer);
-    for (std::size_t j = it.first; j < end; ++j) {
-      const std::uint32_t c = it.rec->chunks[j];
-      if (chunk_digest(it.rec->digest_kind, base + j * it.rec->chunk_bytes, it.rec->chunk_length(c)) !=
-          it.rec->digests[c])
-        throw CorruptCheckpointError(
-            it.sv->where, "region '" + it.rec->name + "' chunk " + std::to_string(c) + " does not match its digest");
-    }
-  });
 }
 
 void apply_chain(const RestoreChain& chain, const std::vector<Region>& regions, gpu::Backend* backend,

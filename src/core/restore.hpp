@@ -26,14 +26,15 @@ struct RestoreChain {
   const Manifest& target() const { return versions.back().manifest; }
 };
 
-/// Loads `version` and its bases down to the full version. Throws CorruptCheckpointError when a version is
-/// damaged, RestoreError when one is missing (naming the version that needs it).
-RestoreChain load_chain(const VersionStore& store, std::uint64_t version);
+/// Loads `version` and its bases down to the full version, each checked as `check` says (with the default every
+/// stored chunk is digested once, here, against its version's digest). Throws CorruptCheckpointError when a
+/// version is damaged, RestoreError when one is missing (naming the version that needs it).
+RestoreChain load_chain(const VersionStore& store, std::uint64_t version, PayloadCheck check = PayloadCheck::Chunks);
 
-/// Checks that every region exists in the target with the same size, and (when `verify_data`) that every stored
-/// chunk hashes to its version's digest and that the digest tables agree along the chain. Throws RestoreError or
-/// CorruptCheckpointError.
-void verify_chain(const RestoreChain& chain, const std::vector<Region>& regions, bool verify_data, WorkPool& pool);
+/// Checks that every region exists in the target with the same size, layout and memory space, and that the digest
+/// tables agree along the chain (a chunk no later version stores keeps its digest). Reads no payload: load_chain
+/// checked the chunks. Throws RestoreError or CorruptCheckpointError.
+void verify_chain(const RestoreChain& chain, const std::vector<Region>& regions);
 
 /// Writes the chain into the regions (oldest version first, so newer chunks win). Device regions go through
 /// `backend` in rounds of at most `staging_bytes`.

@@ -21,6 +21,12 @@ struct StoredVersion {
   std::string where;  ///< file path or store entry, for messages
 };
 
+/// What VersionStore::load checks of a payload (its header and manifest are checked always).
+enum class PayloadCheck {
+  Chunks,  ///< every stored chunk against its digest in the manifest
+  None,    ///< no pass over the payload (Config::verify_restore = false)
+};
+
 /// A version being stored while its payload is still being filled (VersionStore::begin_put): a store that
 /// moves versions elsewhere (the buddy level) sends each part as soon as it holds its final bytes.
 class PutStream {
@@ -68,8 +74,11 @@ class VersionStore {
   virtual std::vector<std::uint64_t> list() const = 0;
   /// Header and manifest of a version, checked (no payload read). Throws CorruptCheckpointError.
   virtual Manifest load_manifest(std::uint64_t version) const = 0;
-  /// A whole version, every checksum checked. Throws CorruptCheckpointError, or RestoreError when absent.
-  virtual StoredVersion load(std::uint64_t version) const = 0;
+  /// A whole version, its header and manifest checked and, with PayloadCheck::Chunks, every stored chunk against
+  /// its digest. Throws CorruptCheckpointError, or RestoreError when absent.
+  virtual StoredVersion load(std::uint64_t version, PayloadCheck check) const = 0;
+  /// load(version, PayloadCheck::Chunks).
+  StoredVersion load(std::uint64_t version) const { return load(version, PayloadCheck::Chunks); }
   /// Removes a version (no-op when absent).
   virtual void release(std::uint64_t version) = 0;
   /// Starts storing a version whose payload is still being filled; `payload` stays alive and unchanged once

@@ -67,8 +67,8 @@ class WriteBehindStore final : public VersionStore {
   Manifest load_manifest(std::uint64_t version) const override {
     return in_memory(version) ? memory_->load_manifest(version) : files_->load_manifest(version);
   }
-  StoredVersion load(std::uint64_t version) const override {
-    return in_memory(version) ? memory_->load(version) : files_->load(version);
+  StoredVersion load(std::uint64_t version, PayloadCheck check) const override {
+    return in_memory(version) ? memory_->load(version, check) : files_->load(version, check);
   }
 
   // At once in memory; the file in the background, after what is queued before it (removing a file of 64 MiB

@@ -133,8 +133,8 @@ core::Manifest BuddyStore::load_manifest(std::uint64_t version) const {
   return local_->load_manifest(version);
 }
 
-core::StoredVersion BuddyStore::load(std::uint64_t version) const {
-  return local_->load(version);
+core::StoredVersion BuddyStore::load(std::uint64_t version, core::PayloadCheck check) const {
+  return local_->load(version, check);
 }
 
 bool BuddyStore::may_release(std::uint64_t version, std::uint64_t floor_base) const {

@@ -81,7 +81,8 @@ class BuddyStore : public core::VersionStore {
                                              std::shared_ptr<const core::HostBytes> payload) override;
   std::vector<std::uint64_t> list() const override;
   core::Manifest load_manifest(std::uint64_t version) const override;
-  core::StoredVersion load(std::uint64_t version) const override;
+  core::StoredVersion load(std::uint64_t version, core::PayloadCheck check) const override;
+  using VersionStore::load;
   void release(std::uint64_t version) override;
   std::optional<std::int64_t> written_through() const override { return local_->written_through(); }
   void flush() override { local_->flush(); }

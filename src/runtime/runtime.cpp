@@ -530,6 +530,12 @@ struct Runtime::Impl {
     job.host_part = HostPart{};
   }
 
+  // What a restore checks of the payloads it loads: every stored chunk against its digest, once
+  // (REPRISE_VERIFY_RESTORE).
+  core::PayloadCheck payload_check() const {
+    return cfg.verify_restore ? core::PayloadCheck::Chunks : core::PayloadCheck::None;
+  }
+
   // Still over the memory budget once old chains are released: the payload buffers kept for reuse go, as many as
   // needed.
   void fit_budget() {
@@ -1056,7 +1062,7 @@ std::uint64_t Runtime::restore(std::uint64_t version) {
   d.follow_handles();  // restored into the buffers the variables refer to now
   d.wait_queue(0);
   d.run_fences();
-  const core::RestoreChain chain = core::load_chain(*d.store, version);
+  const core::RestoreChain chain = core::load_chain(*d.store, version, d.payload_check());
   for (auto& e : d.entries) {
     const core::RegionRecord* r = e.locate ? chain.target().find(e.region.name) : nullptr;
     // (a deferred region's memory may have moved on the background thread since the runtime last asked)
@@ -1067,7 +1073,7 @@ std::uint64_t Runtime::restore(std::uint64_t version) {
   }
   std::vector<core::Region> regions;
   for (const auto& e : d.entries) regions.push_back(e.region);
-  core::verify_chain(chain, regions, d.cfg.verify_restore, d.pool);
+  core::verify_chain(chain, regions);
   // Everything checked: from here on protected data are written.
   core::apply_chain(chain, regions, d.backend.get(), d.cfg.staging_bytes);
   const core::Manifest& target = chain.target();
@@ -1108,7 +1114,7 @@ std::size_t Runtime::restore_own(const std::vector<std::string>& names) {
     version = all.back();
   }
   if (!version) return 0;
-  const core::RestoreChain chain = core::load_chain(*d.store, *version);
+  const core::RestoreChain chain = core::load_chain(*d.store, *version, d.payload_check());
   std::vector<Impl::Entry*> picked;
   for (auto& e : d.entries) {
     if (std::find(names.begin(), names.end(), e.region.name) == names.end()) continue;
@@ -1119,7 +1125,7 @@ std::size_t Runtime::restore_own(const std::vector<std::string>& names) {
   }
   std::vector<core::Region> regions;
   for (const Impl::Entry* e : picked) regions.push_back(e->region);
-  core::verify_chain(chain, regions, d.cfg.verify_restore, d.pool);
+  core::verify_chain(chain, regions);
   core::apply_chain(chain, regions, d.backend.get(), d.cfg.staging_bytes);
   for (Impl::Entry* e : picked) e->tracker = core::HostTracker(e->region, d.cfg.chunk_bytes);  // stored whole next
   if (!picked.empty()) d.regions_changed = true;

@@ -93,6 +93,9 @@ TEST(DirectoryStore, LeavesOnlyCompleteFilesAndNamesThemInErrors) {
     EXPECT_NE(std::string(e.what()).find("payload checksum"), std::string::npos);
   }
   EXPECT_NO_THROW(store->load_manifest(7));  // the manifest itself is intact
+  // REPRISE_VERIFY_RESTORE=0: no pass over the payload, the damaged byte comes back as it is.
+  const StoredVersion unchecked = store->load(7, PayloadCheck::None);
+  EXPECT_NE(std::memcmp(unchecked.payload->data(), s.payload->data(), 50000), 0);
   test::truncate_file(path, 1000);
   EXPECT_THROW(store->load_manifest(7), CorruptCheckpointError);
 }
@@ -218,7 +221,7 @@ class GatedStore final : public VersionStore {
   }
   std::vector<std::uint64_t> list() const override { return inner_->list(); }
   Manifest load_manifest(std::uint64_t v) const override { return inner_->load_manifest(v); }
-  StoredVersion load(std::uint64_t v) const override { return inner_->load(v); }
+  StoredVersion load(std::uint64_t v, PayloadCheck check) const override { return inner_->load(v, check); }
   void release(std::uint64_t v) override { inner_->release(v); }
 
  private:
