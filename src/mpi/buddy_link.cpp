@@ -79,7 +79,8 @@ class BuddyLink::Stream : public protocol::ShipStream {
                       std::to_string(c_.rank_) + " and " + std::to_string(buddy_) +
                       " corrupts data. The version is not committed; earlier committed versions are intact");
       }
-      acked_ = v == m_.version;
+      if (v != kRefused && (v & kOverBudget)) c_.buddy_over_budget_ = true;  // (from then on: one chain kept)
+      acked_ = (v & ~kOverBudget) == m_.version;
     });
   }
 
@@ -277,15 +278,22 @@ void BuddyLink::progress_loop() {
           const bool full = r.manifest.kind == core::VersionKind::Full;
           const std::uint32_t chain_index = r.manifest.chain_index;
           ward_store(src).put(r.manifest, std::move(r.payload), r.checksum);
-          REPRISE_MPI_CHECK(polled::send(&v, 1, MPI_UINT64_T, src, kAck, job_.ack_));
+          // Over the memory budget, its wards' copies included: the owner is told (it keeps one chain, so these
+          // copies shrink as it releases the others), and the receive buffers kept for reuse go.
+          const bool over = job_.over_budget_with_wards(memory_bytes());
+          const std::uint64_t ack = over ? v | kOverBudget : v;
+          REPRISE_MPI_CHECK(polled::send(&ack, 1, MPI_UINT64_T, src, kAck, job_.ack_));
           // After the acknowledgement (the owner's commit does not wait for it): the buffer the ward's next
           // version will need, touched now rather than page by page as it arrives (the owner's runtime does the
           // same for its own versions; without it a full version after a chain of small ones, 256 MiB, was
-          // received into fresh memory: 1.3 s to commit instead of 0.2 s on the 2-core VM).
+          // received into fresh memory: 1.3 s to commit instead of 0.2 s on the 2-core VM). Over the budget: fewer
+          // kept instead.
           auto& [last_full, last_diff] = ward_sizes_[src];
           (full ? last_full : last_diff) = bytes;
           const std::size_t next = chain_index + 1 >= job_.cfg_.full_every ? last_full : last_diff;
-          if (next > 0) {
+          if (over) {
+            fit_budget();
+          } else if (next > 0) {
             try {
               ward_pool_->prepare(next);
             } catch (const std::bad_alloc&) {  // received into fresh memory then
@@ -334,6 +342,22 @@ std::size_t BuddyLink::memory_bytes() {
   std::size_t n = ward_pool_->held_bytes();
   for_each_ward([&](int, core::VersionStore& s) { n += s.memory_bytes(); });
   return n;
+}
+
+// The receive buffers kept for the wards' next versions, trimmed to what the budget leaves beside the copies: the
+// next version is then received into new memory (a page fault per 4 KiB on the progress thread).
+void BuddyLink::fit_budget() {
+  std::size_t copies = 0;
+  for_each_ward([&](int, core::VersionStore& s) { copies += s.memory_bytes(); });
+  const std::size_t room = job_.room_for_wards(), keep = room > copies ? room - copies : 0;
+  if (ward_pool_->held_bytes() <= keep) return;
+  ward_pool_->trim(keep);
+  if (!std::exchange(trim_warned_, true))
+    std::fprintf(stderr,
+                 "reprise: rank %d: warning: the buffers kept to receive its wards' versions were trimmed to %zu MiB "
+                 "by its memory budget (REPRISE_MEMORY_BUDGET), which its copies of their versions count against: "
+                 "their next versions are received into new memory; raise REPRISE_MEMORY_BUDGET\n",
+                 job_.rank_, (keep + (std::size_t{1} << 19)) >> 20);
 }
 
 void BuddyLink::drop_wards() {

@@ -57,6 +57,7 @@ class BuddyLink {
   class Stream;  // one version on its way, piece by piece as the drain fills it
   void progress_loop();
   bool corrupt_due(int owner, std::uint64_t version);  // REPRISE_CORRUPT_SHIPPED (tests)
+  void fit_budget();                                   // over the memory budget: fewer receive buffers kept
 
   // Idle, the progress thread polls less and less often: kPollMin after a message, doubling up to kPollMax while
   // nothing comes (each wake-up takes a core from the application for a moment; bench/results has the cost).
@@ -81,6 +82,7 @@ class BuddyLink {
   // Payload buffers of the versions held for wards, recycled: a version released goes back to the pool and the
   // next one is received into it, not into fresh memory first touched by the receive on the progress thread.
   std::shared_ptr<core::BufferPool> ward_pool_ = std::make_shared<core::BufferPool>(8);
+  bool trim_warned_ = false;  // (the progress thread's)
   std::atomic<std::uint64_t> fresh_{0}, reused_{0};
   std::atomic<std::uint64_t> passed_over_{0};  // fresh although the pool kept buffers (all too large)
   // Per ward (progress thread): the sizes of its last full and differential versions, so that the buffer its next

@@ -364,12 +364,30 @@ unsigned MpiCoordination::ranks_on_node() const {
 std::map<std::string, std::size_t> MpiCoordination::memory_use() {
   std::map<std::string, std::size_t> use = comm_state_->memory_use();
   use["wards"] = buddy_.memory_bytes();
+  wards_sampled_ = use["wards"];
   return use;
+}
+
+void MpiCoordination::memory_sampled(std::size_t bytes) {
+  const std::size_t wards = wards_sampled_;
+  held_besides_wards_ = bytes > wards ? bytes - wards : 0;
+}
+
+std::size_t MpiCoordination::room_for_wards() const {
+  const std::size_t budget = budget_, rest = held_besides_wards_;
+  return budget > rest ? budget - rest : 0;
+}
+
+// On the progress thread, a ward's version stored: whether the rank now holds more than its budget.
+bool MpiCoordination::over_budget_with_wards(std::size_t wards) const {
+  const std::size_t budget = budget_;
+  return budget != 0 && held_besides_wards_ + wards > budget;
 }
 
 // An explicit REPRISE_MEMORY_BUDGET without REPRISE_LOG_BOUND bounds the log at a quarter of it (the default budget
 // does not: a bound adds a group reduction every REPRISE_LOG_CHECK_EVERY steps to every job).
 void MpiCoordination::memory_budget(std::size_t bytes) {
+  budget_ = bytes;
   if (cfg_.memory_budget_bytes == 0 || cfg_.log_bound_bytes != 0 || bytes < 4) return;
   cfg_.log_bound_bytes = bytes / 4;
   comm_state_->bound_log_by_budget(bytes / 4);

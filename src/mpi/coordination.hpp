@@ -89,6 +89,8 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   unsigned ranks_on_node() const override;
   std::map<std::string, std::size_t> memory_use() override;
   void memory_budget(std::size_t bytes) override;
+  void memory_sampled(std::size_t bytes) override;
+  bool buddy_over_budget() const override { return buddy_over_budget_; }
 
   // ---- CommHost (reprise::Comm's) --------------------------------------------------------------------------
   gpu::Backend& device() override;
@@ -153,7 +155,13 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   bool on_layout_node_ = true;  // it runs on its rank's node in the layout (not a spare, nor a replacement elsewhere)
   std::uint64_t current_step_ = 0;
   std::atomic<bool> down_{false};
-  std::unique_ptr<core::VersionStore> local_;             // until make_store() wraps it
+  // The memory budget as the buddy's progress thread sees it: the budget, what the rank held besides its wards'
+  // copies when last sampled, the wards' part of that sample; and what this rank's buddy last said of its own.
+  std::atomic<std::size_t> budget_{0}, held_besides_wards_{0}, wards_sampled_{0};
+  std::atomic<bool> buddy_over_budget_{false};
+  bool over_budget_with_wards(std::size_t wards) const;
+  std::size_t room_for_wards() const;          // what the budget leaves for the wards' copies and receive buffers
+  std::unique_ptr<core::VersionStore> local_;  // until make_store() wraps it
   std::unique_ptr<core::VersionStore> own_store() const;  // what local_ is (memory, files)
   protocol::BuddyStore* store_ = nullptr;                 // owned by the Runtime
   std::function<void()> quiesce_;

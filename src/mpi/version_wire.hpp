@@ -32,6 +32,9 @@ enum Tag : int {
 
 /// The acknowledgement of a version whose payload did not match its chunk digests at the buddy: not stored.
 constexpr std::uint64_t kRefused = ~std::uint64_t{0};
+/// Set in the acknowledgement of a stored version (beside its number) when the buddy holds more than its memory
+/// budget: the owner keeps one chain, so that the buddy's copies of it shrink too.
+constexpr std::uint64_t kOverBudget = std::uint64_t{1} << 62;
 
 // The trailer repeats the payload checksum (core::payload_checksum, read off the manifest) after the last piece:
 // the version's end on the wire. Pieces small enough that the buddy transfer starts early.

@@ -45,6 +45,11 @@ class Coordination {
   virtual std::map<std::string, std::size_t> memory_use() { return {}; }
   /// The rank's memory budget, once known (a log bound derived from it).
   virtual void memory_budget(std::size_t /*bytes*/) {}
+  /// What the rank held when the runtime last added up its memory (its own parts and memory_use()'s); any thread.
+  virtual void memory_sampled(std::size_t /*bytes*/) {}
+  /// Whether this rank's buddy said, with its last acknowledgement, that it holds more than its own budget (its
+  /// copies of this rank's versions count there): the runtime then keeps one chain, as over its own budget.
+  virtual bool buddy_over_budget() const { return false; }
 };
 
 }  // namespace reprise::runtime

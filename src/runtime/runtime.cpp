@@ -171,6 +171,7 @@ struct Runtime::Impl {
       coord_bytes = c;
     }
     total += coord_bytes.load();
+    if (coord) coord->memory_sampled(total);
     std::size_t p = peak.load();
     while (total > p && !peak.compare_exchange_weak(p, total)) {
     }
@@ -553,7 +554,7 @@ struct Runtime::Impl {
   }
 
   // Keeps the newest `keep_chains` full versions and everything after the oldest of them; only the newest chain
-  // when the rank is over its memory budget.
+  // when the rank is over its memory budget, or its buddy over its own (where this rank's copies count).
   std::uint64_t release_old(const core::Manifest& m, bool over_budget) {
     std::vector<std::uint64_t> fulls, drop;
     {
@@ -562,11 +563,18 @@ struct Runtime::Impl {
       for (auto& [v, k] : known)
         if (k.kind == core::VersionKind::Full && v <= m.version) fulls.push_back(v);
       std::size_t keep = cfg.keep_chains;
-      if (keep > 1 && fulls.size() > 1 && over_budget) {
+      const bool buddy_over = !over_budget && coord && coord->buddy_over_budget();
+      if (keep > 1 && fulls.size() > 1 && (over_budget || buddy_over)) {
         keep = 1;  // (the buddy level keeps the committed chain until a newer one is committed)
-        warn_once("chains", "keeping 1 chain instead of " + std::to_string(cfg.keep_chains) +
-                                " (REPRISE_KEEP_CHAINS): this rank holds more than its memory budget of " +
-                                mib(budget) + "; raise REPRISE_MEMORY_BUDGET");
+        if (over_budget)
+          warn_once("chains", "keeping 1 chain instead of " + std::to_string(cfg.keep_chains) +
+                                  " (REPRISE_KEEP_CHAINS): this rank holds more than its memory budget of " +
+                                  mib(budget) + "; raise REPRISE_MEMORY_BUDGET");
+        else
+          warn_once("buddy-chains", "keeping 1 chain instead of " + std::to_string(cfg.keep_chains) +
+                                        " (REPRISE_KEEP_CHAINS): its buddy holds more than its own memory budget, "
+                                        "its copies of this rank's versions included; raise REPRISE_MEMORY_BUDGET "
+                                        "(on the buddy's node)");
       }
       if (fulls.size() <= keep) return 0;
       const std::uint64_t oldest_kept = fulls[fulls.size() - keep];
