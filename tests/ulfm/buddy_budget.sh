@@ -4,7 +4,7 @@
 # ward, which keeps one chain instead of REPRISE_KEEP_CHAINS, so that rank 0 ends within its budget plus one
 # version (without this it held 18.7 MiB against 14). Same checksum as without a budget, also with rank 1 killed
 # after that and restored from rank 0's copies.
-#   buddy_budget.sh STENCIL                              the test (STENCIL: the built reprise-stencil)
+#   buddy_budget.sh                                      the test
 #   buddy_budget.sh --rank RANK BUDGET PROGRAM ARGS...   (through mpirun) PROGRAM, with the budget on RANK only
 set -u
 if [ "${1:-}" = --rank ]; then
@@ -12,9 +12,12 @@ if [ "${1:-}" = --rank ]; then
   shift 3
   exec "$@"
 fi
-stencil=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
+# The stencil of the tree scripts/mpirun.sh runs programs from (built there if stale), by its path: the wrapper
+# above is what mpirun starts.
+bash scripts/mpirun.sh --build reprise-stencil > /dev/null || { echo "buddy_budget: reprise-stencil not built"; exit 1; }
+stencil=$(bash scripts/mpirun.sh --tree | cut -d' ' -f1)/apps/reprise-stencil
 d=$(mktemp -d /tmp/reprise-buddy-budget-XXXXXX)
 trap 'rm -rf "$d"' EXIT
 args=(--nx 512 --ny 512 --steps 80 --checkpoint-every 5 --progress-every 0)
