@@ -8,7 +8,6 @@
 
 #include "core/region.hpp"
 #include "core/version_store.hpp"
-#include "core/work_pool.hpp"
 #include "gpu/backend.hpp"
 #include "reprise/errors.hpp"
 

@@ -338,17 +338,20 @@ void BuddyLink::for_each_ward(const std::function<void(int, core::VersionStore&)
   for (auto& [ward, store] : wards_) f(ward, *store);
 }
 
-std::size_t BuddyLink::memory_bytes() {
-  std::size_t n = ward_pool_->held_bytes();
+std::size_t BuddyLink::copies_bytes() {
+  std::size_t n = 0;
   for_each_ward([&](int, core::VersionStore& s) { n += s.memory_bytes(); });
   return n;
+}
+
+std::size_t BuddyLink::memory_bytes() {
+  return ward_pool_->held_bytes() + copies_bytes();
 }
 
 // The receive buffers kept for the wards' next versions, trimmed to what the budget leaves beside the copies: the
 // next version is then received into new memory (a page fault per 4 KiB on the progress thread).
 void BuddyLink::fit_budget() {
-  std::size_t copies = 0;
-  for_each_ward([&](int, core::VersionStore& s) { copies += s.memory_bytes(); });
+  const std::size_t copies = copies_bytes();
   const std::size_t room = job_.room_for_wards(), keep = room > copies ? room - copies : 0;
   if (ward_pool_->held_bytes() <= keep) return;
   ward_pool_->trim(keep);

@@ -18,7 +18,7 @@ cd "$root"
 # above is what mpirun starts.
 bash scripts/mpirun.sh --build reprise-stencil > /dev/null || { echo "buddy_budget: reprise-stencil not built"; exit 1; }
 stencil=$(bash scripts/mpirun.sh --tree | cut -d' ' -f1)/apps/reprise-stencil
-d=$(mktemp -d /tmp/reprise-buddy-budget-XXXXXX)
+d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 args=(--nx 512 --ny 512 --steps 80 --checkpoint-every 5 --progress-every 0)
 export REPRISE_RANKS_PER_NODE=1 REPRISE_KEEP_CHAINS=8 REPRISE_FULL_EVERY=2

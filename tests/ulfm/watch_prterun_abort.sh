@@ -4,7 +4,7 @@
 # if a rank had aborted. A stand-in mpirun (no MPI needed) prints prterun's message and raises SIGABRT.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
-d=$(mktemp -d /tmp/reprise-watch-XXXXXX)
+d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 cat > "$d/mpirun" <<'SH'
 #!/usr/bin/env bash
