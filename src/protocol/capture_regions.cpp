@@ -105,11 +105,16 @@ LogRegion::Plan LogRegion::plan(const Capture& c, std::size_t ranks) {
     add = added();
   }
   const std::size_t need = bump_ + add + tail;
+  // Room for growth (each change of size makes a full version): half as much again, in 64 KiB steps, and at least
+  // twice the size it had. A region rewritten from the start that needs less than a quarter of its size shrinks to
+  // half as much again as it needs (after a burst of messages the log is released, and every full version would
+  // otherwise carry the burst's room, here and at the buddy).
+  constexpr std::size_t kStep = std::size_t{64} << 10;
+  auto room = [&](std::size_t want) { return want <= kFirstSize ? kFirstSize : (want + kStep - 1) / kStep * kStep; };
   if (need > size_) {
-    // Room for growth (each change of size makes a full version): half as much again, in 64 KiB steps.
-    constexpr std::size_t kStep = std::size_t{64} << 10;
-    const std::size_t want = std::max(need + need / 2, 2 * size_);
-    size_ = (want + kStep - 1) / kStep * kStep;
+    size_ = room(std::max(need + need / 2, 2 * size_));
+  } else if (all && need < size_ / 4) {
+    size_ = std::min(size_, room(need + need / 2));
   }
   Pending w;
   w.capture = c;
@@ -167,7 +172,10 @@ void LogRegion::settle() {
 }
 
 const std::byte* LogRegion::run(Pending& w) {
-  if (bytes_.size() != w.size) bytes_.resize(w.size, std::byte{0});
+  if (w.size < bytes_.size())
+    std::vector<std::byte>(w.size).swap(bytes_);  // shrunk (a rewrite from the start): its memory is returned
+  else if (bytes_.size() != w.size)
+    bytes_.resize(w.size, std::byte{0});
   std::byte* const base = bytes_.data();
   const std::vector<logging::Entry>& live = w.capture.log.entries;
   for (std::size_t i = 0; i < live.size(); ++i)

@@ -46,7 +46,7 @@ class CounterRegion {
 /// dest, seq, phase, tag, bytes, offset) and the orphan record (u64 ranks, per rank u64 k and k (seq, phase)
 /// pairs); a 64-byte header at the start says where the index is and checksums it (XXH3). When new payloads do not
 /// fit, everything is rewritten compactly from the start, and the region grows (by half again, in 64 KiB steps;
-/// that version is a full one) when even that does not fit.
+/// that version is a full one) when even that does not fit, or shrinks when that needs less than a quarter of it.
 ///
 /// Written in two steps, so that a checkpoint copies no payload on the application's thread: plan() decides where
 /// everything goes and which bytes change (work in the number of entries, not in their bytes), and the plan's
@@ -106,10 +106,11 @@ class LogRegion {
   const std::byte* run(Pending& w);
   void settle();  // drops the written plans' captures (the planning thread)
 
-  std::vector<std::byte> bytes_ = std::vector<std::byte>(4096);  // the writes' (and restores') memory
-  std::size_t size_ = 4096;                                      // its size after the last plan
-  std::map<std::pair<int, std::uint64_t>, std::size_t> offset_;  // (dest, seq) -> payload offset
-  std::size_t bump_ = 64;                                        // where the next payload goes
+  static constexpr std::size_t kFirstSize = 4096;                      // (and the least it shrinks to)
+  std::vector<std::byte> bytes_ = std::vector<std::byte>(kFirstSize);  // the writes' (and restores') memory
+  std::size_t size_ = kFirstSize;                                      // its size after the last plan
+  std::map<std::pair<int, std::uint64_t>, std::size_t> offset_;        // (dest, seq) -> payload offset
+  std::size_t bump_ = 64;                                              // where the next payload goes
   bool compact_ = true;
   std::mutex mutex_;
   std::list<Pending> pending_;  // planned, oldest first; `done` once written

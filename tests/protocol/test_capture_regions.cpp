@@ -155,6 +155,38 @@ TEST(LogRegion, GrowsWhenTheLogOutgrowsIt) {
   EXPECT_EQ(region.locate().second % (64 * 1024), 0u) << "grows in 64 KiB steps";
 }
 
+// After a burst the log is released: the next rewrite from the start that needs under a quarter of the region
+// shrinks it (to half as much again as it needs), gives its memory back, and the region still reads back.
+TEST(LogRegion, ShrinksWhenARewriteNeedsAQuarterOfIt) {
+  Process p = sender(200, 1000);
+  LogRegion region;
+  region.write(p.capture(), 4);
+  const std::size_t big = region.bytes();
+  ASSERT_GE(big, 200u * 1024);
+  Capture few = p.capture();
+  few.log.entries.resize(2);  // the rest released
+  region.write(few, 4);
+  EXPECT_EQ(region.bytes(), big) << "appends that fit rewrite nothing: no shrink";
+  region.rewrite_next();
+  region.write(few, 4);
+  EXPECT_LT(region.bytes(), big / 4);
+  EXPECT_GE(region.bytes(), 2u * 1000);
+  const auto [data, size] = region.locate();
+  EXPECT_EQ(size, region.bytes());
+  LogRegion restored;
+  std::memcpy(restored.locate(size).first, data, size);
+  logging::MessageLog log;
+  Capture back;
+  restored.read(back, log, 4);
+  ASSERT_EQ(back.log.entries.size(), 2u);
+  EXPECT_EQ(std::memcmp(back.log.entries[1].data(), payload(1000, 1).data(), 1000), 0);
+  // A rewrite that needs more than a quarter keeps the size.
+  region.rewrite_next();
+  const std::size_t small = region.bytes();
+  region.write(few, 4);
+  EXPECT_EQ(region.bytes(), small);
+}
+
 TEST(LogRegion, ATruncatedOrDamagedRegionIsRefusedAndSaysWhy) {
   Process p = sender(2, 100);
   LogRegion region;
