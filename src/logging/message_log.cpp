@@ -34,6 +34,16 @@ void SegmentPool::give(gpu::Buffer&& b) {
   if (!b || b.size() > cap_) return;  // released by its deleter
   pooled_ += b.size();
   free_.push_back(std::move(b));
+  release_over_cap();
+}
+
+void SegmentPool::limit(std::size_t bytes) {
+  limit_ = std::min(limit_, bytes);
+  cap_ = std::min(cap_, limit_);
+  release_over_cap();
+}
+
+void SegmentPool::release_over_cap() {
   while (pooled_ > cap_) {
     pooled_ -= free_.front().size();
     free_.pop_front();

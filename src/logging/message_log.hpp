@@ -32,17 +32,21 @@ namespace reprise::logging {
 
 /// Freed segments kept for reuse (pinning memory is slow, and on VMs that return free memory to the host every
 /// first touch of a page faults): a segment is reused for any request it can hold (the smallest that fits); over
-/// the cap, the segments freed longest ago are released.
+/// the cap, the segments freed longest ago are released. A limit (a memory budget's) lowers the cap for good.
 class SegmentPool {
  public:
   explicit SegmentPool(std::size_t cap_bytes) : cap_(cap_bytes) {}
   gpu::Buffer take(std::size_t bytes);  ///< empty when none fits
-  void raise_cap(std::size_t bytes) { cap_ = std::max(cap_, bytes); }
+  void raise_cap(std::size_t bytes) { cap_ = std::min(limit_, std::max(cap_, bytes)); }
   void give(gpu::Buffer&& b);
   std::size_t pooled_bytes() const { return pooled_; }
+  /// The pool keeps at most `bytes` from now on (a lower limit than one set before wins); the segments over it,
+  /// freed longest ago first, are released now.
+  void limit(std::size_t bytes);
 
  private:
-  std::size_t cap_, pooled_ = 0;
+  void release_over_cap();
+  std::size_t cap_, pooled_ = 0, limit_ = SIZE_MAX;
   std::list<gpu::Buffer> free_;  // oldest first: over the cap, the oldest are released
 };
 
@@ -121,6 +125,8 @@ class MessageLog {
   /// Bytes of every segment still allocated: the live log's and those only retained snapshots reference.
   std::size_t held_bytes() const { return *held_; }
   std::size_t pooled_bytes() const { return pool_->pooled_bytes(); }
+  /// Freed segments kept for reuse: at most `bytes` from now on (SegmentPool::limit; a memory budget's).
+  void limit_pool(std::size_t bytes) { pool_->limit(bytes); }
   /// Segments allocated (first touch included) and segments taken from the pool, since the start.
   std::size_t segments_allocated() const { return allocated_; }
   std::size_t segments_reused() const { return reused_; }

@@ -250,6 +250,9 @@ class CommState {
   std::string stats_json() const;
   /// Host memory of the message log (segments held and pooled), its region and the staging pool.
   std::map<std::string, std::size_t> memory_use() const;
+  /// Over the memory budget by `excess` bytes: the memory kept only for reuse (the log's free segments, then the
+  /// staging pool's) is limited to what leaves room, for good. Returns the bytes released.
+  std::size_t release_pools(std::size_t excess);
   /// REPRISE_MEMORY_BUDGET without REPRISE_LOG_BOUND: the log is bounded at `bytes` (a quarter of the budget),
   /// and says once when it first reaches it.
   void bound_log_by_budget(std::size_t bytes);

@@ -155,6 +155,18 @@ std::map<std::string, std::size_t> CommState::memory_use() const {
           {"comm_staging", staging_pool_->pooled_bytes()}};
 }
 
+std::size_t CommState::release_pools(std::size_t excess) {
+  std::size_t released = 0;
+  auto limit = [&](std::size_t pooled, auto&& set_limit) {
+    const std::size_t cut = std::min(pooled, excess - released);
+    if (cut) set_limit(pooled - cut);
+    released += cut;
+  };
+  limit(p_->log().pooled_bytes(), [&](std::size_t keep) { p_->log().limit_pool(keep); });
+  limit(staging_pool_->pooled_bytes(), [&](std::size_t keep) { staging_pool_->limit(keep); });
+  return released;
+}
+
 void CommState::bound_log_by_budget(std::size_t bytes) {
   log_options_.bound_bytes = bytes;
   p_->log().set_bound(bytes);

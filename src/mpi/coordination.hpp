@@ -89,6 +89,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   unsigned ranks_on_node() const override;
   std::map<std::string, std::size_t> memory_use() override;
   void memory_budget(std::size_t bytes) override;
+  std::size_t fit_budget(std::size_t excess) override { return comm_state_->release_pools(excess); }
   void memory_sampled(std::size_t bytes) override;
   bool buddy_over_budget() const override { return buddy_over_budget_; }
 

@@ -45,6 +45,9 @@ class Coordination {
   virtual std::map<std::string, std::size_t> memory_use() { return {}; }
   /// The rank's memory budget, once known (a log bound derived from it).
   virtual void memory_budget(std::size_t /*bytes*/) {}
+  /// The rank holds `excess` bytes more than its budget: the distributed layer gives back memory it keeps only for
+  /// reuse, and returns how much; called on the application's thread.
+  virtual std::size_t fit_budget(std::size_t /*excess*/) { return 0; }
   /// What the rank held when the runtime last added up its memory (its own parts and memory_use()'s); any thread.
   virtual void memory_sampled(std::size_t /*bytes*/) {}
   /// Whether this rank's buddy said, with its last acknowledgement, that it holds more than its own budget (its

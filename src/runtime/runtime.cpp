@@ -487,7 +487,10 @@ struct Runtime::Impl {
     job.metrics.store.bytes = job.payload->size();
     job.payload.reset();
     job.metrics.released_versions = release_old(job.manifest, over_budget);
-    if (over_budget) fit_budget();
+    if (over_budget) {
+      fit_budget();
+      shorten_chain(job.manifest);
+    }
     job.metrics.durable_seconds = seconds_since(job.started);
     std::lock_guard<std::mutex> lock(mutex);
     done.push_back(job.metrics);
@@ -551,6 +554,37 @@ struct Runtime::Impl {
                           mib(budget) +
                           ": later versions are packed into new memory (a page fault per 4 KiB inside "
                           "checkpoint()); raise REPRISE_MEMORY_BUDGET");
+  }
+
+  // On the application's thread, after a checkpoint: over the memory budget, the distributed layer's memory kept
+  // for reuse (the message log's free segments, the device messages' staging) goes first, as much as needed.
+  void fit_coordination_budget() {
+    const std::size_t total = sample(nullptr, true);
+    if (!budget || !coord || total <= budget) return;
+    if (const std::size_t released = coord->fit_budget(total - budget))
+      warn_once("coordination_pools",
+                mib(released) +
+                    " of message log segments and staging buffers kept for reuse released by the memory "
+                    "budget of " +
+                    mib(budget) +
+                    ": later inter-group messages are logged into new memory (a page fault "
+                    "per 4 KiB in the send); raise REPRISE_MEMORY_BUDGET");
+  }
+
+  // Still over the memory budget with the chains released: when the chain `m` ends holds more than two full
+  // versions would (a full one and differential ones adding up to more than another), the next version is a full
+  // one, before REPRISE_FULL_EVERY's; once it is stored, the chain before it goes (one chain kept over the budget).
+  void shorten_chain(const core::Manifest& m) {
+    std::map<std::string, std::size_t> parts;
+    if (sample(&parts) <= budget || m.kind == core::VersionKind::Full) return;
+    if (parts["own_versions"] <= 2 * m.protected_bytes()) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      force_full = true;
+    }
+    warn_once("chain-length", "a full version comes before REPRISE_FULL_EVERY's (" + std::to_string(cfg.full_every) +
+                                  ") because this rank holds more than its memory budget of " + mib(budget) +
+                                  " and its chain more than two full versions; raise REPRISE_MEMORY_BUDGET");
   }
 
   // Keeps the newest `keep_chains` full versions and everything after the oldest of them; only the newest chain
@@ -1046,7 +1080,7 @@ void Runtime::Impl::record(Job& job, Clock::time_point t0) {
     queue.push_back(std::move(job));
   }
   cv.notify_all();
-  sample(nullptr, true);
+  fit_coordination_budget();
 }
 
 void Runtime::wait() {

@@ -105,6 +105,32 @@ TEST(MessageLog, FreedSegmentsAreReused) {
   EXPECT_EQ(capped.held_bytes(), 3072u);
 }
 
+// A memory budget limits the pool for good: the segments over the limit go now, and the log's peak no longer
+// raises the cap above it; the entries themselves are untouched.
+TEST(MessageLog, APoolLimitReleasesFreedSegmentsForGood) {
+  MessageLog log({1024, 0, 0});
+  for (std::uint64_t s = 1; s <= 4; ++s) {
+    log.append_copy(0, s, 0, 0, payload(800, int(s)).data(), 800);
+    log.snapshot();  // one segment per entry
+  }
+  log.release_through(0, 3);
+  EXPECT_EQ(log.pooled_bytes(), 3072u);
+  log.limit_pool(1500);
+  EXPECT_EQ(log.pooled_bytes(), 1024u) << "the segments over the limit released";
+  log.limit_pool(4096);
+  EXPECT_EQ(log.pooled_bytes(), 1024u) << "a higher limit does not undo a lower one";
+  for (std::uint64_t s = 5; s <= 8; ++s) {
+    log.append_copy(0, s, 0, 0, payload(800, int(s)).data(), 800);
+    log.snapshot();
+  }
+  EXPECT_EQ(log.held_bytes(), 5u * 1024);
+  log.release_through(0, 8);
+  EXPECT_EQ(log.held_bytes(), 0u);
+  EXPECT_EQ(log.pooled_bytes(), 1024u) << "the cap stays at the limit although the log held 5 KiB";
+  log.limit_pool(0);
+  EXPECT_EQ(log.pooled_bytes(), 0u);
+}
+
 TEST(MessageLog, LargePayloadGetsItsOwnSegment) {
   MessageLog log({1024, 0});
   log.append_copy(1, 1, 0, 0, payload(16, 1).data(), 16);

@@ -723,6 +723,47 @@ TEST(MemoryBudget, FewerChainsAndFewerPooledBuffersKeepARankWithinIt) {
   EXPECT_EQ(count_of(err, "REPRISE_MEMORY_BUDGET"), count_of(err, "reprise: rank 0: warning:")) << err;
 }
 
+// Over the budget with one chain left, a chain whose differential versions add up to more than a full one ends
+// early: the next version is a full one (said once), the chain before it goes once it is stored, and the rank holds
+// about two full versions instead of a chain of REPRISE_FULL_EVERY; every version restores bit for bit.
+TEST(MemoryBudget, AChainLongerThanTwoFullVersionsEndsEarly) {
+  const std::size_t bytes = 64 * kChunk;
+  Config c;
+  c.chunk_bytes = kChunk;
+  c.full_every = 16;
+  c.keep_chains = 1;
+  c.memory_budget_bytes = 2 * bytes;
+  std::vector<unsigned char> data(bytes);
+  nlohmann::json mem, metrics;
+  testing::internal::CaptureStderr();
+  {
+    Runtime rt(c);
+    rt.protect("field", data.data(), data.size(), MemorySpace::Host);
+    for (int s = 1; s <= 16; ++s) {
+      test::fill_random(data.data(), bytes / 2, static_cast<std::uint64_t>(s));  // half the chunks each time
+      rt.checkpoint(static_cast<std::uint64_t>(s));
+      rt.wait();
+    }
+    mem = nlohmann::json::parse(rt.memory_json());
+    metrics = nlohmann::json::parse(rt.metrics_json());
+    const std::vector<unsigned char> last = data;
+    std::fill(data.begin(), data.end(), 0);
+    EXPECT_EQ(rt.restore(), 16u);
+    EXPECT_EQ(data, last);
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(metrics.size(), 16u);
+  std::size_t early = 0;
+  for (std::size_t i = 1; i < metrics.size(); ++i)
+    if (metrics[i]["full"].get<bool>() && !metrics[i]["promoted"].get<bool>()) ++early;
+  EXPECT_GE(early, 2u) << "no chain ended before REPRISE_FULL_EVERY's 16 versions";
+  EXPECT_EQ(count_of(err, "a full version comes before REPRISE_FULL_EVERY's (16)"), 1u) << err;
+  // A full version and at most three differential ones (half a full version each) are kept: at most 2.5 full
+  // versions (a chain of 16 would be 8.5).
+  EXPECT_LE(mem["components"]["own_versions"].get<std::size_t>(), bytes * 5 / 2 + 4096) << mem.dump();
+  EXPECT_EQ(count_of(err, "REPRISE_MEMORY_BUDGET"), count_of(err, "reprise: rank 0: warning:")) << err;
+}
+
 // Device regions (host twin) under a small budget: the pinned arena and the staging are limited (versions go
 // through the bounce buffers, device chunks are packed in rounds), each said once, and every version restores bit
 // for bit, as without a budget.
