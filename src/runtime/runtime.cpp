@@ -141,6 +141,7 @@ struct Runtime::Impl {
   // last full and differential host versions say which size the next one will have.
   bool preparing = false;
   std::size_t last_full_bytes = 0, last_diff_bytes = 0;
+  std::size_t chain_stored = 0;  // the payload bytes of the newest chain's versions (the background thread's)
   std::exception_ptr error;
   std::map<std::uint64_t, Known> known;  // versions in the store
   std::vector<CheckpointMetrics> done;
@@ -485,6 +486,7 @@ struct Runtime::Impl {
     job.metrics.memory_budget_bytes = budget;
     job.metrics.store.seconds = seconds_since(t1);
     job.metrics.store.bytes = job.payload->size();
+    chain_stored = (job.manifest.kind == core::VersionKind::Full ? 0 : chain_stored) + job.payload->size();
     job.payload.reset();
     job.metrics.released_versions = release_old(job.manifest, over_budget);
     if (over_budget) {
@@ -574,10 +576,9 @@ struct Runtime::Impl {
   // Still over the memory budget with the chains released: when the chain `m` ends holds more than two full
   // versions would (a full one and differential ones adding up to more than another), the next version is a full
   // one, before REPRISE_FULL_EVERY's; once it is stored, the chain before it goes (one chain kept over the budget).
+  // The chain's own bytes decide, not all the versions held: the chain before it may still wait for a commit.
   void shorten_chain(const core::Manifest& m) {
-    std::map<std::string, std::size_t> parts;
-    if (sample(&parts) <= budget || m.kind == core::VersionKind::Full) return;
-    if (parts["own_versions"] <= 2 * m.protected_bytes()) return;
+    if (m.kind == core::VersionKind::Full || chain_stored <= 2 * m.protected_bytes() || sample() <= budget) return;
     {
       std::lock_guard<std::mutex> lock(mutex);
       force_full = true;
