@@ -10,12 +10,12 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <deque>
 #include <fstream>
 #include <functional>
-#include <iostream>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -43,6 +43,13 @@
 
 namespace reprise {
 namespace {
+
+// One line on stderr in one write: the lines of the ranks sharing a launcher's output do not interleave (a line
+// written in pieces could be split by another rank's, and a search for it would miss it).
+void say(const std::string& line) {
+  const std::string out = line + "\n";
+  std::fwrite(out.data(), 1, out.size(), stderr);
+}
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) {
@@ -185,7 +192,7 @@ struct Runtime::Impl {
       std::lock_guard<std::mutex> lock(warned_mutex);
       if (!warned.insert(key).second) return;
     }
-    std::cerr << "reprise: rank " << cfg.rank << ": warning: " << message << "\n";
+    say("reprise: rank " + std::to_string(cfg.rank) + ": warning: " + message);
   }
   static std::string mib(std::size_t bytes) { return std::to_string((bytes + (std::size_t{1} << 19)) >> 20) + " MiB"; }
 
@@ -200,7 +207,7 @@ struct Runtime::Impl {
         const core::Manifest m = store->load_manifest(v);
         known[v] = Known{m.kind, m.base_version};
       } catch (const Error& e) {
-        std::cerr << "reprise: warning: " << e.what() << " (left in place, not restorable)\n";
+        say(std::string("reprise: warning: ") + e.what() + " (left in place, not restorable)");
       }
     }
     restarted = !known.empty();
@@ -638,7 +645,7 @@ Runtime::~Runtime() {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     if (impl_->error) std::rethrow_exception(impl_->error);
   } catch (const std::exception& e) {
-    std::cerr << "reprise: a checkpoint failed and was never reported through wait(): " << e.what() << "\n";
+    say(std::string("reprise: a checkpoint failed and was never reported through wait(): ") + e.what());
   }
   if (!impl_->cfg.metrics_file.empty()) {
     std::ofstream(impl_->cfg.metrics_file) << metrics_json() << "\n";
@@ -1193,10 +1200,10 @@ std::uint64_t Runtime::restore() {
     try {
       return restore(*it);
     } catch (const CorruptCheckpointError& e) {
-      std::cerr << "reprise: warning: skipping version " << *it << ": " << e.what() << "\n";
+      say("reprise: warning: skipping version " + std::to_string(*it) + ": " + e.what());
       reasons += "\n  version " + std::to_string(*it) + ": " + e.what();
     } catch (const core::ChainBrokenError& e) {
-      std::cerr << "reprise: warning: skipping version " << *it << ": " << e.what() << "\n";
+      say("reprise: warning: skipping version " + std::to_string(*it) + ": " + e.what());
       reasons += "\n  version " + std::to_string(*it) + ": " + e.what();
     }
   }
