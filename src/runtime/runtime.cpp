@@ -580,10 +580,10 @@ struct Runtime::Impl {
                     "per 4 KiB in the send); raise REPRISE_MEMORY_BUDGET");
   }
 
-  // Still over the memory budget with the chains released: when the chain `m` ends holds more than two full
-  // versions would (a full one and differential ones adding up to more than another), the next version is a full
-  // one, before REPRISE_FULL_EVERY's; once it is stored, the chain before it goes (one chain kept over the budget).
-  // The chain's own bytes decide, not all the versions held: the chain before it may still wait for a commit.
+  // Still over the memory budget with the chains released: when the chain that `m` ends holds more than two full
+  // versions (a full one and differential ones adding up to more than another), the next version is a full one,
+  // before REPRISE_FULL_EVERY's; once it is stored, the chain before it goes (one chain kept over the budget). The
+  // chain's own bytes decide, not all the versions held: the chain before it may still wait for a commit.
   void shorten_chain(const core::Manifest& m) {
     if (m.kind == core::VersionKind::Full || chain_stored <= 2 * m.protected_bytes() || sample() <= budget) return;
     {
