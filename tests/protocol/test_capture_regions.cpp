@@ -102,18 +102,24 @@ TEST(CounterRegion, ADamagedRegionIsACorruptCheckpoint) {
   }
 }
 
+// A replacement's view: the region's bytes arrive in a version, and it reads them into its own log (`log`, which
+// the entries read reference).
+Capture read_back(LogRegion& region, logging::MessageLog& log) {
+  const auto [data, size] = region.locate();
+  LogRegion restored;
+  std::memcpy(restored.locate(size).first, data, size);
+  Capture back;
+  restored.read(back, log, 4);
+  return back;
+}
+
 TEST(LogRegion, RoundTripsTheLogSnapshotAndTheOrphanRecord) {
   Process p = sender(5, 300);
   const Capture mine = p.capture();
   LogRegion region;
   region.write(mine, 4);
-  // A replacement: the region's bytes arrive in a version; it reads them into its own log.
-  const auto [data, size] = region.locate();
-  LogRegion restored;
-  std::memcpy(restored.locate(size).first, data, size);
   logging::MessageLog log;
-  Capture back;
-  restored.read(back, log, 4);
+  Capture back = read_back(region, log);
   ASSERT_EQ(back.log.entries.size(), 5u);
   for (std::size_t i = 0; i < 5; ++i) {
     const auto& e = back.log.entries[i];
@@ -171,13 +177,9 @@ TEST(LogRegion, ShrinksWhenARewriteNeedsAQuarterOfIt) {
   region.write(few, 4);
   EXPECT_LT(region.bytes(), big / 4);
   EXPECT_GE(region.bytes(), 2u * 1000);
-  const auto [data, size] = region.locate();
-  EXPECT_EQ(size, region.bytes());
-  LogRegion restored;
-  std::memcpy(restored.locate(size).first, data, size);
+  EXPECT_EQ(region.locate().second, region.bytes());
   logging::MessageLog log;
-  Capture back;
-  restored.read(back, log, 4);
+  Capture back = read_back(region, log);
   ASSERT_EQ(back.log.entries.size(), 2u);
   EXPECT_EQ(std::memcmp(back.log.entries[1].data(), payload(1000, 1).data(), 1000), 0);
   // A rewrite that needs more than a quarter keeps the size.
