@@ -5,7 +5,8 @@ usage: /usr/bin/python3 bench/plot.py FILE.json [FILE.json ...] [-o OUTDIR]
 
 Understands the JSON of reprise-bench-checkpoint ("kind": "checkpoint"), reprise-bench-dirty ("dirty"),
 reprise-bench-d2h ("d2h"), reprise-bench-overhead ("overhead"), bench/recovery_spares.py ("recovery_spares"),
-reprise-sim ("sim"), reprise-bench-commit ("commit"), reprise-bench-log-snapshot ("log_snapshot") and others
+reprise-sim ("sim"), reprise-bench-commit ("commit"), reprise-bench-log-snapshot ("log_snapshot"),
+bench/memory_budget.py ("memory_budget") and others
 (the plotters below); other kinds are skipped with a message, and a file that is not JSON, or lacks a field its
 plot needs, is reported and skipped (exit status 1). Needs Debian's python3-matplotlib: run it with
 /usr/bin/python3 (another python3 may come first on PATH).
@@ -264,6 +265,47 @@ def plot_log_snapshot(data, stem, outdir):
     return save(fig, outdir, stem + "-log_snapshot.png")
 
 
+def plot_memory_budget(data, stem, outdir):
+    cases = data["cases"]
+    budgets = list(dict.fromkeys(c["budget"] for c in cases))
+    series = list(dict.fromkeys((c["log_bound"], c["variant"]) for c in cases))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.5))
+    width = 0.8 / len(series)
+    for j, (bound, variant) in enumerate(series):
+        xs, ys = [], []
+        for i, b in enumerate(budgets):
+            c = next(c for c in cases if (c["budget"], c["log_bound"], c["variant"]) == (b, bound, variant))
+            x = i + (j - (len(series) - 1) / 2) * width
+            xs.append(x)
+            ys.append(c["max_peak_over_budget_median"])
+            ax.plot([x] * len(c["max_peak_over_budget"]), c["max_peak_over_budget"], "k.", ms=3)
+            ax.plot([x - width / 2, x + width / 2], [c["mean_peak_over_budget_median"]] * 2, "w-", lw=2)
+        label = f"log bound {bound}" + ("" if variant == "this build" else f", {variant}")
+        ax.bar(xs, ys, width, label=label)
+    ax.axhline(1.0, color="red", lw=1, ls="--", label="the budget")
+    ax.set_xticks(range(len(budgets)))
+    ax.set_xticklabels([f"budget {b}" for b in budgets])
+    ax.set_ylabel("peak / budget")
+    ax.set_title(f"{data['ranks']} ranks, {data['program']}\nbars: the heaviest rank (median of runs); white: the "
+                 f"mean rank; dots: runs", fontsize=8)
+    ax.legend(fontsize=7)
+    names = sorted({k for c in cases for k, v in c["heaviest_peak_components_mean"].items() if v})
+    bottoms = [0.0] * len(cases)
+    for k in names:
+        vals = [c["heaviest_peak_components_mean"].get(k, 0) / 2**20 for c in cases]
+        bx.bar(range(len(cases)), vals, 0.6, bottom=bottoms, label=k)
+        bottoms = [b + v for b, v in zip(bottoms, vals)]
+    for i, c in enumerate(cases):
+        bx.plot([i - 0.3, i + 0.3], [c["budget_bytes"] / 2**20] * 2, "r-", lw=1.5)
+    bx.set_xticks(range(len(cases)))
+    bx.set_xticklabels([f"{c['budget']}\n{c['log_bound']}" + ("" if c["variant"] == "this build" else
+                                                             f"\n{c['variant']}") for c in cases], fontsize=7)
+    bx.set_ylabel("MiB")
+    bx.set_title("the heaviest rank at its peak, by component (mean of runs); red: the budget", fontsize=8)
+    bx.legend(fontsize=7)
+    return save(fig, outdir, stem + "-memory_budget.png")
+
+
 def save(fig, outdir, name):
     fig.tight_layout()
     path = os.path.join(outdir, name)
@@ -281,7 +323,7 @@ def main():
     plotters = {"checkpoint": plot_checkpoint, "dirty": plot_dirty, "d2h": plot_d2h, "overhead": plot_overhead,
                 "logging": plot_logging, "interpose": plot_interpose, "heat3d": plot_heat3d,
                 "recovery_spares": plot_recovery_spares, "sim": plot_sim, "commit": plot_commit,
-                "log_snapshot": plot_log_snapshot}
+                "log_snapshot": plot_log_snapshot, "memory_budget": plot_memory_budget}
     status = 0
     for f in args.files:
         try:

@@ -48,6 +48,8 @@ class BuddyLink {
   void for_each_ward(const std::function<void(int, core::VersionStore&)>& f);
   /// Host memory the wards' copies hold, with the receive buffers kept for reuse.
   std::size_t memory_bytes();
+  /// What the wards' stores hold (memory_bytes() without the receive buffers).
+  std::size_t copies_bytes();
   void drop_wards();
   /// "wards" and "receive_buffers" of MpiRuntime::buddy_json().
   nlohmann::json json();
@@ -57,9 +59,7 @@ class BuddyLink {
   class Stream;  // one version on its way, piece by piece as the drain fills it
   void progress_loop();
   bool corrupt_due(int owner, std::uint64_t version);  // REPRISE_CORRUPT_SHIPPED (tests)
-  void fit_budget();
-  std::size_t copies_bytes();  // what the wards' stores hold (memory_bytes() without the receive buffers) // over the
-                               // memory budget: fewer receive buffers kept
+  void fit_budget();                                   // over the memory budget: fewer receive buffers kept
 
   // Idle, the progress thread polls less and less often: kPollMin after a message, doubling up to kPollMax while
   // nothing comes (each wake-up takes a core from the application for a moment; bench/results has the cost).

@@ -363,8 +363,11 @@ unsigned MpiCoordination::ranks_on_node() const {
 
 std::map<std::string, std::size_t> MpiCoordination::memory_use() {
   std::map<std::string, std::size_t> use = comm_state_->memory_use();
-  use["wards"] = buddy_.memory_bytes();
-  wards_sampled_ = use["wards"];
+  // The wards' copies, and the buffers kept to receive their next versions.
+  const std::size_t copies = buddy_.copies_bytes(), all = buddy_.memory_bytes();
+  use["wards"] = copies;
+  use["ward_buffers"] = all > copies ? all - copies : 0;
+  wards_sampled_ = all;
   return use;
 }
 

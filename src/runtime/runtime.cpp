@@ -158,6 +158,9 @@ struct Runtime::Impl {
   // seen against it. The distributed layer's part is read on the application's thread and kept for the other.
   std::size_t budget = 0;
   std::atomic<std::size_t> coord_bytes{0}, staging_held{0}, bounce_bytes{0}, in_flight{0}, arena_bytes{0}, peak{0};
+  // The components at the peak (the distributed layer's as last read on the application's thread): what to shrink.
+  std::mutex peak_mutex;
+  std::map<std::string, std::size_t> coord_parts, peak_parts;
   std::mutex warned_mutex;
   std::set<std::string> warned;
   std::map<std::string, std::size_t> core_use() const {
@@ -171,19 +174,32 @@ struct Runtime::Impl {
     std::size_t total = 0;
     for (const auto& [k, v] : use) total += v;
     if (app_thread && coord) {
-      std::size_t c = 0;
-      for (const auto& [k, v] : coord->memory_use()) {
-        use[k] = v;
-        c += v;
-      }
-      coord_bytes = c;
+      std::map<std::string, std::size_t> c = coord->memory_use();
+      std::size_t sum = 0;
+      for (const auto& [k, v] : c) sum += v;
+      std::lock_guard<std::mutex> lock(peak_mutex);
+      coord_parts = std::move(c);
+      coord_bytes = sum;
     }
     total += coord_bytes.load();
     if (coord) coord->memory_sampled(total);
     std::size_t p = peak.load();
     while (total > p && !peak.compare_exchange_weak(p, total)) {
     }
-    if (parts) *parts = std::move(use);
+    if (total > p) {  // a new peak: its components (unless another thread raised it meanwhile)
+      std::lock_guard<std::mutex> lock(peak_mutex);
+      if (total == peak.load()) {
+        peak_parts = use;
+        peak_parts.insert(coord_parts.begin(), coord_parts.end());
+      }
+    }
+    if (parts) {
+      if (app_thread) {
+        std::lock_guard<std::mutex> lock(peak_mutex);
+        use.insert(coord_parts.begin(), coord_parts.end());
+      }
+      *parts = std::move(use);
+    }
     return total;
   }
   // Says once (per key) on stderr what the budget changed and which setting to raise.
@@ -1237,15 +1253,23 @@ std::string Runtime::metrics_json() const {
 std::string Runtime::memory_json() const {
   std::map<std::string, std::size_t> parts;
   const std::size_t total = impl_->sample(&parts, true);
-  std::string out = "{\"budget_bytes\": " + std::to_string(impl_->budget) +
-                    ", \"total_bytes\": " + std::to_string(total) +
-                    ", \"peak_bytes\": " + std::to_string(impl_->peak.load()) + ", \"components\": {";
-  const char* sep = "";
-  for (const auto& [k, v] : parts) {
-    out += std::string(sep) + "\"" + k + "\": " + std::to_string(v);
-    sep = ", ";
+  std::map<std::string, std::size_t> at_peak;
+  {
+    std::lock_guard<std::mutex> lock(impl_->peak_mutex);
+    at_peak = impl_->peak_parts;
   }
-  return out + "}}";
+  auto object = [](const std::map<std::string, std::size_t>& m) {
+    std::string o = "{";
+    const char* sep = "";
+    for (const auto& [k, v] : m) {
+      o += std::string(sep) + "\"" + k + "\": " + std::to_string(v);
+      sep = ", ";
+    }
+    return o + "}";
+  };
+  return "{\"budget_bytes\": " + std::to_string(impl_->budget) + ", \"total_bytes\": " + std::to_string(total) +
+         ", \"peak_bytes\": " + std::to_string(impl_->peak.load()) + ", \"components\": " + object(parts) +
+         ", \"peak_components\": " + object(at_peak) + "}";
 }
 
 }  // namespace reprise

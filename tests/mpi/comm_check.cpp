@@ -310,8 +310,10 @@ int run(int argc, char** argv) {
     std::printf("ranks %d steps %" PRIu64 " rollbacks %d\n", n, steps, rollbacks);
     std::printf("checksum 0x%016" PRIx64 "\n", checksum);
     std::printf("comm rank 0 %s\n", c.stats_json().c_str());
-    std::printf("memory rank 0 %s\n", rt.memory_json().c_str());
   }
+  // Every rank's memory against its budget (bench/memory_budget.py reads these lines), each in one write.
+  std::printf("memory rank %d %s\n", me, rt.memory_json().c_str());
+  std::fflush(stdout);
   // GC: the log holds only the messages sent since the third-last checkpoint (versions commit one checkpoint
   // later, the views reach the senders at the next one; see `behind`); older ones were released.
   // A run that took no checkpoint (relaunched from its last version, or rolled back to it) has nothing to

@@ -706,6 +706,11 @@ TEST(MemoryBudget, FewerChainsAndFewerPooledBuffersKeepARankWithinIt) {
   EXPECT_LE(mem["peak_bytes"].get<std::size_t>(), 6 * bytes + kChunk) << mem.dump();
   EXPECT_GE(mem["peak_bytes"].get<std::size_t>(), mem["total_bytes"].get<std::size_t>()) << mem.dump();
   EXPECT_GE(mem["components"]["own_versions"].get<std::size_t>(), bytes) << mem.dump();
+  // What the rank held at its peak, by component: they add up to the peak (no distributed layer here).
+  std::size_t at_peak = 0;
+  for (const auto& [name, b] : mem["peak_components"].items()) at_peak += b.get<std::size_t>();
+  EXPECT_EQ(at_peak, mem["peak_bytes"].get<std::size_t>()) << mem.dump();
+  EXPECT_GE(mem["peak_components"]["own_versions"].get<std::size_t>(), bytes) << mem.dump();
   EXPECT_LT(kept, 6u) << "the chains kept were not reduced";
   EXPECT_EQ(count_of(err, "keeping 1 chain instead of 6 (REPRISE_KEEP_CHAINS)"), 1u) << err;
   // Every checkpoint's metrics say the rank's memory once its version was stored (the peak moment: old versions
