@@ -127,6 +127,10 @@ void BufferPool::give(HostBytes&& buffer) {
   if (!buffer.data()) return;
   HostBytes dropped;  // freed after the lock is released
   std::lock_guard<std::mutex> lock(mutex_);
+  if (limit_ != SIZE_MAX && held_locked() + buffer.touched() > limit_) {
+    dropped = std::move(buffer);  // over the pool's limit: not kept
+    return;
+  }
   if (free_.size() >= max_buffers_) {
     auto least = std::min_element(free_.begin(), free_.end(),
                                   [](const HostBytes& a, const HostBytes& b) { return a.touched() < b.touched(); });
@@ -156,6 +160,7 @@ void BufferPool::prepare(std::size_t bytes) {
       std::lock_guard<std::mutex> lock(mutex_);
       const auto p = pick_locked(bytes);
       if (p && p->warm) return;
+      if (limit_ != SIZE_MAX && held_locked() - (p ? p->touched : 0) + with_headroom(bytes) > limit_) return;
       reservation = p && p->index == free_.size();
       if (p && !reservation) b = remove_locked(p->index);
     }
@@ -204,6 +209,14 @@ std::size_t BufferPool::held_locked() const {
   std::size_t n = 0;
   for (const auto& b : free_) n += b.touched();
   return n + (reserved_.data() ? reserved_.touched() : 0);
+}
+
+void BufferPool::limit(std::size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    limit_ = std::min(limit_, bytes);
+  }
+  trim(bytes);
 }
 
 void BufferPool::trim(std::size_t bytes) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -78,6 +79,9 @@ class BufferPool {
   std::size_t held_bytes() const;
   /// Frees kept buffers, the least touched first, until they hold at most `bytes` (a memory budget).
   void trim(std::size_t bytes);
+  /// trim(bytes), for good: from then on the pool holds at most `bytes` (the lowest limit given): a buffer handed
+  /// back that does not fit beside the kept ones is freed, and prepare() makes none that would not fit.
+  void limit(std::size_t bytes);
 
  private:
   // The kept buffer that take(bytes) would use (an index in free_, free_.size() for reserved_) and whether it is
@@ -95,6 +99,7 @@ class BufferPool {
   std::vector<HostBytes> free_;
   HostBytes reserved_;
   std::size_t max_buffers_;
+  std::size_t limit_ = SIZE_MAX;  // limit()
   Allocate allocate_;
 };
 

@@ -354,12 +354,13 @@ void BuddyLink::fit_budget() {
   const std::size_t copies = copies_bytes();
   const std::size_t room = job_.room_for_wards(), keep = room > copies ? room - copies : 0;
   if (ward_pool_->held_bytes() <= keep) return;
-  ward_pool_->trim(keep);
+  ward_pool_->limit(keep);
   if (!std::exchange(trim_warned_, true))
     std::fprintf(stderr,
-                 "reprise: rank %d: warning: the buffers kept to receive its wards' versions were trimmed to %zu MiB "
-                 "by its memory budget (REPRISE_MEMORY_BUDGET), which its copies of their versions count against: "
-                 "their next versions are received into new memory; raise REPRISE_MEMORY_BUDGET\n",
+                 "reprise: rank %d: warning: the buffers kept to receive its wards' versions were limited to %zu MiB "
+                 "by its memory budget (REPRISE_MEMORY_BUDGET), which its copies of their versions count against, "
+                 "for the rest of the run: their next versions are received into new memory; raise "
+                 "REPRISE_MEMORY_BUDGET\n",
                  job_.rank_, (keep + (std::size_t{1} << 19)) >> 20);
 }
 

@@ -253,9 +253,13 @@ class CommState {
   /// Over the memory budget by `excess` bytes: the memory kept only for reuse (the log's free segments, then the
   /// staging pool's) is limited to what leaves room, for good. Returns the bytes released.
   std::size_t release_pools(std::size_t excess);
-  /// REPRISE_MEMORY_BUDGET without REPRISE_LOG_BOUND: the log is bounded at `bytes` (a quarter of the budget),
+  /// REPRISE_MEMORY_BUDGET without REPRISE_LOG_BOUND: the log is bounded at `bytes` (MpiCoordination::memory_budget),
   /// and says once when it first reaches it.
   void bound_log_by_budget(std::size_t bytes);
+  std::size_t log_segment_bytes() const { return log_options_.segment_bytes; }
+  /// The next capture's version is a full one: the log's region is rewritten compactly and sized to it
+  /// (LogRegion::fit_next).
+  void fit_log_region_next() { log_region_.fit_next(); }
   /// Counts the bytes sent to each peer (REPRISE_COMM_MATRIX; off by default: a map update per message).
   void count_bytes_per_peer() { count_peers_ = true; }
   /// The bytes sent to each peer so far, as `row-<rank>.matrix` in `dir` (created): REPRISE_COMM_MATRIX.

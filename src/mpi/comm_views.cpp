@@ -178,10 +178,11 @@ bool CommState::checkpoint_wanted() {
   const bool over = p_->log().over_bound();
   if (over && log_bound_by_budget_ && !std::exchange(budget_warned_, true))
     std::fprintf(stderr,
-                 "reprise: rank %d: warning: its message log holds %zu bytes, a quarter of the memory budget "
-                 "(REPRISE_MEMORY_BUDGET): the groups it holds entries for are asked to checkpoint, so that their "
-                 "commits release them; raise REPRISE_MEMORY_BUDGET or set REPRISE_LOG_BOUND\n",
-                 rank_, p_->log().held_bytes());
+                 "reprise: rank %d: warning: its message log holds %zu bytes, over the bound of %zu bytes its "
+                 "memory budget sets (an eighth of REPRISE_MEMORY_BUDGET, at least two log segments): the groups it "
+                 "holds entries for are asked to checkpoint, so that their commits release them; raise "
+                 "REPRISE_MEMORY_BUDGET or set REPRISE_LOG_BOUND\n",
+                 rank_, p_->log().held_bytes(), log_options_.bound_bytes);
   stats_.over_bound_streak = over ? stats_.over_bound_streak + 1 : 0;
   stats_.over_bound_streak_max = std::max(stats_.over_bound_streak_max, stats_.over_bound_streak);
   if (stats_.over_bound_streak == kBoundTooLowChecks) {

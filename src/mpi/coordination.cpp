@@ -387,13 +387,17 @@ bool MpiCoordination::over_budget_with_wards(std::size_t wards) const {
   return budget != 0 && held_besides_wards_ + wards > budget;
 }
 
-// An explicit REPRISE_MEMORY_BUDGET without REPRISE_LOG_BOUND bounds the log at a quarter of it (the default budget
-// does not: a bound adds a group reduction every REPRISE_LOG_CHECK_EVERY steps to every job).
+// An explicit REPRISE_MEMORY_BUDGET without REPRISE_LOG_BOUND bounds the log at an eighth of it, at least two log
+// segments (the default budget does not: a bound adds a group reduction every REPRISE_LOG_CHECK_EVERY steps to every
+// job). An eighth, because a logged byte is held up to four times: in the log, in its region (the capture), in the
+// version carrying it and in the buddy's copy of that version; a quarter left the ranks at 1.4 to 4 times the budget
+// (bench/memory_budget.py). Below two segments a bound is passed whenever an entry is live (every step forced).
 void MpiCoordination::memory_budget(std::size_t bytes) {
   budget_ = bytes;
-  if (cfg_.memory_budget_bytes == 0 || cfg_.log_bound_bytes != 0 || bytes < 4) return;
-  cfg_.log_bound_bytes = bytes / 4;
-  comm_state_->bound_log_by_budget(bytes / 4);
+  if (cfg_.memory_budget_bytes == 0 || cfg_.log_bound_bytes != 0 || bytes < 8) return;
+  const std::size_t bound = std::max(bytes / 8, 2 * comm_state_->log_segment_bytes());
+  cfg_.log_bound_bytes = bound;
+  comm_state_->bound_log_by_budget(bound);
 }
 
 std::string MpiCoordination::buddy_json() {

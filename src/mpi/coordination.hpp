@@ -76,6 +76,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   std::unique_ptr<core::VersionStore> make_store(const Config&) override;
   void attach(std::function<void()> quiesce) override { quiesce_ = std::move(quiesce); }
   void before_capture(std::uint64_t version) override;
+  void full_version_due() override { comm_state_->fit_log_region_next(); }
   void after_wait() override;
   void after_restore(std::uint64_t version) override {
     comm_state_->after_restore(version);

@@ -93,6 +93,13 @@ class LogRegion {
     compact_ = true;
     settle();
   }
+  /// The next plan's version is a full one anyway: it rewrites everything from the start, without the bytes of
+  /// released entries, and sizes the region to half as much again as that needs (growing or shrinking it), so
+  /// that the full version, here and at the buddy, carries no more room than growth needs.
+  void fit_next() {
+    fit_ = true;
+    rewrite_next();
+  }
 
  private:
   // A planned write: the capture it copies from, each entry's offset and whether it is new there.
@@ -112,6 +119,7 @@ class LogRegion {
   std::map<std::pair<int, std::uint64_t>, std::size_t> offset_;        // (dest, seq) -> payload offset
   std::size_t bump_ = 64;                                              // where the next payload goes
   bool compact_ = true;
+  bool fit_ = false;
   std::mutex mutex_;
   std::list<Pending> pending_;  // planned, oldest first; `done` once written
 };

@@ -27,6 +27,9 @@ class Coordination {
   /// checkpoint(version), after the fences and before capture: the group barrier, where commits are agreed.
   /// Throws Rollback after a failure was repaired.
   virtual void before_capture(std::uint64_t version) = 0;
+  /// checkpoint(), before before_capture(): the version about to be captured will be a full one (the runtime's
+  /// chain ends there), so the coordination's own regions may be rewritten compactly at no extra cost.
+  virtual void full_version_due() {}
   /// wait(), once every queued version is stored: agree on the commit of the newest one.
   virtual void after_wait() = 0;
   /// restore(version) wrote the protected data back (including the runtime's own regions).

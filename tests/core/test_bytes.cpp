@@ -35,6 +35,29 @@ TEST(BufferPool, PreparedBufferIsReusedAndBounded) {
   EXPECT_EQ(pool.held_bytes(), 25 * MiB / 2 + 2 * MiB);
 }
 
+// A memory budget limits the pool for good: buffers handed back beyond the limit are freed, and prepare() makes
+// none that would not fit.
+TEST(BufferPool, ALimitHoldsForGood) {
+  BufferPool pool(8);
+  pool.give(HostBytes(2 * MiB));
+  pool.give(HostBytes(MiB));
+  EXPECT_EQ(pool.held_bytes(), 3 * MiB);
+  pool.limit(5 * MiB / 2);  // trims now: the least touched goes
+  EXPECT_EQ(pool.held_bytes(), 2 * MiB);
+  pool.give(HostBytes(MiB));  // would hold 3 MiB: freed
+  EXPECT_EQ(pool.held_bytes(), 2 * MiB);
+  pool.give(HostBytes(MiB / 4));  // fits beside the kept one
+  EXPECT_EQ(pool.held_bytes(), 9 * MiB / 4);
+  pool.prepare(4 * MiB);  // a warm buffer of 5 MiB would not fit: none made
+  EXPECT_EQ(pool.held_bytes(), 9 * MiB / 4);
+  pool.limit(8 * MiB);  // the lowest limit stays
+  pool.give(HostBytes(MiB));
+  EXPECT_EQ(pool.held_bytes(), 9 * MiB / 4);
+  bool reused = false;
+  EXPECT_EQ(pool.take(2 * MiB, &reused).size(), 2 * MiB);  // what is kept still serves
+  EXPECT_TRUE(reused);
+}
+
 // Versions change size from one checkpoint to the next: a kept mapping that is too small grows (mremap: its
 // touched pages stay, with their bytes) instead of being replaced by new memory.
 TEST(BufferPool, AKeptMappingTooSmallGrowsInsteadOfNewMemory) {
