@@ -109,12 +109,13 @@ LogRegion::Plan LogRegion::plan(const Capture& c, std::size_t ranks) {
   // Room for growth (each change of size makes a full version): half as much again, in 64 KiB steps, and at least
   // twice the size it had. A region rewritten from the start that needs less than a quarter of its size shrinks to
   // half as much again as it needs (after a burst of messages the log is released, and every full version would
-  // otherwise carry the burst's room, here and at the buddy); for a full version (fit_next) it takes that size
-  // whatever it had.
+  // otherwise carry the burst's room, here and at the buddy). For a full version (fit_next) it takes that size when
+  // it grows, or when that is at least a quarter smaller (not for less: a smaller region is new memory, a page fault
+  // per 4 KiB on the checkpoint's background thread).
   constexpr std::size_t kStep = std::size_t{64} << 10;
   auto room = [&](std::size_t want) { return want <= kFirstSize ? kFirstSize : (want + kStep - 1) / kStep * kStep; };
-  if (fit) {
-    size_ = room(need + need / 2);
+  if (const std::size_t fitted = room(need + need / 2); fit && (need > size_ || 4 * fitted <= 3 * size_)) {
+    size_ = fitted;
   } else if (need > size_) {
     size_ = room(std::max(need + need / 2, 2 * size_));
   } else if (all && need < size_ / 4) {

@@ -94,8 +94,8 @@ class LogRegion {
     settle();
   }
   /// The next plan's version is a full one anyway: it rewrites everything from the start, without the bytes of
-  /// released entries, and sizes the region to half as much again as that needs (growing or shrinking it), so
-  /// that the full version, here and at the buddy, carries no more room than growth needs.
+  /// released entries, and sizes the region to half as much again as that needs (growing it, or shrinking it by a
+  /// quarter or more), so that the full version, here and at the buddy, carries little more room than growth needs.
   void fit_next() {
     fit_ = true;
     rewrite_next();

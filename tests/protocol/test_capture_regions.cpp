@@ -190,29 +190,37 @@ TEST(LogRegion, ShrinksWhenARewriteNeedsAQuarterOfIt) {
 }
 
 // Before a full version (fit_next) the region is rewritten from the start without the released entries' bytes and
-// sized to half as much again as it needs, smaller or larger than before; the next plans append again.
+// sized to half as much again as it needs when that is a quarter smaller or more (a smaller region is new memory:
+// not for less); the next plans append again.
 TEST(LogRegion, AFullVersionFitsItToHalfAgainWhatItNeeds) {
   Process p = sender(200, 1000);
   LogRegion region;
   region.write(p.capture(), 4);
   const std::size_t first = region.bytes();
-  Capture most = p.capture();
-  most.log.entries.resize(150);  // a quarter released: a rewrite would need more than a quarter (no shrink)
-  region.write(most, 4);
-  EXPECT_EQ(region.bytes(), first);
+  Capture c = p.capture();
+  c.log.entries.resize(150);  // a quarter released: half again what is left is not a quarter smaller
+  region.write(c, 4);
   region.fit_next();
-  const LogRegion::Plan fit = region.plan(most, 4);
+  LogRegion::Plan fit = region.plan(c, 4);
   EXPECT_TRUE(fit.all) << "rewritten from the start";
   fit.write();
-  EXPECT_LT(region.bytes(), first) << "the released entries' bytes and the room beyond half again are gone";
-  EXPECT_GE(region.bytes(), 150u * 1024 * 3 / 2);
+  EXPECT_EQ(region.bytes(), first);
+  c.log.entries.resize(100);  // half released
+  region.fit_next();
+  fit = region.plan(c, 4);
+  EXPECT_TRUE(fit.all);
+  fit.write();
+  EXPECT_LE(region.bytes(), first * 3 / 4) << "the released entries' bytes and the room beyond half again are gone";
+  EXPECT_GE(region.bytes(), 100u * 1024 * 3 / 2);
   logging::MessageLog log;
   Capture back = read_back(region, log);
-  ASSERT_EQ(back.log.entries.size(), 150u);
-  EXPECT_EQ(std::memcmp(back.log.entries[149].data(), payload(1000, 149).data(), 1000), 0);
+  ASSERT_EQ(back.log.entries.size(), 100u);
+  EXPECT_EQ(std::memcmp(back.log.entries[99].data(), payload(1000, 99).data(), 1000), 0);
   // Appends fit in the room and change only what is new.
   const std::size_t fitted = region.bytes();
-  const LogRegion::Plan next = region.plan(p.capture(), 4);
+  c = p.capture();
+  c.log.entries.resize(120);
+  const LogRegion::Plan next = region.plan(c, 4);
   EXPECT_FALSE(next.all);
   next.write();
   EXPECT_EQ(region.bytes(), fitted);
