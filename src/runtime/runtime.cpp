@@ -264,6 +264,7 @@ struct Runtime::Impl {
   // The stages of checkpoint() (defined beside it).
   void begin_checkpoint(std::uint64_t version);
   Job new_version(std::uint64_t version, Clock::time_point t0);
+  bool full_due();
   Dirty digest_and_compare(Job& job);
   std::vector<std::uint32_t> deferred_chunks(std::size_t entry, bool full);
   void write_unqueued_plans();
@@ -830,12 +831,7 @@ void Runtime::Impl::begin_checkpoint(std::uint64_t version) {
   wait_queue(cfg.max_inflight > 0 ? cfg.max_inflight - 1 : 0);
   run_fences();
   if (coord) {
-    bool full_due;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      full_due = force_full || !last_version || chain_index + 1 >= cfg.full_every;  // (new_version's, but regions)
-    }
-    if (full_due) coord->full_version_due();
+    if (full_due()) coord->full_version_due();  // (known before the capture; changed regions are known after)
     coord->before_capture(version);
   }
   for (std::size_t i = 0; i < entries.size(); ++i) {
@@ -854,14 +850,17 @@ void Runtime::Impl::begin_checkpoint(std::uint64_t version) {
   }
 }
 
+// Whether the next version is a full one whatever its regions do: forced, the first of the run, or the chain's
+// REPRISE_FULL_EVERY-th.
+bool Runtime::Impl::full_due() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return force_full || !last_version || chain_index + 1 >= cfg.full_every;
+}
+
 // The version's manifest header: full (forced, regions changed, first of the run, or every full_every-th), or
 // differential on the last one.
 Job Runtime::Impl::new_version(std::uint64_t version, Clock::time_point t0) {
-  bool full;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    full = force_full || regions_changed || !last_version || chain_index + 1 >= cfg.full_every;
-  }
+  const bool full = regions_changed || full_due();
   Job job;
   job.started = t0;
   core::Manifest& m = job.manifest;
