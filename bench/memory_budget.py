@@ -13,14 +13,14 @@ build/src/libreprise*.so* of another commit); without it, this build's. Each run
 run must print a checksum, the same for all, and one memory line per rank, or the script fails.
 """
 import argparse
-import datetime
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
 import sys
+
+from result_header import result_header
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -106,11 +106,7 @@ def main():
                         k: statistics.mean(x["heaviest_peak_components"].get(k, 0) for x in rs) for k in keys},
                 })
     result = {
-        "kind": "memory_budget",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": f"{platform.node()} {os.cpu_count()} cores",
-        "command": "REPRISE_RANKS_PER_NODE=" + os.environ.get("REPRISE_RANKS_PER_NODE", "") + " " +
-                   " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+        **result_header("memory_budget"),
         "program": f"reprise-mpi-comm-check --checkpoint-every {a.checkpoint_every} --words {a.words}",
         "ranks": a.ranks,
         "repeat": a.repeat,

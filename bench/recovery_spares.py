@@ -10,15 +10,15 @@ Each run goes through scripts/mpirun.sh; every run must say `data_intact yes`, a
 that a spare replaced the rank (spares_used 1, spawned 0), the spawn runs' the opposite, or the script fails.
 """
 import argparse
-import datetime
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
+
+from result_header import result_header
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -66,11 +66,7 @@ def main():
     keys = PHASES + ["total_seconds"]
     med = {n: {k: statistics.median(x[k] for x in v) for k in keys} for n, v in samples.items()}
     result = {
-        "kind": "recovery_spares",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": f"{platform.node()} {os.cpu_count()} cores",
-        "command": "REPRISE_RANKS_PER_NODE=" + os.environ.get("REPRISE_RANKS_PER_NODE", "") + " " +
-                   " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+        **result_header("recovery_spares"),
         "ranks": a.ranks,
         "bytes_per_rank": a.bytes,
         "pairs": a.pairs,

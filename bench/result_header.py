@@ -1,0 +1,17 @@
+"""The fields every result of the bench/ scripts starts with: its kind, when, where, and the command that made it."""
+import datetime
+import os
+import platform
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def result_header(kind):
+    return {
+        "kind": kind,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": f"{platform.node()} {os.cpu_count()} cores",
+        "command": "REPRISE_RANKS_PER_NODE=" + os.environ.get("REPRISE_RANKS_PER_NODE", "") + " " +
+                   " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+    }
