@@ -5,8 +5,10 @@
 #   scripts/mpirun-watch.sh ARG...
 #
 # - prterun sometimes deadlocks (a mutex in an event callback) after ranks exit abnormally, and waits forever
-#   although every rank is gone (some left unreaped, as zombies). When it has had no live child for 15 s, it is
-#   killed and this exits 125: the ranks' exit status is then unknown (their output is complete).
+#   although every rank is gone (some left unreaped, as zombies); from then on it forwards no output, and the ranks
+#   cannot spawn (a recovery then waits for its limit). When it has had no live child for 15 s
+#   (REPRISE_WATCH_IDLE_S), its stacks, its zombies' exit status and what the ranks wrote that it never read
+#   (scripts/unread_output.py) are printed, it is killed and this exits 125: the ranks' exit status is unknown.
 # - prterun sometimes aborts on an assertion of its own after ranks die (glibc's "pthread_mutex_lock.c: ...
 #   Assertion `e != ESRCH || !robust' failed": a robust mutex whose owner died; seen once in a fresh-clone CI, every
 #   rank having printed its message and exited): this exits 125 as for the hang, the ranks' exit status unknown.
@@ -27,7 +29,28 @@ tee_pid=$!
 REPRISE_FINISH_RECORD=$record mpirun -x REPRISE_FINISH_RECORD "$@" 2> "$fifo" &
 pid=$!
 trap 'kill -9 $pid 2> /dev/null || true; rm -f "$errs" "$record" "$fifo"' EXIT
+# hung_launcher PID: what can be learnt from a hung prterun before it is killed: its threads' stacks (where it
+# waits), the exit status of the ranks it never reaped, and what the ranks wrote that it never read (a hung prterun
+# no longer forwards output: the messages that say why a job ended would be lost with it).
+hung_launcher() {
+  local p=$1 c st
+  if command -v gdb > /dev/null; then
+    echo "[mpirun.sh] prterun's stacks:" >&2
+    timeout 30 gdb -p "$p" -batch -ex "thread apply all bt" 2>&1 | grep -E '^(Thread|#)' >&2 || true
+  fi
+  for c in $(cat /proc/"$p"/task/*/children 2> /dev/null); do
+    st=$(sed -e "s/.*) //" /proc/"$c"/stat 2> /dev/null | awk '{print $1, $50}')  # state, exit code (waitpid's)
+    [ "${st%% *}" = Z ] || continue
+    st=${st##* }
+    if [ $((st & 127)) = 0 ]; then echo "[mpirun.sh] process $c, never reaped, exited with status $((st >> 8))" >&2
+    else echo "[mpirun.sh] process $c, never reaped, was killed by signal $((st & 127))" >&2; fi
+  done
+  echo "[mpirun.sh] what the ranks wrote and prterun never forwarded follows (stdout and stderr, unordered):" >&2
+  python3 "$(dirname "$0")/unread_output.py" "$p" || true
+  echo "[mpirun.sh] end of what prterun never forwarded" >&2
+}
 idle=0
+idle_limit=${REPRISE_WATCH_IDLE_S:-15}
 aborted=0
 while kill -0 "$pid" 2> /dev/null; do
   sleep 1
@@ -49,8 +72,9 @@ while kill -0 "$pid" 2> /dev/null; do
     if [ -n "$st" ] && [ "$st" != Z ]; then alive=1; fi
   done
   if [ "$alive" = 1 ]; then idle=0; else idle=$((idle + 1)); fi
-  if [ "$idle" -ge 15 ] && kill -0 "$pid" 2> /dev/null; then
-    echo "[mpirun.sh] every rank has exited but mpirun still runs after 15 s (Open MPI 5.0.7 prterun hang); killed it, the ranks' exit status is unknown" >&2
+  if [ "$idle" -ge "$idle_limit" ] && kill -0 "$pid" 2> /dev/null; then
+    echo "[mpirun.sh] every rank has exited but mpirun still runs after $idle_limit s (Open MPI 5.0.7 prterun hang); killed it, the ranks' exit status is unknown" >&2
+    hung_launcher "$pid"
     kill -9 "$pid" 2> /dev/null
     wait "$pid"
     exit 125
