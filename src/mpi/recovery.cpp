@@ -29,6 +29,13 @@ extern char** environ;
 namespace reprise::mpi {
 namespace {
 
+// `failed` joins the failures of the recoveries interrupted at this rank (sorted, each once).
+[[maybe_unused]] void note_interrupted(std::vector<int>& interrupted, const std::vector<int>& failed) {
+  interrupted.insert(interrupted.end(), failed.begin(), failed.end());
+  std::sort(interrupted.begin(), interrupted.end());
+  interrupted.erase(std::unique(interrupted.begin(), interrupted.end()), interrupted.end());
+}
+
 [[maybe_unused]] std::string executable() {
   char path[4096];
   const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
@@ -500,16 +507,18 @@ void Recovery::finish_repair(Attempt& a, Clock::time_point t0) {
     try {
       check_placement(rec);  // (nothing to move, but the ranks start over where they now run)
     } catch (const PeerFailure&) {
+      note_interrupted(interrupted_failed_, a.failed);
       recover("a process failed while the ranks compared where they run");  // a new recovery
     }
     start_over();
     rec.total_seconds = since(t0);
     recoveries_.push_back(rec);
+    const std::string repaired_failures = repaired_phrase(a.failed);
     if (lowest_survivor_)
       std::fprintf(stderr,
                    "reprise: recovered from the failure of %s in %.3f s (%d attempt%s); nothing was "
                    "committed before it, so every rank starts over from the beginning\n",
-                   ranks_phrase(a.failed).c_str(), rec.total_seconds, a.number, a.number > 1 ? "s" : "");
+                   repaired_failures.c_str(), rec.total_seconds, a.number, a.number > 1 ? "s" : "");
     throw Rollback(0,
                    "rank " + std::to_string(job_.rank_) + " starts over after the failure of " +
                        ranks_phrase(a.failed) + " (no version was committed before it)",
@@ -520,22 +529,31 @@ void Recovery::finish_repair(Attempt& a, Clock::time_point t0) {
     stage("moving checkpoints to the replacements and buddies");
     move_data(plan, rec);
   } catch (const PeerFailure&) {
+    note_interrupted(interrupted_failed_, a.failed);
     recover("a process failed while checkpoints were moved to the replacements");  // a new recovery
   }
   rec.transfer_seconds = since(t1);
   finish_recovery(plan.version);
   rec.total_seconds = since(t0);
   recoveries_.push_back(rec);
+  const std::string repaired_failures = repaired_phrase(a.failed);
   if (lowest_survivor_)
     std::fprintf(stderr,
                  "reprise: recovered from the failure of %s in %.3f s (repair %.3f s, data %.3f s, "
                  "%d attempt%s); every rank rolls back to version %llu\n",
-                 ranks_phrase(a.failed).c_str(), rec.total_seconds, rec.repair_seconds, rec.transfer_seconds, a.number,
+                 repaired_failures.c_str(), rec.total_seconds, rec.repair_seconds, rec.transfer_seconds, a.number,
                  a.number > 1 ? "s" : "", static_cast<unsigned long long>(plan.version));
   throw Rollback(plan.version, "rank " + std::to_string(job_.rank_) + " rolls back to version " +
                                    std::to_string(plan.version) + " after the failure of " + ranks_phrase(a.failed));
 }
 #endif
+
+std::string Recovery::repaired_phrase(const std::vector<int>& failed) {
+  note_interrupted(interrupted_failed_, failed);
+  std::vector<int> all;
+  all.swap(interrupted_failed_);
+  return ranks_phrase(all);
+}
 
 // What this rank records of a recovery, from the plan (survivors and replacements alike): the failed ranks, the
 // ranks that roll back, its own group's version (at a survivor of a group rollback: the first rolled-back
@@ -590,11 +608,13 @@ void Recovery::recover_group(const protocol::RecoveryPlan& plan, const std::vect
     rec.interrupted = true;
     rec.total_seconds = since(t0);
     recoveries_.push_back(rec);
+    note_interrupted(interrupted_failed_, failed);
     recover("a process failed while the job recovered from the failure of " + ranks_phrase(failed));
     return;  // a survivor of the new recovery (a rank that rolls back left with Rollback)
   }
   rec.total_seconds = since(t0);
   recoveries_.push_back(rec);
+  const std::string repaired = repaired_phrase(failed);
   std::vector<int> groups;
   for (int r : plan.rolled_back) groups.push_back(job_.layout_.group_of(r));
   groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
@@ -609,7 +629,7 @@ void Recovery::recover_group(const protocol::RecoveryPlan& plan, const std::vect
     std::fprintf(stderr,
                  "reprise: recovered from the failure of %s in %.3f s (repair %.3f s, data %.3f s%s); only "
                  "group%s %s (ranks %s) roll%s back, the other ranks go on; restart coordinator: rank %d%s%s%s%s\n",
-                 ranks_phrase(failed).c_str(), rec.total_seconds, rec.repair_seconds, rec.transfer_seconds,
+                 repaired.c_str(), rec.total_seconds, rec.repair_seconds, rec.transfer_seconds,
                  attempt > 1 ? (", " + std::to_string(attempt) + " attempts").c_str() : "",
                  groups.size() > 1 ? "s" : "", protocol::list_ranks(groups).c_str(),
                  protocol::list_ranks(plan.rolled_back).c_str(), groups.size() > 1 ? "" : "s", coordinator,

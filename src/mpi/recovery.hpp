@@ -138,6 +138,9 @@ class Recovery {
   void stage(const char* what) {
     if (watch_) watch_->stage(what);
   }
+  // The failures a recovery that completes here repaired, for its message: `failed` and those of the recoveries
+  // it took over (interrupted by it, so they never said they were done); forgets the latter.
+  std::string repaired_phrase(const std::vector<int>& failed);
 
   MpiCoordination& job_;
   RecoveryWatch* watch_ = nullptr;  // of the recovery under way (recover()), set by the watch itself
@@ -152,6 +155,7 @@ class Recovery {
   bool data_pending_ = false;         // a replacement whose recovery's data phase has not completed yet
   protocol::KillFloors kill_floors_;  // per rank that failed (protocol::kill_floors)
   std::vector<RecoveryRecord> recoveries_;
+  std::vector<int> interrupted_failed_;  // failures of recoveries interrupted here, not yet said repaired (sorted)
 };
 
 }  // namespace reprise::mpi
