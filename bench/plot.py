@@ -6,7 +6,7 @@ usage: /usr/bin/python3 bench/plot.py FILE.json [FILE.json ...] [-o OUTDIR]
 Understands the JSON of reprise-bench-checkpoint ("kind": "checkpoint"), reprise-bench-dirty ("dirty"),
 reprise-bench-d2h ("d2h"), reprise-bench-overhead ("overhead"), bench/recovery_spares.py ("recovery_spares"),
 reprise-sim ("sim"), reprise-bench-commit ("commit"), reprise-bench-log-snapshot ("log_snapshot"),
-bench/memory_budget.py ("memory_budget") and others
+bench/memory_budget.py ("memory_budget"), bench/interpose_runs.py ("interpose_runs") and others
 (the plotters below); other kinds are skipped with a message, and a file that is not JSON, or lacks a field its
 plot needs, is reported and skipped (exit status 1). Needs Debian's python3-matplotlib: run it with
 /usr/bin/python3 (another python3 may come first on PATH).
@@ -169,6 +169,26 @@ def plot_interpose(data, stem, outdir):
     return save(fig, outdir, stem + "-interpose.png")
 
 
+def plot_interpose_runs(data, stem, outdir):
+    summary = data["summary"]
+    keys = list(summary)
+    fig, axes = plt.subplots(1, len(keys), figsize=(3 * len(keys), 4), squeeze=False)
+    for ax, k in zip(axes[0], keys):
+        s = summary[k]
+        values = [r[k] for r in data["runs"] if k in r]
+        ax.plot(range(1, len(values) + 1), values, "k.", ms=5, label="runs")
+        ax.axhline(s["median"], color="C0", label=f"median {s['median']:.3f}")
+        if "goal" in s:
+            ax.axhline(float(s["goal"].split()[1]), color="red", ls=":",
+                       label=f"goal {s['goal']}: {s['runs_meeting_goal']}/{len(values)} runs")
+        ax.set_title(k.replace("interposed_", ""), fontsize=8)
+        ax.set_xlabel("run")
+        ax.legend(fontsize=6)
+    fig.suptitle(f"libreprise_interpose.so vs the library, {data['ranks']} ranks, {data['runs_count']} runs "
+                 f"({data['machine']}, {data['date'][:10]})", fontsize=9)
+    return save(fig, outdir, stem + "-interpose_runs.png")
+
+
 def plot_heat3d(data, stem, outdir):
     variants = data["variants"]
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -321,7 +341,8 @@ def main():
     args = p.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
     plotters = {"checkpoint": plot_checkpoint, "dirty": plot_dirty, "d2h": plot_d2h, "overhead": plot_overhead,
-                "logging": plot_logging, "interpose": plot_interpose, "heat3d": plot_heat3d,
+                "logging": plot_logging, "interpose": plot_interpose, "interpose_runs": plot_interpose_runs,
+                "heat3d": plot_heat3d,
                 "recovery_spares": plot_recovery_spares, "sim": plot_sim, "commit": plot_commit,
                 "log_snapshot": plot_log_snapshot, "memory_budget": plot_memory_budget}
     status = 0
