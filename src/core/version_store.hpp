@@ -100,8 +100,11 @@ std::unique_ptr<VersionStore> make_directory_store(const std::string& dir, int r
 /// Host memory, and `files` (make_directory_store) written by a background thread in the order the versions came:
 /// put() returns once the version is in memory, and waits only when more than `max_pending` versions are not
 /// written yet. list() and load() see both (after a relaunch, the files). A failed write is reported by the next
-/// put() or flush() (StoreError). The destructor writes what is pending.
-std::unique_ptr<VersionStore> make_write_behind_store(std::unique_ptr<VersionStore> files, std::size_t max_pending = 2);
+/// put() or flush() (StoreError). The destructor writes what is pending. `hold_from` (failure injection: a disk that
+/// stopped responding) keeps every version from that one on unwritten, and what is queued behind it; flush() and
+/// the destructor then wait for nothing held.
+std::unique_ptr<VersionStore> make_write_behind_store(std::unique_ptr<VersionStore> files, std::size_t max_pending = 2,
+                                                      std::optional<std::uint64_t> hold_from = std::nullopt);
 /// Ranks that have a rank-<r> folder in a directory store root, ascending (empty when none or no such dir).
 std::vector<int> list_store_ranks(const std::string& dir);
 /// The job that writes a directory store: DIR/job.reprise records its rank count (a relaunch with another count

@@ -21,8 +21,8 @@ namespace {
 
 class WriteBehindStore final : public VersionStore {
  public:
-  WriteBehindStore(std::unique_ptr<VersionStore> files, std::size_t max_pending)
-      : memory_(make_memory_store()), files_(std::move(files)), max_pending_(max_pending) {
+  WriteBehindStore(std::unique_ptr<VersionStore> files, std::size_t max_pending, std::optional<std::uint64_t> hold_from)
+      : memory_(make_memory_store()), files_(std::move(files)), max_pending_(max_pending), hold_from_(hold_from) {
     writer_ = named_thread("reprise-files", [this] { write_loop(); });
   }
   ~WriteBehindStore() override {
@@ -103,7 +103,7 @@ class WriteBehindStore final : public VersionStore {
 
   void flush() override {
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return (queue_.empty() && !busy_) || !error_.empty(); });
+    done_.wait(lock, [&] { return ((queue_.empty() || held_front()) && !busy_) || !error_.empty(); });
     throw_if_failed();
   }
 
@@ -120,6 +120,11 @@ class WriteBehindStore final : public VersionStore {
     return n;
   }
 
+  // The next task is a write that hold_from_ keeps back (caller holds mutex_).
+  bool held_front() const {
+    return hold_from_ && !queue_.empty() && !queue_.front().remove && queue_.front().manifest.version >= *hold_from_;
+  }
+
   bool in_memory(std::uint64_t version) const {
     const auto held = memory_->list();
     return std::binary_search(held.begin(), held.end(), version);
@@ -134,8 +139,8 @@ class WriteBehindStore final : public VersionStore {
   void write_loop() {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // (stop_)
+      wake_.wait(lock, [&] { return stop_ || (!queue_.empty() && !held_front()); });
+      if (queue_.empty() || held_front()) return;  // (stop_)
       Pending p = std::move(queue_.front());
       queue_.pop_front();
       busy_ = true;
@@ -172,6 +177,7 @@ class WriteBehindStore final : public VersionStore {
 
   std::unique_ptr<VersionStore> memory_, files_;
   const std::size_t max_pending_;
+  const std::optional<std::uint64_t> hold_from_;
   mutable std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::deque<Pending> queue_;
@@ -186,8 +192,9 @@ class WriteBehindStore final : public VersionStore {
 
 }  // namespace
 
-std::unique_ptr<VersionStore> make_write_behind_store(std::unique_ptr<VersionStore> files, std::size_t max_pending) {
-  return std::make_unique<WriteBehindStore>(std::move(files), max_pending);
+std::unique_ptr<VersionStore> make_write_behind_store(std::unique_ptr<VersionStore> files, std::size_t max_pending,
+                                                      std::optional<std::uint64_t> hold_from) {
+  return std::make_unique<WriteBehindStore>(std::move(files), max_pending, hold_from);
 }
 
 }  // namespace reprise::core

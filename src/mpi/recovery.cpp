@@ -90,7 +90,7 @@ std::vector<std::uint64_t> gather_words(MPI_Comm comm, const std::vector<std::ui
 
 // What this survivor contributes to a recovery plan: its own records, and those it holds for its wards, of the
 // ranks of `groups` (the groups that roll back; every rank when null).
-std::vector<std::uint64_t> Recovery::my_records(const std::vector<int>& failed_ranks, const std::set<int>* groups) {
+std::vector<std::uint64_t> Recovery::my_records(const std::vector<int>& files_of, const std::set<int>* groups) {
   const auto wanted = [&](int r) { return !groups || groups->count(job_.layout_.group_of(r)) > 0; };
   std::vector<std::uint64_t> out;
   core::VersionStore& own = job_.store_ ? job_.store_->local() : *job_.local_;
@@ -99,10 +99,11 @@ std::vector<std::uint64_t> Recovery::my_records(const std::vector<int>& failed_r
   job_.buddy_.for_each_ward([&](int ward, core::VersionStore& s) {
     if (wanted(ward)) protocol::append_records(out, ward, protocol::records_of(s), protocol::RecordSource::AtBuddy);
   });
-  // The files of failed ranks, read by the lowest survivor where it reaches them (a shared file system, or the
-  // failed rank's node): a folder that is not there (node-local storage elsewhere) proves nothing.
+  // The files of `files_of` (failed ranks, interrupted replacements), read by the lowest survivor where it reaches
+  // them (a shared file system, or the rank's node): a folder that is not there (node-local storage elsewhere)
+  // proves nothing.
   if (!job_.cfg_.dir.empty() && lowest_survivor_)
-    for (int f : failed_ranks) {
+    for (int f : files_of) {
       std::error_code absent;
       if (!std::filesystem::is_directory(core::rank_folder(job_.cfg_.dir, f), absent)) continue;
       protocol::append_records(out, f, protocol::records_of(*core::make_directory_store(job_.cfg_.dir, f)),
@@ -299,8 +300,14 @@ bool Recovery::plan_recovery(Attempt& a) {
     // Then the version records of the ranks that roll back (their groups', or every rank's without group
     // rollback), from their own stores and their buddies': what the plan reads (protocol::rolled_back_groups).
     const std::set<int> groups = protocol::rolled_back_groups(job_.layout_, a.failed, also);
+    // The files of the failed ranks are read, and those of the interrupted replacements: their own stores may
+    // hold nothing yet, and their files say what the ranks they replace left there.
+    std::vector<int> files_of = a.failed;
+    files_of.insert(files_of.end(), replacing.begin(), replacing.end());
+    std::sort(files_of.begin(), files_of.end());
+    files_of.erase(std::unique(files_of.begin(), files_of.end()), files_of.end());
     auto holdings = protocol::holdings_from(
-        gather_words(a.shrunk, my_records(a.failed, job_.group_rollback_ ? &groups : nullptr)), job_.size_);
+        gather_words(a.shrunk, my_records(files_of, job_.group_rollback_ ? &groups : nullptr)), job_.size_);
     for (int r : replacing) holdings[r].replacing = true;
     try {
       a.plan = job_.group_rollback_
@@ -516,12 +523,12 @@ void Recovery::finish_repair(Attempt& a, Clock::time_point t0) {
     const std::string repaired_failures = repaired_phrase(a.failed);
     if (lowest_survivor_)
       std::fprintf(stderr,
-                   "reprise: recovered from the failure of %s in %.3f s (%d attempt%s); nothing was "
-                   "committed before it, so every rank starts over from the beginning\n",
+                   "reprise: recovered from the failure of %s in %.3f s (%d attempt%s); no version is left to "
+                   "restore, so every rank starts over from the beginning\n",
                    repaired_failures.c_str(), rec.total_seconds, a.number, a.number > 1 ? "s" : "");
     throw Rollback(0,
                    "rank " + std::to_string(job_.rank_) + " starts over after the failure of " +
-                       ranks_phrase(a.failed) + " (no version was committed before it)",
+                       ranks_phrase(a.failed) + " (no version is left to restore)",
                    true);
   }
   const auto t1 = Clock::now();
@@ -618,7 +625,9 @@ void Recovery::recover_group(const protocol::RecoveryPlan& plan, const std::vect
   std::vector<int> groups;
   for (int r : plan.rolled_back) groups.push_back(job_.layout_.group_of(r));
   groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
-  std::vector<int> fresh;  // groups that committed nothing: they start over from the beginning
+  // Groups with no version left to restore (none committed, or, with files, none in every member's files): they
+  // start over from the beginning.
+  std::vector<int> fresh;
   for (int g : groups)
     for (int r : plan.rolled_back)
       if (job_.layout_.group_of(r) == g && plan.starts_over[static_cast<std::size_t>(r)]) {
@@ -637,16 +646,16 @@ void Recovery::recover_group(const protocol::RecoveryPlan& plan, const std::vect
                  : fresh.size() > 1 ? "; groups "
                                     : "; group ",
                  fresh.empty() ? "" : protocol::list_ranks(fresh).c_str(),
-                 fresh.empty() ? "" : " committed nothing before it and start",
                  fresh.empty()      ? ""
-                 : fresh.size() > 1 ? " over from the beginning"
-                                    : "s over from the beginning");
+                 : fresh.size() > 1 ? " have no version left to restore and start"
+                                    : " has no version left to restore and starts",
+                 fresh.empty() ? "" : " over from the beginning");
   if (!rolls_back) return;
   if (plan.starts_over[me]) {
     start_over();
     throw Rollback(0,
                    "rank " + std::to_string(job_.rank_) + " starts over after the failure of " + ranks_phrase(failed) +
-                       " (its group committed no version before it)",
+                       " (its group has no version left to restore)",
                    true);
   }
   finish_recovery(plan.version_of[me]);

@@ -117,7 +117,7 @@ class Recovery {
   void recover_group(const protocol::RecoveryPlan& plan, const std::vector<int>& failed, RecoveryRecord& rec,
                      Clock::time_point t0);
   void begin_comm_recovery(const std::set<int>& rolled_back, int coordinator);
-  std::vector<std::uint64_t> my_records(const std::vector<int>& failed_ranks, const std::set<int>* groups);
+  std::vector<std::uint64_t> my_records(const std::vector<int>& files_of, const std::set<int>* groups);
 #if REPRISE_HAVE_ULFM
   // MPIX_Comm_agree over `comm`: the AND of every live member's `mine`, the same at every member; nullopt when a
   // process failed meanwhile. agreed(): true only when it is true.

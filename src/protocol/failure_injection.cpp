@@ -30,6 +30,8 @@ const char* to_string(KillPoint p) {
       return "stall_spawn";
     case KillPoint::Join:
       return "join";
+    case KillPoint::StallFiles:
+      return "stall_files";
     case KillPoint::Collective:
       return "collective";
   }
@@ -42,7 +44,7 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
   std::string entry;
   const std::string form =
       " (expected RANK:STEP[:POINT], POINT one of compute, checkpoint, drain, commit, recovery, "
-      "transfer, exchange, stall, stall_spawn, join, collective)";
+      "transfer, exchange, stall, stall_spawn, join, stall_files, collective)";
   while (std::getline(in, entry, ',')) {
     if (entry.empty()) continue;
     std::stringstream e(entry);

@@ -19,6 +19,8 @@ namespace reprise::protocol {
 /// enters the first collective of the step that the MPI interposition serves (a wrapped program's MPI_Allreduce, ...).
 /// `stall_spawn`: as `stall`, but once the survivors agreed to spawn replacements: the rank stops as it would enter
 /// MPI_Comm_spawn, so the others wait inside it (tests what the recovery timeout says of a spawn that never returns).
+/// `stall_files`: does not kill either: the rank's writer of REPRISE_DIR (files written behind the commit) writes no
+/// version from the step's on, like a disk that stopped responding (tests what a recovery does when the files lag).
 enum class KillPoint {
   Compute,
   Checkpoint,
@@ -30,6 +32,7 @@ enum class KillPoint {
   Stall,
   StallSpawn,
   Join,
+  StallFiles,
   Collective  // the last (parse_kill_spec names the points up to it)
 };
 const char* to_string(KillPoint point);

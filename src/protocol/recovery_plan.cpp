@@ -21,7 +21,7 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in, 
   std::map<int, std::set<std::uint64_t>> restorable, in_own, from_buddy;
   std::vector<std::string> lost;
   std::vector<int> lost_ranks;
-  std::vector<int> never_committed;  // ranks with nothing restorable, where a store proves none was committed
+  std::vector<int> never_committed;  // ranks with nothing restorable, where a store proves none is relied on
   for (int r : scope) {
     const RankHoldings& h = holdings_of(holdings, r);
     for (auto v : complete_versions(h.own)) in_own[r].insert(v);
@@ -33,9 +33,12 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in, 
     if (!restorable[r].empty()) continue;
     const int b = layout.buddy_of(r);
     // Every committed version of r is in its own store while it lives (unless it is a replacement that had not
-    // got its chain back), in its files when they were read (a persistent level: written before shipped), and in
-    // its buddy's copy while that one lives (unless the buddy is such a replacement).
-    const bool own_proves = (!failed.count(r) || h.files_read) && !h.replacing;
+    // got its chain back) and in its buddy's copy while that one lives (unless the buddy is such a replacement).
+    // Its files, when they were read (a failed rank's, an interrupted replacement's), hold every version anybody
+    // relies on: they are written behind the commit, but with a persistent level no committed view (what lets
+    // senders release logged messages) and no job floor passes a version every rank has in its files, so files
+    // that hold nothing of r mean that everything sent to r's group since the beginning is still logged.
+    const bool own_proves = h.files_read || (!failed.count(r) && !h.replacing);
     const bool buddy_proves = b >= 0 && !failed.count(b) && !holdings_of(holdings, b).replacing;  // (-1: files only)
     if (own_proves || buddy_proves) {
       never_committed.push_back(r);
@@ -56,9 +59,9 @@ RecoveryPlan plan_over(const Layout& layout, const std::vector<int>& failed_in, 
                      " had not got its checkpoints back when its buddy rank " + std::to_string(b) +
                      (failed.count(b) ? " failed" : ", a replacement too, lost them") + files);
   }
-  // A rank that provably never had a version committed means its group never committed one: no version is
-  // common to every rank of the scope, and the consistent state they can all reach is the initial one. Nothing
-  // committed is lost by starting over.
+  // A rank with provably no version to restore means its group has none: no version is common to every rank of
+  // the scope, and the consistent state they can all reach is the initial one. Nothing anybody relies on is lost
+  // by starting over (above).
   if (!never_committed.empty()) {
     plan.from_start = true;
     plan.rolled_back = scope;

@@ -22,9 +22,11 @@ struct RankHoldings {
   /// The rank is a replacement whose recovery was interrupted before it had received its checkpoints and those
   /// of its wards: neither what it holds of its own nor what it holds for its wards proves anything is missing.
   bool replacing = false;
-  /// A failed rank's own files were read (a persistent level, its folder reachable from the survivor that read
-  /// it): `own` is then what its files hold, and every version it committed is there, since its own store wrote
-  /// and fsync'ed a version before shipping the version's last bytes, and its buddy acknowledges only those.
+  /// The rank's own files were read (a persistent level; a failed rank or an interrupted replacement, its folder
+  /// reachable from the survivor that read it): `own` then has what its files hold, which is every version
+  /// anybody relies on. Files are written behind the commit, but no committed view (the release of logged
+  /// messages) and no job floor passes a version every rank has in its files; files with nothing restorable
+  /// mean that the rank's group can start over from the beginning.
   bool files_read = false;
 };
 
@@ -77,8 +79,9 @@ struct RecoveryPlan {
   /// rank that lacks it (a replacement whose earlier recovery was interrupted); Own for every other rank.
   PerRank<DataSource> source;
   std::vector<int> rolled_back;  ///< ranks that roll back (coordinated fallback: every rank)
-  /// Nothing was committed yet (a failed rank's buddy survived and holds nothing of it): every rank starts the
-  /// run over from its initial state; `version` and `source` mean nothing then.
+  /// No version is left to restore (nothing was committed yet: a failed rank's buddy survived and holds nothing
+  /// of it; or nothing of a rank is in its files): every rank starts the run over from its initial state;
+  /// `version` and `source` mean nothing then.
   bool from_start = false;
   /// Group rollback (plan_group_recovery): only `rolled_back` (the ranks of the groups with a failed rank) roll
   /// back, each group to its own newest version; per rank: that version, and whether its group starts over (0 and
@@ -91,7 +94,7 @@ struct RecoveryPlan {
 /// `holdings[r]` for every rank r of `layout`. A rank's chain is restorable from its own store or from its buddy's
 /// copy. When a rank has nothing restorable and a store that would hold its committed versions proves it has
 /// none (its surviving buddy's copy, its own store when it is alive and not an interrupted replacement, or its
-/// own files when it failed and they were read), its group never committed and the plan is `from_start`. Throws
+/// own files when they were read), its group has nothing to restore and the plan is `from_start`. Throws
 /// UnrecoverableFailure naming the ranks whose data are lost (a rank and its buddy lost together without a persistent
 /// level, a replacement whose buddy failed before it got its checkpoints back) or saying that no version is restorable
 /// on every rank.

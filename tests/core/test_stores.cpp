@@ -337,5 +337,22 @@ TEST(WriteBehindStore, ARelaunchFindsWhatWasWritten) {
   EXPECT_EQ(again->load_manifest(10).version, 10u);
 }
 
+// Failure injection (REPRISE_KILL's stall_files): from the held version on nothing reaches the files, the versions
+// stay in memory, and flush() and the destructor do not wait for what is held.
+TEST(WriteBehindStore, AHeldVersionAndThoseAfterItAreNeverWritten) {
+  test::ScratchDir dir;
+  {
+    auto store = make_write_behind_store(make_directory_store(dir.path(), 3), 2, 20);
+    for (std::uint64_t v : {10, 20, 30}) {
+      const auto s = make_version(v, 3000 + v);
+      store->put(s.manifest, s.payload, s.sum);
+    }
+    store->flush();
+    EXPECT_EQ(store->written_through(), std::optional<std::int64_t>(10));
+    EXPECT_EQ(store->list(), (std::vector<std::uint64_t>{10, 20, 30}));  // (20 and 30 in memory)
+  }
+  EXPECT_EQ(make_directory_store(dir.path(), 3)->list(), (std::vector<std::uint64_t>{10}));
+}
+
 }  // namespace
 }  // namespace reprise::core

@@ -219,6 +219,36 @@ TEST(GroupRecoveryPlan, AReplacementWhoseBuddyFailedBeforeItGotItsChainIsUnrecov
   EXPECT_EQ(p.source[2], DataSource::Own);
 }
 
+// The same replacement with a persistent level whose files hold nothing of rank 2 yet (written behind the commit,
+// and rank 2 died before its writer got to them): read by a survivor, they prove that nobody relies on a version of
+// rank 2, so its group starts over (rank 4's group restores from rank 4's buddy as usual); unread, they prove
+// nothing.
+TEST(GroupRecoveryPlan, AnInterruptedReplacementWithNothingInItsFilesStartsOverWhenTheyWereRead) {
+  auto h = holdings_all({{10, 10, true}});
+  h[2].own = {};
+  h[2].replacing = true;
+  h[2].at_buddy = {};
+  h[4].own = {};
+  h[2].files_read = true;
+  const RecoveryPlan p = plan_group_recovery(eight(), {4}, h, true, {1});
+  EXPECT_EQ(p.rolled_back, (std::vector<int>{2, 3, 4, 5}));
+  EXPECT_TRUE(p.starts_over[2]);
+  EXPECT_TRUE(p.starts_over[3]);
+  EXPECT_FALSE(p.starts_over[4]);
+  EXPECT_EQ(p.version_of[4], 10u);
+  EXPECT_EQ(p.source[4], DataSource::Buddy);
+  h[2].files_read = false;
+  try {
+    (void)plan_group_recovery(eight(), {4}, h, true, {1});
+    FAIL() << "files that were not read proved something";
+  } catch (const UnrecoverableFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("replacement rank 2 had not got its checkpoints back when its buddy rank 4 "
+                                         "failed and rank 2 has no intact file either"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(GroupRecoveryPlan, AFailedRankWhoseBuddyIsAnInterruptedReplacementIsLost) {
   // Rank 0 failed; its buddy (rank 2) is a replacement that had not received rank 0's versions again: its empty
   // copy proves nothing, so rank 0's data are lost (not "never committed").
@@ -253,10 +283,10 @@ TEST(GroupRecoveryPlan, OwnerAndBuddyLostTogetherIsStillUnrecoverable) {
   }
 }
 
-// Rank 0 and its buddy rank 2 killed before rank 0's group committed anything (a loaded machine: its first
-// version not yet acknowledged): rank 0's files, read by a survivor, hold nothing. Every version a rank commits is
-// in its files (written before shipped), so they prove its group never committed: it starts over, the others'
-// plans as usual. Unread files (a folder the survivor cannot reach) prove nothing: unrecoverable, as before.
+// Rank 0 and its buddy rank 2 killed before rank 0's files held anything (a loaded machine: its first version not
+// yet acknowledged, or not yet written behind its commit): rank 0's files, read by a survivor, hold nothing. Every
+// version anybody relies on is in the files (no view, no job floor passes them), so its group starts over, the
+// others' plans as usual. Unread files (a folder the survivor cannot reach) prove nothing: unrecoverable.
 TEST(GroupRecoveryPlan, OwnerAndBuddyLostBeforeAnyCommitStartOverWhenTheFilesProveIt) {
   auto h = holdings_all({{10, 10, true}});
   h[0].own = {};
