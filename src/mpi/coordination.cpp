@@ -236,7 +236,11 @@ void MpiCoordination::agree_to_finish() {
         if (++spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
       if (rc == MPI_SUCCESS && !down_ && flag == 1) return;
-      if (rc == MPI_SUCCESS && !down_ && no_failure() && ++false_agreements < 8) continue;  // see below
+      if (rc == MPI_SUCCESS && !down_ && no_failure() && ++false_agreements < 8) {  // see below
+        std::fprintf(stderr, "reprise: rank %d: the final agreement returned 0 with no failure; agreeing again\n",
+                     rank_);
+        continue;
+      }
       if (req != MPI_REQUEST_NULL) {
         revoke(world_);
         REPRISE_MPI_DISCARD(MPI_Wait(&req, MPI_STATUS_IGNORE));  // (revoked: it ends, with an error)
