@@ -95,8 +95,16 @@ class BuddyStore::Put final : public core::PutStream {
       : store_(s), manifest_(m), payload_(payload), ship_(s.shipper_->stream(m, std::move(payload))) {}
   void ready(std::size_t offset, std::size_t bytes) override { ship_->ready(offset, bytes); }
   void finish(std::uint64_t checksum) override {
+    // The buddy's copy first: a level written in the background (REPRISE_DIR's files) then starts on a version the
+    // buddy holds, and its write does not compete with the transfer and the buddy's check for the CPU. A ship that
+    // fails still leaves the version in the local store (its chain is shipped again after the repair).
+    try {
+      ship_->finish(checksum);
+    } catch (...) {
+      store_.local_->put(manifest_, payload_, checksum);
+      throw;
+    }
     store_.local_->put(manifest_, payload_, checksum);
-    ship_->finish(checksum);
     if (ship_->acknowledged()) {
       std::lock_guard<std::mutex> lock(store_.mutex_);
       store_.acked_.push_back({manifest_.version, manifest_.base_version, manifest_.kind == core::VersionKind::Full});
