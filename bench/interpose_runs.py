@@ -38,10 +38,9 @@ def meets(value, goal):
 
 
 def run(a, path):
+    sizes = ["--sizes", *a.sizes] if a.sizes else []
     cmd = ["bash", os.path.join(ROOT, "scripts", "mpirun.sh"), "-n", str(a.ranks), "--timeout", "600", "--",
-           "reprise-bench-interpose", "--iters", str(a.iters), "--repeat", str(a.repeat), "--json", path]
-    if a.sizes:
-        cmd[cmd.index("--iters"):cmd.index("--iters")] = ["--sizes", *a.sizes]
+           "reprise-bench-interpose", *sizes, "--iters", str(a.iters), "--repeat", str(a.repeat), "--json", path]
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     try:
         with open(path) as f:

@@ -29,11 +29,12 @@ extern char** environ;
 namespace reprise::mpi {
 namespace {
 
-// `failed` joins the failures of the recoveries interrupted at this rank (sorted, each once).
-[[maybe_unused]] void note_interrupted(std::vector<int>& interrupted, const std::vector<int>& failed) {
-  interrupted.insert(interrupted.end(), failed.begin(), failed.end());
-  std::sort(interrupted.begin(), interrupted.end());
-  interrupted.erase(std::unique(interrupted.begin(), interrupted.end()), interrupted.end());
+// `more` joins the ranks of `into`, which stays sorted, each rank once.
+template <class Ranks>
+void join_ranks(std::vector<int>& into, const Ranks& more) {
+  into.insert(into.end(), more.begin(), more.end());
+  std::sort(into.begin(), into.end());
+  into.erase(std::unique(into.begin(), into.end()), into.end());
 }
 
 [[maybe_unused]] std::string executable() {
@@ -303,9 +304,7 @@ bool Recovery::plan_recovery(Attempt& a) {
     // The files of the failed ranks are read, and those of the interrupted replacements: their own stores may
     // hold nothing yet, and their files say what the ranks they replace left there.
     std::vector<int> files_of = a.failed;
-    files_of.insert(files_of.end(), replacing.begin(), replacing.end());
-    std::sort(files_of.begin(), files_of.end());
-    files_of.erase(std::unique(files_of.begin(), files_of.end()), files_of.end());
+    join_ranks(files_of, replacing);
     auto holdings = protocol::holdings_from(
         gather_words(a.shrunk, my_records(files_of, job_.group_rollback_ ? &groups : nullptr)), job_.size_);
     for (int r : replacing) holdings[r].replacing = true;
@@ -514,7 +513,7 @@ void Recovery::finish_repair(Attempt& a, Clock::time_point t0) {
     try {
       check_placement(rec);  // (nothing to move, but the ranks start over where they now run)
     } catch (const PeerFailure&) {
-      note_interrupted(interrupted_failed_, a.failed);
+      join_ranks(interrupted_failed_, a.failed);
       recover("a process failed while the ranks compared where they run");  // a new recovery
     }
     start_over();
@@ -536,7 +535,7 @@ void Recovery::finish_repair(Attempt& a, Clock::time_point t0) {
     stage("moving checkpoints to the replacements and buddies");
     move_data(plan, rec);
   } catch (const PeerFailure&) {
-    note_interrupted(interrupted_failed_, a.failed);
+    join_ranks(interrupted_failed_, a.failed);
     recover("a process failed while checkpoints were moved to the replacements");  // a new recovery
   }
   rec.transfer_seconds = since(t1);
@@ -556,7 +555,7 @@ void Recovery::finish_repair(Attempt& a, Clock::time_point t0) {
 #endif
 
 std::string Recovery::repaired_phrase(const std::vector<int>& failed) {
-  note_interrupted(interrupted_failed_, failed);
+  join_ranks(interrupted_failed_, failed);
   std::vector<int> all;
   all.swap(interrupted_failed_);
   return ranks_phrase(all);
@@ -615,7 +614,7 @@ void Recovery::recover_group(const protocol::RecoveryPlan& plan, const std::vect
     rec.interrupted = true;
     rec.total_seconds = since(t0);
     recoveries_.push_back(rec);
-    note_interrupted(interrupted_failed_, failed);
+    join_ranks(interrupted_failed_, failed);
     recover("a process failed while the job recovered from the failure of " + ranks_phrase(failed));
     return;  // a survivor of the new recovery (a rank that rolls back left with Rollback)
   }

@@ -196,22 +196,34 @@ TEST(GroupRecoveryPlan, AnInterruptedReplacementGetsItsChainFromItsBuddyAgain) {
   EXPECT_EQ(q.source[0], DataSource::Own);
 }
 
-TEST(GroupRecoveryPlan, AReplacementWhoseBuddyFailedBeforeItGotItsChainIsUnrecoverable) {
-  auto h = holdings_all({{10, 10, true}});
-  h[2].own = {};  // the replacement of rank 2 had received nothing yet ...
-  h[2].replacing = true;
-  h[2].at_buddy = {};  // ... when its buddy, rank 4, failed
-  h[4].own = {};
+// The message of plan_group_recovery's UnrecoverableFailure ("" when it plans).
+std::string group_unrecoverable(const std::vector<int>& failed, const Holdings& h, bool files,
+                                const std::set<int>& also) {
   try {
-    (void)plan_group_recovery(eight(), {4}, h, false, {1});
-    FAIL() << "expected UnrecoverableFailure";
+    (void)plan_group_recovery(eight(), failed, h, files, also);
   } catch (const UnrecoverableFailure& e) {
-    EXPECT_NE(std::string(e.what()).find("replacement rank 2 had not got its checkpoints back when its buddy rank 4 "
-                                         "failed"),
-              std::string::npos)
-        << e.what();
-    EXPECT_NE(std::string(e.what()).find("REPRISE_DIR"), std::string::npos) << e.what();
+    return e.what();
   }
+  return "";
+}
+
+// The replacement of rank 2 had received nothing yet when its buddy, rank 4, failed (group 1 rolls back again).
+Holdings replacement_without_its_chain() {
+  auto h = holdings_all({{10, 10, true}});
+  h[2].own = {};
+  h[2].replacing = true;
+  h[2].at_buddy = {};
+  h[4].own = {};
+  return h;
+}
+
+TEST(GroupRecoveryPlan, AReplacementWhoseBuddyFailedBeforeItGotItsChainIsUnrecoverable) {
+  auto h = replacement_without_its_chain();
+  const std::string lost = group_unrecoverable({4}, h, false, {1});
+  EXPECT_NE(lost.find("replacement rank 2 had not got its checkpoints back when its buddy rank 4 failed"),
+            std::string::npos)
+      << lost;
+  EXPECT_NE(lost.find("REPRISE_DIR"), std::string::npos) << lost;
   // With a persistent level, rank 2's files (reported as its own records) bring it back.
   h[2].own = {{10, 10, true}};
   const RecoveryPlan p = plan_group_recovery(eight(), {4}, h, true, {1});
@@ -224,11 +236,7 @@ TEST(GroupRecoveryPlan, AReplacementWhoseBuddyFailedBeforeItGotItsChainIsUnrecov
 // rank 2, so its group starts over (rank 4's group restores from rank 4's buddy as usual); unread, they prove
 // nothing.
 TEST(GroupRecoveryPlan, AnInterruptedReplacementWithNothingInItsFilesStartsOverWhenTheyWereRead) {
-  auto h = holdings_all({{10, 10, true}});
-  h[2].own = {};
-  h[2].replacing = true;
-  h[2].at_buddy = {};
-  h[4].own = {};
+  auto h = replacement_without_its_chain();
   h[2].files_read = true;
   const RecoveryPlan p = plan_group_recovery(eight(), {4}, h, true, {1});
   EXPECT_EQ(p.rolled_back, (std::vector<int>{2, 3, 4, 5}));
@@ -237,16 +245,12 @@ TEST(GroupRecoveryPlan, AnInterruptedReplacementWithNothingInItsFilesStartsOverW
   EXPECT_FALSE(p.starts_over[4]);
   EXPECT_EQ(p.version_of[4], 10u);
   EXPECT_EQ(p.source[4], DataSource::Buddy);
-  h[2].files_read = false;
-  try {
-    (void)plan_group_recovery(eight(), {4}, h, true, {1});
-    FAIL() << "files that were not read proved something";
-  } catch (const UnrecoverableFailure& e) {
-    EXPECT_NE(std::string(e.what()).find("replacement rank 2 had not got its checkpoints back when its buddy rank 4 "
-                                         "failed and rank 2 has no intact file either"),
-              std::string::npos)
-        << e.what();
-  }
+  h[2].files_read = false;  // files that were not read prove nothing
+  const std::string lost = group_unrecoverable({4}, h, true, {1});
+  EXPECT_NE(lost.find("replacement rank 2 had not got its checkpoints back when its buddy rank 4 failed and rank 2 "
+                      "has no intact file either"),
+            std::string::npos)
+      << lost;
 }
 
 TEST(GroupRecoveryPlan, AFailedRankWhoseBuddyIsAnInterruptedReplacementIsLost) {
