@@ -9,8 +9,11 @@ JSON (kind "memory_budget") that bench/plot.py draws.
 
 --log-bounds: "budget" leaves REPRISE_LOG_BOUND unset (the bound the budget sets); a size sets it. --libs NAME=DIR
 (repeatable) runs each variant of the libraries side by side, interleaved (LD_LIBRARY_PATH=DIR: a copy of
-build/src/libreprise*.so* of another commit); without it, this build's. Each run goes through scripts/mpirun.sh; every
-run must print a checksum, the same for all, and one memory line per rank, or the script fails.
+build/src/libreprise*.so* of another commit, whose headers match this one's); --trees NAME=DIR does the same with
+another checkout's own scripts/mpirun.sh, program and libraries (a commit whose public headers differ, e.g. a
+`git worktree` whose build tree was configured like this one's); without either, this build's. Each run goes
+through scripts/mpirun.sh; every run must print a checksum, the same for all, and one memory line per rank, or the
+script fails.
 """
 import argparse
 import json
@@ -33,16 +36,16 @@ def parse_bytes(text):
     return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
 
 
-def run(a, budget, bound, lib):
+def run(a, budget, bound, lib, tree=ROOT):
     env = dict(os.environ, REPRISE_MEMORY_BUDGET=budget)
     env.pop("REPRISE_LOG_BOUND", None)
     if bound != "budget":
         env["REPRISE_LOG_BOUND"] = bound
     if lib:
         env["LD_LIBRARY_PATH"] = lib
-    cmd = ["bash", os.path.join(ROOT, "scripts", "mpirun.sh"), "-n", str(a.ranks), "--timeout", "300", "--",
+    cmd = ["bash", os.path.join(tree, "scripts", "mpirun.sh"), "-n", str(a.ranks), "--timeout", "300", "--",
            "reprise-mpi-comm-check", "--checkpoint-every", str(a.checkpoint_every), "--words", str(a.words)]
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=tree, env=env)
     out = p.stdout.replace("\0", "")
     checksum = re.search(r"^checksum (0x[0-9a-f]{16})$", out, flags=re.M)
     ranks = {}
@@ -65,18 +68,26 @@ def main():
     p.add_argument("--words", type=int, default=8192, help="the comm check's --words")
     p.add_argument("--checkpoint-every", type=int, default=1000, help="the comm check's (the log bound forces more)")
     p.add_argument("--libs", nargs="*", default=[], metavar="NAME=DIR")
+    p.add_argument("--trees", nargs="*", default=[], metavar="NAME=DIR")
     p.add_argument("--json", required=True)
     a = p.parse_args()
     for b in a.log_bounds:
         if b != "budget":
             parse_bytes(b)
-    variants = [tuple(x.split("=", 1)) for x in a.libs] or [("this build", "")]
+    if a.libs and a.trees:
+        raise SystemExit("memory_budget: --libs or --trees, not both")
+    variants = ([(n, d, ROOT) for n, d in (x.split("=", 1) for x in a.libs)] +
+                [(n, "", os.path.abspath(d)) for n, d in (x.split("=", 1) for x in a.trees)])
+    variants = variants or [("this build", "", ROOT)]
+    for name, _, tree in variants:
+        if not os.path.isfile(os.path.join(tree, "scripts", "mpirun.sh")):
+            raise SystemExit(f"memory_budget: --trees {name}={tree}: no scripts/mpirun.sh there (a checkout?)")
     runs = []
     for r in range(a.repeat):
         for budget in a.budgets:
             for bound in a.log_bounds:
-                for name, lib in variants:
-                    s = run(a, budget, bound, lib)
+                for name, lib, tree in variants:
+                    s = run(a, budget, bound, lib, tree)
                     peaks = [x["peak_bytes"] for x in s["ranks"]]
                     heaviest = max(s["ranks"], key=lambda x: x["peak_bytes"])
                     runs.append({"variant": name, "budget": budget, "budget_bytes": parse_bytes(budget),
@@ -92,7 +103,7 @@ def main():
     cases = []
     for budget in a.budgets:
         for bound in a.log_bounds:
-            for name, _ in variants:
+            for name, _, _ in variants:
                 rs = [x for x in runs if (x["budget"], x["log_bound"], x["variant"]) == (budget, bound, name)]
                 b = rs[0]["budget_bytes"]
                 keys = sorted({k for x in rs for k in x["heaviest_peak_components"]})

@@ -66,7 +66,7 @@ struct Config {
   /// memory_json() reports each). 0 = half the node's physical memory shared among the ranks on the node. Within
   /// it Reprise degrades rather than fails: a smaller pinned arena (versions that do not fit go through the
   /// bounce buffers), less staging (more pack rounds), fewer chains kept than `keep_chains`, and, without
-  /// `log_bound_bytes`, a log bound of a quarter of the budget; each says once on stderr which setting to raise.
+  /// `log_bound_bytes`, a log bound derived from the budget; each says once on stderr which setting to raise.
   /// REPRISE_MEMORY_BUDGET=16G.
   std::size_t memory_budget_bytes = 0;
   /// Checkpoints whose drain is not finished before checkpoint() waits for the oldest one.
@@ -91,10 +91,14 @@ struct Config {
   /// unbounded. A process over it asks its own group and the groups it holds log entries for to checkpoint; a
   /// group that was asked checkpoints at its next step() (version = the step number, as if the application had
   /// called checkpoint(step) at the end of the previous step), so commits release the log (reported in the
-  /// metrics: CheckpointMetrics::forced, Comm's stats). The log takes memory in 1 MiB segments. A log still over
-  /// the bound at 32 checks in a row (a bound below what it must hold until its receivers commit: every check
-  /// forces a checkpoint) warns once on stderr. REPRISE_LOG_BOUND=64M.
+  /// metrics: CheckpointMetrics::forced, Comm's stats). The log takes memory in segments (`log_segment_bytes`). A
+  /// log still over the bound at 32 checks in a row (a bound below what it must hold until its receivers commit:
+  /// every check forces a checkpoint) warns once on stderr. REPRISE_LOG_BOUND=64M.
   std::size_t log_bound_bytes = 0;
+  /// MpiRuntime: the size of the message log's segments (the unit in which it takes memory; a payload larger than
+  /// one gets its own). 0: 1 MiB, or with an explicit `memory_budget_bytes` a 64th of it (64 KiB to 1 MiB), so that a
+  /// small budget's log is not held in 1 MiB steps. REPRISE_LOG_SEGMENT_BYTES=256K.
+  std::size_t log_segment_bytes = 0;
   /// With a log bound: the members of a group decide together, in a group reduction at every
   /// `log_check_every`-th step(), whether one of them was asked. REPRISE_LOG_CHECK_EVERY.
   unsigned log_check_every = 1;

@@ -101,7 +101,8 @@ class Runtime {
   /// "total_bytes", "peak_bytes" (the largest total seen: after each checkpoint, each stored version and each
   /// report), "components": {"pinned_arena", "bounce_buffers", "device_staging", "payload_pool",
   /// "versions_in_flight", "own_versions",
-  /// and, under MpiRuntime, "wards", "message_log", "log_region", "comm_staging"}}, in bytes.
+  /// and, under MpiRuntime, "wards", "ward_buffers", "message_log", "log_pool" (its free segments kept for reuse),
+  /// "log_region", "comm_staging"}}, in bytes.
   std::string memory_json() const;
 
  protected:

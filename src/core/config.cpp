@@ -93,6 +93,7 @@ Config Config::from_env(Config c) {
                                           "replayed from the senders' logs; or all: every rank rolls back");
   if (auto v = env("REPRISE_COMM_MATRIX")) c.comm_matrix_dir = v;
   if (auto v = env("REPRISE_LOG_BOUND")) c.log_bound_bytes = parse_bytes(v, "REPRISE_LOG_BOUND");
+  if (auto v = env("REPRISE_LOG_SEGMENT_BYTES")) c.log_segment_bytes = parse_bytes(v, "REPRISE_LOG_SEGMENT_BYTES");
   if (auto v = env("REPRISE_LOG_CHECK_EVERY")) c.log_check_every = parse_unsigned(v, "REPRISE_LOG_CHECK_EVERY");
   if (auto v = env("REPRISE_RECOVERY_WATCH_MS")) c.recovery_watch_ms = parse_unsigned(v, "REPRISE_RECOVERY_WATCH_MS");
   if (auto v = env("REPRISE_RECOVERY_TIMEOUT_S"))
@@ -138,6 +139,8 @@ void Config::validate() const {
   if (staging_bytes < chunk_bytes + 256)
     throw ConfigError("staging_bytes (REPRISE_STAGING_BYTES) must hold at least one chunk");
   if (max_inflight < 1) throw ConfigError("max_inflight (REPRISE_MAX_INFLIGHT) must be >= 1");
+  if (log_segment_bytes != 0 && log_segment_bytes < 4096)
+    throw ConfigError("log_segment_bytes (REPRISE_LOG_SEGMENT_BYTES) must be 0 (the default) or at least 4 KiB");
   if (log_check_every < 1) throw ConfigError("log_check_every (REPRISE_LOG_CHECK_EVERY) must be >= 1");
 }
 

@@ -150,7 +150,8 @@ void CommState::flood_ask(int from) {
 }
 
 std::map<std::string, std::size_t> CommState::memory_use() const {
-  return {{"message_log", p_->log().held_bytes() + p_->log().pooled_bytes()},
+  return {{"message_log", p_->log().held_bytes()},
+          {"log_pool", p_->log().pooled_bytes()},
           {"log_region", log_region_.bytes()},
           {"comm_staging", staging_pool_->pooled_bytes()}};
 }
@@ -179,7 +180,7 @@ bool CommState::checkpoint_wanted() {
   if (over && log_bound_by_budget_ && !std::exchange(budget_warned_, true))
     std::fprintf(stderr,
                  "reprise: rank %d: warning: its message log holds %zu bytes, over the bound of %zu bytes its "
-                 "memory budget sets (an eighth of REPRISE_MEMORY_BUDGET, at least two log segments): the groups it "
+                 "memory budget sets (a sixteenth of REPRISE_MEMORY_BUDGET, at least two log segments): the groups it "
                  "holds entries for are asked to checkpoint, so that their commits release them; raise "
                  "REPRISE_MEMORY_BUDGET or set REPRISE_LOG_BOUND\n",
                  rank_, p_->log().held_bytes(), log_options_.bound_bytes);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "core/memory_budget.hpp"
 #include "mpi/layout.hpp"
 #include "mpi/polled.hpp"
 #include "reprise/errors.hpp"
@@ -76,6 +77,7 @@ MpiCoordination::MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
   cfg = cfg_;
   logging::LogOptions log_options;
   log_options.bound_bytes = cfg.log_bound_bytes;
+  log_options.segment_bytes = core::log_segment_bytes(cfg);
   comm_state_ = std::make_unique<CommState>(*this, rank_, layout_.group_map(), log_options, log_memory());
   comm_state_->gate_views_on_job_floor(commit_.holds_job_floor());
   if (!cfg.comm_matrix_dir.empty()) comm_state_->count_bytes_per_peer();
@@ -391,15 +393,18 @@ bool MpiCoordination::over_budget_with_wards(std::size_t wards) const {
   return budget != 0 && held_besides_wards_ + wards > budget;
 }
 
-// An explicit REPRISE_MEMORY_BUDGET without REPRISE_LOG_BOUND bounds the log at an eighth of it, at least two log
+// An explicit REPRISE_MEMORY_BUDGET without REPRISE_LOG_BOUND bounds the log at a sixteenth of it, at least two log
 // segments (the default budget does not: a bound adds a group reduction every REPRISE_LOG_CHECK_EVERY steps to every
-// job). An eighth, because a logged byte is held up to four times: in the log, in its region (the capture), in the
-// version carrying it and in the buddy's copy of that version; a quarter left the ranks at 1.4 to 4 times the budget
-// (bench/memory_budget.py). Below two segments a bound is passed whenever an entry is live (every step forced).
+// job); its segments are then a 64th of the budget (core::log_segment_bytes), so a small budget's bound is not two
+// 1 MiB segments. A sixteenth, because a logged byte is held many times over: in the log, in its region (the
+// capture), in each of this rank's versions that carries it (a chain, and the version in flight) and in the buddy's
+// copies of them; an eighth left the heaviest ranks at 1.1 to 1.2 times a 32 MiB budget and 2.7 to 3.1 times an 8 MiB
+// one (bench/memory_budget.py, docs/CONFIGURATION.md). Below two segments a bound is passed whenever an entry is live
+// (every step forced).
 void MpiCoordination::memory_budget(std::size_t bytes) {
   budget_ = bytes;
   if (cfg_.memory_budget_bytes == 0 || cfg_.log_bound_bytes != 0 || bytes < 8) return;
-  const std::size_t bound = std::max(bytes / 8, 2 * comm_state_->log_segment_bytes());
+  const std::size_t bound = std::max(bytes / 16, 2 * comm_state_->log_segment_bytes());
   cfg_.log_bound_bytes = bound;
   comm_state_->bound_log_by_budget(bound);
 }

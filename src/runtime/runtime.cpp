@@ -148,6 +148,7 @@ struct Runtime::Impl {
   // last full and differential host versions say which size the next one will have.
   bool preparing = false;
   std::size_t last_full_bytes = 0, last_diff_bytes = 0;
+  std::size_t chains_held = 0;   // full versions kept, after the last release (the background thread's)
   std::size_t chain_stored = 0;  // the payload bytes of the newest chain's versions (the background thread's)
   std::exception_ptr error;
   std::map<std::uint64_t, Known> known;  // versions in the store
@@ -210,6 +211,9 @@ struct Runtime::Impl {
     }
     say("reprise: rank " + std::to_string(cfg.rank) + ": warning: " + message);
   }
+  // The components that are memory kept only for reuse (given up first over the budget).
+  inline static const std::set<std::string> kKeptForReuse = {"payload_pool", "ward_buffers", "log_pool",
+                                                             "comm_staging"};
   static std::string mib(std::size_t bytes) { return std::to_string((bytes + (std::size_t{1} << 19)) >> 20) + " MiB"; }
 
   Impl(Config c, std::unique_ptr<runtime::Coordination> co)
@@ -516,6 +520,7 @@ struct Runtime::Impl {
     if (over_budget) {
       fit_budget();
       shorten_chain(job.manifest);
+      say_budget_too_small();
     }
     job.metrics.durable_seconds = seconds_since(job.started);
     std::lock_guard<std::mutex> lock(mutex);
@@ -613,6 +618,38 @@ struct Runtime::Impl {
                                   " and its chain more than two full versions; raise REPRISE_MEMORY_BUDGET");
   }
 
+  // Over the memory budget with every reduction in force (one chain held, no payload buffers kept for reuse):
+  // what this run holds at once does not fit in the budget, whatever else Reprise gives up (the committed version
+  // and the one being committed, here and at the buddy, and the log its receivers have not committed yet). Says
+  // once what the rank holds, of what, and the figure to raise the budget to.
+  void say_budget_too_small() {
+    if (chains_held > 1) return;  // (the next full version releases the chain before it)
+    std::map<std::string, std::size_t> parts;
+    sample(&parts);
+    {
+      std::lock_guard<std::mutex> lock(peak_mutex);
+      parts.insert(coord_parts.begin(), coord_parts.end());
+    }
+    std::size_t needed = 0;
+    std::vector<std::pair<std::size_t, std::string>> held;
+    for (const auto& [name, bytes] : parts) {
+      if (kKeptForReuse.count(name)) continue;
+      needed += bytes;
+      if (bytes >= (std::size_t{1} << 19)) held.emplace_back(bytes, name);
+    }
+    if (needed <= budget) return;
+    std::sort(held.rbegin(), held.rend());
+    std::string what;
+    for (const auto& [bytes, name] : held) what += (what.empty() ? "" : ", ") + name + " " + mib(bytes);
+    warn_once("too-small", "holds " + mib(needed) + " besides any buffer kept for reuse (" + what +
+                               "), more than its memory budget of " + mib(budget) +
+                               " although it keeps one chain: its own versions, its wards' copies of theirs and "
+                               "the message log its receivers have not committed need that much at once; raise "
+                               "REPRISE_MEMORY_BUDGET to at least " +
+                               std::to_string((needed + (std::size_t{1} << 20) - 1) >> 20) +
+                               " MiB, or log less between checkpoints");
+  }
+
   // Keeps the newest `keep_chains` full versions and everything after the oldest of them; only the newest chain
   // when the rank is over its memory budget, or its buddy over its own (where this rank's copies count).
   std::uint64_t release_old(const core::Manifest& m, bool over_budget) {
@@ -636,6 +673,7 @@ struct Runtime::Impl {
                                         "its copies of this rank's versions included; raise REPRISE_MEMORY_BUDGET "
                                         "(on the buddy's node)");
       }
+      chains_held = std::min(fulls.size(), keep);
       if (fulls.size() <= keep) return 0;
       const std::uint64_t oldest_kept = fulls[fulls.size() - keep];
       for (auto& [v, k] : known)

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "core/memory_budget.hpp"
 #include "reprise/config.hpp"
 #include "reprise/errors.hpp"
 
@@ -83,6 +84,30 @@ TEST(Config, BadValuesNameTheVariable) {
   {
     EnvGuard a("REPRISE_SPAWN", "maybe");
     EXPECT_THROW(Config::from_env(), ConfigError);
+  }
+}
+
+// The message log's segments (REPRISE_LOG_SEGMENT_BYTES): 1 MiB by default; with an explicit memory budget a 64th
+// of it, between 64 KiB and 1 MiB, so that a small budget's log is not held in 1 MiB steps; set, as set (at least
+// 4 KiB, or validate() says which variable).
+TEST(Config, TheLogSegmentFollowsAnExplicitMemoryBudget) {
+  Config c;
+  EXPECT_EQ(core::log_segment_bytes(c), std::size_t{1} << 20);
+  c.memory_budget_bytes = std::size_t{8} << 20;
+  EXPECT_EQ(core::log_segment_bytes(c), std::size_t{128} << 10);
+  c.memory_budget_bytes = std::size_t{1} << 20;
+  EXPECT_EQ(core::log_segment_bytes(c), std::size_t{64} << 10);
+  c.memory_budget_bytes = std::size_t{16} << 30;
+  EXPECT_EQ(core::log_segment_bytes(c), std::size_t{1} << 20);
+  EnvGuard a("REPRISE_LOG_SEGMENT_BYTES", "256K");
+  c = Config::from_env(c);
+  EXPECT_EQ(core::log_segment_bytes(c), std::size_t{256} << 10);
+  c.log_segment_bytes = 100;
+  try {
+    c.validate();
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("REPRISE_LOG_SEGMENT_BYTES"), std::string::npos) << e.what();
   }
 }
 

@@ -349,7 +349,7 @@ int run(int argc, char** argv) {
   }
   // The runtime warns of a bound too low when a log stays over it at 32 checks in a row (each forcing a
   // checkpoint): never with --bound held, on some rank with --bound too-low.
-  // (Comm's own: REPRISE_LOG_BOUND's, or a quarter of REPRISE_MEMORY_BUDGET's)
+  // (Comm's own: REPRISE_LOG_BOUND's, or the one REPRISE_MEMORY_BUDGET sets)
   const std::size_t bound = static_cast<std::size_t>(stat("log_bound_bytes"));
   int too_low = bound && stat("log_over_bound_streak_max") >= 32;
   if (bound) {

@@ -769,6 +769,51 @@ TEST(MemoryBudget, AChainLongerThanTwoFullVersionsEndsEarly) {
   EXPECT_EQ(count_of(err, "REPRISE_MEMORY_BUDGET"), count_of(err, "reprise: rank 0: warning:")) << err;
 }
 
+// A budget smaller than what the rank must hold however much it gives up (here: less than one version of its
+// data, so the newest version alone passes it): besides the reductions, it says once how much it holds apart from
+// buffers kept for reuse, of what, and the budget to raise to (that, in MiB, rounded up); the versions
+// still restore bit for bit. A budget that the reductions keep it within never gets that warning.
+TEST(MemoryBudget, ABudgetSmallerThanOneVersionSaysTheBudgetItNeeds) {
+  const std::size_t bytes = 3 << 20;
+  for (const std::size_t budget : {bytes / 2, 4 * bytes}) {
+    Config c;
+    c.chunk_bytes = std::size_t{64} << 10;
+    c.full_every = 1;
+    c.keep_chains = 2;
+    c.memory_budget_bytes = budget;
+    std::vector<unsigned char> data(bytes);
+    nlohmann::json mem;
+    testing::internal::CaptureStderr();
+    {
+      Runtime rt(c);
+      rt.protect("field", data.data(), data.size(), MemorySpace::Host);
+      for (int s = 1; s <= 6; ++s) {
+        test::fill_random(data.data(), data.size(), static_cast<std::uint64_t>(s));
+        rt.checkpoint(static_cast<std::uint64_t>(s));
+        rt.wait();
+      }
+      mem = nlohmann::json::parse(rt.memory_json());
+      const std::vector<unsigned char> last = data;
+      std::fill(data.begin(), data.end(), 0);
+      EXPECT_EQ(rt.restore(), 6u);
+      EXPECT_EQ(data, last);
+    }
+    const std::string err = testing::internal::GetCapturedStderr();
+    const std::string said = "raise REPRISE_MEMORY_BUDGET to at least ";
+    if (budget > bytes) {
+      EXPECT_EQ(count_of(err, said), 0u) << err;
+      continue;
+    }
+    ASSERT_EQ(count_of(err, said), 1u) << err;
+    EXPECT_EQ(count_of(err, "besides any buffer kept for reuse (own_versions "), 1u) << err;
+    // At least the version kept (3 MiB, in a buffer that may have room to grow), at most the peak (rounded up).
+    const std::size_t figure = std::stoul(err.substr(err.find(said) + said.size()));
+    EXPECT_GE(figure, bytes >> 20) << err;
+    EXPECT_LE(figure, (mem["peak_bytes"].get<std::size_t>() >> 20) + 1) << mem.dump() << err;
+    EXPECT_EQ(count_of(err, "REPRISE_MEMORY_BUDGET"), count_of(err, "reprise: rank 0: warning:")) << err;
+  }
+}
+
 // Device regions (host twin) under a small budget: the pinned arena and the staging are limited (versions go
 // through the bounce buffers, device chunks are packed in rounds), each said once, and every version restores bit
 // for bit, as without a budget.
