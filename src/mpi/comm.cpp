@@ -63,6 +63,7 @@ std::string CommState::stats_json() const {
                       {"device_direct", stats_.device_direct},
                       {"device_posted_later", stats_.device_posted_later},
                       {"log_bound_bytes", log_options_.bound_bytes},
+                      {"log_segment_bytes", log_options_.segment_bytes},
                       {"log_over_bound", stats_.log_over_bound},
                       {"checkpoint_asks_sent", stats_.asks_sent},
                       {"checkpoint_asks_received", stats_.asks_received},

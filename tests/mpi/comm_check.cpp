@@ -28,6 +28,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,6 +95,9 @@ int run(int argc, char** argv) {
   // checksum is the host run's.
   reprise::MemorySpace space = reprise::MemorySpace::Host;
   bool bound_too_low = false;
+  // --within-budget 1: every rank's memory peak (rt.memory_json()) must stay within its budget plus one log segment
+  // (REPRISE_MEMORY_BUDGET, issue: memory budget and commit path, item 1), or the check fails.
+  bool within_budget = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--steps")
@@ -112,6 +116,8 @@ int run(int argc, char** argv) {
       space = std::string(argv[i + 1]) == "device" ? reprise::MemorySpace::Device : reprise::MemorySpace::Host;
     else if (a == "--bound")
       bound_too_low = std::string(argv[i + 1]) == "too-low";
+    else if (a == "--within-budget")
+      within_budget = std::string(argv[i + 1]) == "1";
     else
       throw reprise::UsageError("unknown option " + a);
   }
@@ -365,6 +371,16 @@ int run(int argc, char** argv) {
           static_cast<unsigned long long>(stat("log_max_held_bytes")),
           static_cast<unsigned long long>(stat("log_over_bound_streak_max")));
     ok = ok && held;
+  }
+  if (within_budget) {
+    const auto mem = nlohmann::json::parse(rt.memory_json());
+    const std::size_t peak = mem["peak_bytes"].get<std::size_t>(), budget = mem["budget_bytes"].get<std::size_t>();
+    const std::size_t segment = static_cast<std::size_t>(stat("log_segment_bytes"));
+    if (peak > budget + segment) {
+      std::printf("rank %d: memory peak %zu bytes, over its budget of %zu bytes by more than one log segment (%zu)\n",
+                  me, peak, budget, segment);
+      ok = 0;
+    }
   }
   rt.check(MPI_Allreduce(MPI_IN_PLACE, &too_low, 1, MPI_INT, MPI_MAX, rt.comm()));
   if (bound_too_low) ok = ok && too_low;
