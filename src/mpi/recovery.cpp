@@ -162,8 +162,23 @@ void Recovery::agree_on_restart() {
   std::vector<int> missing;
   for (int r = 0; r < job_.size_; ++r)
     if (protocol::complete_versions(protocol::holdings_of(holdings, r).own).empty()) missing.push_back(r);
-  if (static_cast<int>(missing.size()) == job_.size_) {  // a fresh directory (or one whose job wrote nothing)
+  if (static_cast<int>(missing.size()) == job_.size_) {  // a fresh directory, or one whose job wrote nothing
     if (job_.rank_ == 0 && recorded < 0) core::write_job_ranks(dir, job_.size_);
+    if (recorded < 0) return;
+    // A job ran here (its record says so) and died before its first version reached any rank's files
+    // (written behind the commit, after the buddy's acknowledgement): a start from the beginning, said as such.
+    // Versions without the rest of their chain are set aside, so that none of the old run mixes with the new one.
+    bool partial = false;
+    for (int r = 0; r < job_.size_; ++r) partial = partial || !protocol::holdings_of(holdings, r).own.empty();
+    if (partial) core::set_aside(dir, job_.rank_, static_cast<int>(job[1]));
+    const std::string moved =
+        partial ? "; the previous job's incomplete files were moved to " + dir + "/previous-" + std::to_string(job[1])
+                : std::string();
+    if (job_.rank_ == 0)
+      std::fprintf(stderr,
+                   "reprise: relaunch from %s: no rank holds a complete version (the previous job ended before its "
+                   "first version reached the files): the job starts from the beginning%s\n",
+                   dir.c_str(), moved.c_str());
     return;
   }
   std::string why;

@@ -5,10 +5,13 @@
 #               Files are written in the background after each version is in memory, so step 20's may or may not have
 #               reached every rank's file when the kill comes (CI saw both), and under load (a stress run) even
 #               step 10's may be missing at some rank: then the relaunch starts from the beginning, setting the
-#               files aside. All three are correct.
+#               files aside, or at every rank (a CI of 92f8f1d, 2026-12-01): then it starts from the beginning and
+#               says that no rank holds a complete version. All of these are correct.
 #   group_lost  a 4-rank run ends normally, then ranks 2 and 3 lose every version file (as if their writes never
 #               reached the disk): the relaunch must start from the beginning, say why, end with the checksum, and
 #               keep the other ranks' files in DIR/previous-1.
+#   nothing_written  every rank's file writer stalls from the first version and every rank is killed at step 25:
+#               no version reached the files; the relaunch says so, starts from the beginning, ends with the checksum.
 #   newer       a 4-rank run ends normally (files 10..40 everywhere: REPRISE_KEEP_CHAINS=4), then ranks 2 and 3
 #               lose versions 30 and 40:
 #               the relaunch restarts from 20, ends with the checksum, and ranks 0 and 1 set their 30 and 40
@@ -124,7 +127,7 @@ fi
 # Every version of this small field changes all over, so each is stored as a full one (Config::full_at_dirty_percent)
 # and keep_chains counts versions: newer keeps four, so that 10..40 are all in the files.
 [ "$mode" = newer ] && export REPRISE_KEEP_CHAINS=4
-if [ "$mode" != whole ] && [ "$mode" != one_chain ] && [ "$mode" != one_node ]; then
+if [ "$mode" != whole ] && [ "$mode" != one_chain ] && [ "$mode" != one_node ] && [ "$mode" != nothing_written ]; then
   echo "== run 1: 4 ranks, no failure"
   stencil 4 --match "checksum $checksum" || exit 1
   [ -n "$(ls "$dir"/rank-3)" ] || { echo "relaunch.sh: run 1 left no file of rank 3"; exit 1; }
@@ -189,6 +192,19 @@ if [ "$mode" = whole ]; then
   head -2 "$dir/job.reprise" | cmp -s - <(printf 'reprise job\nranks 4\n') || { echo "relaunch.sh: no job record"; exit 1; }
   echo "== run 2: relaunch on the same directory"
   stencil 4 --match "restarted from step (10|20|40)$|the job starts from the beginning" --match "checksum $checksum"
+  exit
+fi
+if [ "$mode" = nothing_written ]; then
+  # Every rank's file writer stalls from its first version (REPRISE_KILL's stall_files), then every rank is killed
+  # at step 25: the job died before any version reached the files (what a whole-job loss soon after the start, or
+  # under load before the writers caught up, leaves). The relaunch says so and starts from the beginning.
+  echo "== run 1: no version reaches the files, every rank killed at step 25"
+  REPRISE_KILL=0:1:stall_files,1:1:stall_files,2:1:stall_files,3:1:stall_files,0:25,1:25,2:25,3:25 \
+    killed_run 25 bash scripts/mpirun.sh -n 4 --timeout 300 -- reprise-stencil "${args[@]}" || exit 1
+  [ -z "$(find "$root/$dir" -name 'version-*.reprise')" ] || { echo "relaunch.sh: a version reached the files"; exit 1; }
+  echo "== run 2: relaunch on the same directory"
+  stencil 4 --absent "restarted from step" --match "checksum $checksum" \
+    --match "reprise: relaunch from $dir: no rank holds a complete version \(the previous job ended before its first version reached the files\): the job starts from the beginning$"
   exit
 fi
 if [ "$mode" = newer ]; then
