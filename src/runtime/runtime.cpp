@@ -618,10 +618,10 @@ struct Runtime::Impl {
                                   " and its chain more than two full versions; raise REPRISE_MEMORY_BUDGET");
   }
 
-  // Over the memory budget with every reduction in force (one chain held, no payload buffers kept for reuse):
-  // what this run holds at once does not fit in the budget, whatever else Reprise gives up (the committed version
-  // and the one being committed, here and at the buddy, and the log its receivers have not committed yet). Says
-  // once what the rank holds, of what, and the figure to raise the budget to.
+  // Over the memory budget although it holds one chain, counting nothing kept only for reuse (kKeptForReuse, which
+  // the budget trims anyway): what this run holds at once does not fit in the budget, whatever else Reprise gives
+  // up (its own versions, its wards' copies of theirs, the log its receivers have not committed yet and its
+  // region). Says once what the rank holds, of what, and the figure to raise the budget to.
   void say_budget_too_small() {
     if (chains_held > 1) return;  // (the next full version releases the chain before it)
     std::map<std::string, std::size_t> parts;
