@@ -59,6 +59,17 @@ class PieceFrontier {
   std::size_t ready_pieces_ = 0;
 };
 
+/// How far a level written in the background is (VersionStore::files_progress).
+struct FilesProgress {
+  /// The newest version written; every version put before it is written, skipped or released (-1: none yet).
+  std::int64_t written = -1;
+  /// The oldest and newest of the versions skipped (never to be written: set_pin_mark) and not released since; none:
+  /// UINT64_MAX and 0. A version between `written`s of two ranks is in both ranks' files unless one skipped it.
+  std::uint64_t skipped_oldest = UINT64_MAX, skipped_newest = 0;
+  std::uint64_t skipped_total = 0;   ///< versions skipped since the store was made
+  std::optional<std::uint64_t> pin;  ///< the pin written (set_pin_mark), while it is not released
+};
+
 class VersionStore {
  public:
   virtual ~VersionStore() = default;
@@ -84,10 +95,19 @@ class VersionStore {
   /// Starts storing a version whose payload is still being filled; `payload` stays alive and unchanged once
   /// ready. The default waits for finish() and calls put().
   virtual std::unique_ptr<PutStream> begin_put(const Manifest& manifest, std::shared_ptr<const HostBytes> payload);
-  /// A store with a level written in the background (make_write_behind_store): the newest version written there,
-  /// every version put before it being written too (or released); -1 when none is yet. Others: nullopt (a put is
-  /// complete when it returns).
-  virtual std::optional<std::int64_t> written_through() const { return std::nullopt; }
+  /// A store with a level written in the background (make_write_behind_store): how far that level is. Others:
+  /// nullopt (a put is complete when it returns).
+  virtual std::optional<FilesProgress> files_progress() const { return std::nullopt; }
+  /// files_progress()'s `written`.
+  std::optional<std::int64_t> written_through() const {
+    const auto p = files_progress();
+    return p ? std::optional<std::int64_t>(p->written) : std::nullopt;
+  }
+  /// The job's mark (rank 0's, with the job floor): from now on a background level may leave unwritten the
+  /// versions that wait for its writer in front of a newer full version (the writer lags: the newer one takes their
+  /// place in the files), except the pin, the first version at or after `mark`, which every rank writes. Only ever
+  /// raised; before the first mark every version is written.
+  virtual void set_pin_mark(std::uint64_t /*mark*/) {}
   /// Waits until the background level holds every version put (no-op elsewhere). Throws StoreError when it failed.
   virtual void flush() {}
   /// Host memory this store holds for its versions (payloads and heads; 0 for files).
@@ -100,11 +120,14 @@ std::unique_ptr<VersionStore> make_directory_store(const std::string& dir, int r
 /// Host memory, and `files` (make_directory_store) written by a background thread in the order the versions came:
 /// put() returns once the version is in memory, and waits only when more than `max_pending` versions are not
 /// written yet. list() and load() see both (after a relaunch, the files). A failed write is reported by the next
-/// put() or flush() (StoreError). The destructor writes what is pending. `hold_from` (failure injection: a disk that
-/// stopped responding) keeps every version from that one on unwritten, and what is queued behind it; flush() and
-/// the destructor then wait for nothing held.
+/// put() or flush() (StoreError). The destructor writes what is pending. Once the job gave a mark (set_pin_mark),
+/// a writer that lags skips versions (files_progress says which). Failure injection: `hold_from` (a disk that
+/// stopped responding) keeps every version from that one on unwritten, and what is queued behind it (flush() and
+/// the destructor then wait for nothing held); `slow_from` (a slow disk) makes each write of a version from that one
+/// on take 0.2 s longer.
 std::unique_ptr<VersionStore> make_write_behind_store(std::unique_ptr<VersionStore> files, std::size_t max_pending = 2,
-                                                      std::optional<std::uint64_t> hold_from = std::nullopt);
+                                                      std::optional<std::uint64_t> hold_from = std::nullopt,
+                                                      std::optional<std::uint64_t> slow_from = std::nullopt);
 /// Ranks that have a rank-<r> folder in a directory store root, ascending (empty when none or no such dir).
 std::vector<int> list_store_ranks(const std::string& dir);
 /// The job that writes a directory store: DIR/job.reprise records its rank count (a relaunch with another count

@@ -1,8 +1,15 @@
 // The persistent level off the commit path (REPRISE_DIR with a buddy): a version is put in host memory, which is
 // what the commit needs, and a background thread writes it to its file (DirectoryStore: temporary file, fsync,
-// rename), in the order the versions came. `written_through()` says how far the files are; the job floor follows
+// rename), in the order the versions came. `files_progress()` says how far the files are; the job floor follows
 // it (GroupCommit), so files are released only below a version every rank has in its files.
+// A writer that lags (a disk slower than the checkpoints) skips: the versions waiting in front of a newer full
+// version are never written, that full version takes their place in the files, except the pin (the first version
+// at or after the job's mark, set_pin_mark), which every rank writes, so that the job floor can rise to it. Chains
+// stay whole (a skipped run ends right before a full version: nothing written needs it), and the skipped versions
+// are reported (files_progress) so that the floor never settles on a version some rank skipped. Before the first
+// mark nothing is skipped, and put() waits for the disk beyond max_pending.
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -21,8 +28,13 @@ namespace {
 
 class WriteBehindStore final : public VersionStore {
  public:
-  WriteBehindStore(std::unique_ptr<VersionStore> files, std::size_t max_pending, std::optional<std::uint64_t> hold_from)
-      : memory_(make_memory_store()), files_(std::move(files)), max_pending_(max_pending), hold_from_(hold_from) {
+  WriteBehindStore(std::unique_ptr<VersionStore> files, std::size_t max_pending, std::optional<std::uint64_t> hold_from,
+                   std::optional<std::uint64_t> slow_from)
+      : memory_(make_memory_store()),
+        files_(std::move(files)),
+        max_pending_(max_pending),
+        hold_from_(hold_from),
+        slow_from_(slow_from) {
     writer_ = named_thread("reprise-files", [this] { write_loop(); });
   }
   ~WriteBehindStore() override {
@@ -50,7 +62,9 @@ class WriteBehindStore final : public VersionStore {
     memory_->put(manifest, payload, sum);
     std::unique_lock<std::mutex> lock(mutex_);
     throw_if_failed();
+    skipped_.erase(manifest.version);  // (a number put again: written or skipped anew)
     queue_.push_back({manifest, std::move(payload), sum});
+    skip_lagging();
     wake_.notify_all();
     done_.wait(lock, [&] { return pending_writes() <= max_pending_ || !error_.empty(); });
     throw_if_failed();
@@ -76,6 +90,8 @@ class WriteBehindStore final : public VersionStore {
   void release(std::uint64_t version) override {
     memory_->release(version);
     const std::lock_guard<std::mutex> lock(mutex_);
+    skipped_.erase(version);
+    if (pin_ == version) pin_.reset();  // (a rollback's, or below the floor: the next mark names another)
     for (auto it = queue_.begin(); it != queue_.end(); ++it)
       if (!it->remove && it->manifest.version == version) {
         queue_.erase(it);  // never written (an older file of that number, if any, goes below)
@@ -96,9 +112,25 @@ class WriteBehindStore final : public VersionStore {
     wake_.notify_all();
   }
 
-  std::optional<std::int64_t> written_through() const override {
+  std::optional<FilesProgress> files_progress() const override {
     const std::lock_guard<std::mutex> lock(mutex_);
-    return written_;
+    FilesProgress p;
+    p.written = written_;
+    if (!skipped_.empty()) {
+      p.skipped_oldest = *skipped_.begin();
+      p.skipped_newest = *skipped_.rbegin();
+    }
+    p.skipped_total = skipped_total_;
+    p.pin = pin_;
+    return p;
+  }
+
+  void set_pin_mark(std::uint64_t mark) override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (mark_ && mark <= *mark_) return;
+    mark_ = mark;
+    pin_.reset();                            // the first version at or after the new mark is the pin now
+    if (skip_lagging()) done_.notify_all();  // (a put() may wait for room)
   }
 
   void flush() override {
@@ -125,6 +157,52 @@ class WriteBehindStore final : public VersionStore {
     return hold_from_ && !queue_.empty() && !queue_.front().remove && queue_.front().manifest.version >= *hold_from_;
   }
 
+  // The writer lags: the writes waiting in front of the last queued full version that every one of them precedes
+  // (in number and in the queue) are dropped, except the pin still to write (the first version at or after the
+  // mark while no pin is written or being written) and the rest of its chain, and nothing from a held version on
+  // (stall_files). Nothing kept depends on what is dropped: a chain starts at a full version. True when something
+  // was dropped (caller holds mutex_).
+  bool skip_lagging() {
+    if (!mark_) return false;
+    bool pin_due = !pin_ && !(writing_ && *writing_ >= *mark_);
+    std::size_t last = queue_.size();            // the full version the skipped ones leave their place to
+    std::size_t pin = queue_.size(), chain = 0;  // the pin's place and its chain's: [chain, pin] stays
+    std::size_t full = 0;                        // the last full version's place (0: the queue's chain began before)
+    std::uint64_t newest = 0;                    // the newest write in front of the current one
+    bool any = false;
+    for (std::size_t i = 0; i < queue_.size(); ++i) {
+      const Pending& p = queue_[i];
+      if (p.remove) continue;
+      const std::uint64_t v = p.manifest.version;
+      if (hold_from_ && v >= *hold_from_) break;
+      if (any && p.manifest.kind == VersionKind::Full && v > newest) last = i;
+      if (p.manifest.kind == VersionKind::Full) full = i;
+      if (pin_due && v >= *mark_) {
+        pin_due = false;
+        pin = i;
+        chain = full;
+      }
+      newest = std::max(newest, v);
+      any = true;
+    }
+    std::size_t dropped = 0;
+    if (last < queue_.size()) {
+      std::deque<Pending> kept;
+      for (std::size_t i = 0; i < queue_.size(); ++i) {
+        const bool pin_chain = pin < queue_.size() && i >= chain && i <= pin;
+        if (i < last && !pin_chain && !queue_[i].remove) {
+          skipped_.insert(queue_[i].manifest.version);
+          ++dropped;
+          continue;
+        }
+        kept.push_back(std::move(queue_[i]));
+      }
+      queue_ = std::move(kept);
+    }
+    skipped_total_ += dropped;
+    return dropped > 0;
+  }
+
   bool in_memory(std::uint64_t version) const {
     const auto held = memory_->list();
     return std::binary_search(held.begin(), held.end(), version);
@@ -141,6 +219,7 @@ class WriteBehindStore final : public VersionStore {
     for (;;) {
       wake_.wait(lock, [&] { return stop_ || (!queue_.empty() && !held_front()); });
       if (queue_.empty() || held_front()) return;  // (stop_)
+      if (skip_lagging()) done_.notify_all();
       Pending p = std::move(queue_.front());
       queue_.pop_front();
       busy_ = true;
@@ -149,17 +228,22 @@ class WriteBehindStore final : public VersionStore {
       lock.unlock();
       std::string error;
       try {
-        if (p.remove)
+        if (p.remove) {
           files_->release(p.manifest.version);
-        else
+        } else {
+          if (slow_from_ && p.manifest.version >= *slow_from_) std::this_thread::sleep_for(kSlowWrite);
           files_->put(p.manifest, p.payload, p.sum);
+        }
       } catch (const std::exception& e) {
         error = e.what();
       }
       p.payload.reset();  // (the buffer may go back to its pool)
       lock.lock();
       if (!error.empty() && error_.empty()) error_ = error;
-      if (error.empty() && !p.remove && !release_after_write_) written_ = static_cast<std::int64_t>(p.manifest.version);
+      if (error.empty() && !p.remove && !release_after_write_) {
+        written_ = static_cast<std::int64_t>(p.manifest.version);
+        if (mark_ && !pin_ && p.manifest.version >= *mark_) pin_ = p.manifest.version;
+      }
       if (error.empty() && release_after_write_) {
         lock.unlock();
         files_->release(p.manifest.version);
@@ -177,12 +261,17 @@ class WriteBehindStore final : public VersionStore {
 
   std::unique_ptr<VersionStore> memory_, files_;
   const std::size_t max_pending_;
-  const std::optional<std::uint64_t> hold_from_;
+  const std::optional<std::uint64_t> hold_from_, slow_from_;
+  static constexpr std::chrono::milliseconds kSlowWrite{200};  // slow_from_'s extra time per version
   mutable std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::deque<Pending> queue_;
   std::optional<std::uint64_t> writing_;
-  std::int64_t written_ = -1;  // the newest version written (all those put before it are written or released)
+  std::int64_t written_ = -1;  // the newest version written (all those put before it are written, skipped or released)
+  std::optional<std::uint64_t> mark_;  // the job's mark (none yet: nothing is skipped)
+  std::optional<std::uint64_t> pin_;   // the first version at or after mark_ written
+  std::set<std::uint64_t> skipped_;    // versions skipped and not released since (above the job floor, in memory)
+  std::uint64_t skipped_total_ = 0;
   bool release_after_write_ = false;
   bool busy_ = false;  // the writer is on a task it took from the queue
   bool stop_ = false;
@@ -193,8 +282,9 @@ class WriteBehindStore final : public VersionStore {
 }  // namespace
 
 std::unique_ptr<VersionStore> make_write_behind_store(std::unique_ptr<VersionStore> files, std::size_t max_pending,
-                                                      std::optional<std::uint64_t> hold_from) {
-  return std::make_unique<WriteBehindStore>(std::move(files), max_pending, hold_from);
+                                                      std::optional<std::uint64_t> hold_from,
+                                                      std::optional<std::uint64_t> slow_from) {
+  return std::make_unique<WriteBehindStore>(std::move(files), max_pending, hold_from, slow_from);
 }
 
 }  // namespace reprise::core

@@ -84,7 +84,8 @@ class BuddyStore : public core::VersionStore {
   core::StoredVersion load(std::uint64_t version, core::PayloadCheck check) const override;
   using VersionStore::load;
   void release(std::uint64_t version) override;
-  std::optional<std::int64_t> written_through() const override { return local_->written_through(); }
+  std::optional<core::FilesProgress> files_progress() const override { return local_->files_progress(); }
+  void set_pin_mark(std::uint64_t mark) override { local_->set_pin_mark(mark); }
   void flush() override { local_->flush(); }
   std::size_t memory_bytes() const override { return local_->memory_bytes(); }
 

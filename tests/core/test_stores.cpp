@@ -211,9 +211,16 @@ class GatedStore final : public VersionStore {
   }
   std::string describe() const override { return "gated " + inner_->describe(); }
   std::string locate(std::uint64_t v) const override { return inner_->locate(v); }
+  // Until the writer waits in put() (or went through it).
+  void wait_entered() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return entered_ > 0; });
+  }
   void put(const Manifest& m, std::shared_ptr<const HostBytes> p, std::uint64_t sum) override {
     {
       std::unique_lock<std::mutex> lock(mutex_);
+      ++entered_;
+      cv_.notify_all();
       cv_.wait(lock, [&] { return open_ || fail_; });
       if (fail_) throw StoreError("cannot write " + locate(m.version) + ": No space left on device (disk full?)");
     }
@@ -229,6 +236,7 @@ class GatedStore final : public VersionStore {
   std::mutex mutex_;
   std::condition_variable cv_;
   bool open_ = false, fail_ = false;
+  int entered_ = 0;
 };
 
 TEST(WriteBehindStore, PutReturnsBeforeTheFilesHoldTheVersion) {
@@ -335,6 +343,89 @@ TEST(WriteBehindStore, ARelaunchFindsWhatWasWritten) {
   ASSERT_EQ(sv.payload->size(), 3020u);
   EXPECT_EQ(std::memcmp(sv.payload->data(), expect.payload->data(), 3020), 0);
   EXPECT_EQ(again->load_manifest(10).version, 10u);
+}
+
+// A differential version on `base` (the writer's skips look only at the kind).
+Sample make_differential(std::uint64_t v, std::uint64_t base, std::size_t bytes) {
+  Sample s = make_version(v, bytes);
+  s.manifest.kind = VersionKind::Differential;
+  s.manifest.base_version = base;
+  s.manifest.chain_index = 1;
+  return s;
+}
+
+// A writer that lags, once the job gave a mark: the versions waiting in front of a newer full version are never
+// written (the full one takes their place), except the pin (the first version at or after the mark), and what was
+// skipped is reported; put() then returns without waiting for the disk.
+TEST(WriteBehindStore, ALaggingWriterSkipsToANewerFullVersionButWritesThePin) {
+  test::ScratchDir dir;
+  auto gated = std::make_unique<GatedStore>(make_directory_store(dir.path(), 4));
+  GatedStore& gate = *gated;
+  auto store = make_write_behind_store(std::move(gated), 8);
+  const auto put = [&](const Sample& s) { store->put(s.manifest, s.payload, s.sum); };
+  put(make_version(10, 1000));
+  gate.wait_entered();  // the writer has 10 and waits in the gate
+  put(make_differential(20, 10, 1000));
+  put(make_differential(30, 20, 1000));
+  put(make_version(40, 1000));
+  EXPECT_EQ(store->files_progress()->skipped_total, 0u) << "skipped before the job gave a mark";
+  store->set_pin_mark(35);  // the pin: 40 (the first at or after 35), never skipped
+  put(make_differential(50, 40, 1000));
+  put(make_version(60, 1000));
+  put(make_differential(70, 60, 1000));
+  gate.open();
+  store->flush();
+  // 20 and 30 made way for 40 (a full one, also the pin); 50 for 60 once the pin was written or being written.
+  EXPECT_EQ(make_directory_store(dir.path(), 4)->list(), (std::vector<std::uint64_t>{10, 40, 60, 70}));
+  FilesProgress p = *store->files_progress();
+  EXPECT_EQ(p.written, 70);
+  EXPECT_EQ(p.skipped_oldest, 20u);
+  EXPECT_EQ(p.skipped_newest, 50u);
+  EXPECT_EQ(p.skipped_total, 3u);
+  EXPECT_EQ(p.pin, std::optional<std::uint64_t>(40));
+  EXPECT_EQ(store->list(), (std::vector<std::uint64_t>{10, 20, 30, 40, 50, 60, 70}));  // all still in memory
+  // Released (below the job floor), a skipped version leaves the span; the pin, the pin.
+  store->release(20);
+  store->release(30);
+  store->release(40);
+  p = *store->files_progress();
+  EXPECT_EQ(p.skipped_oldest, 50u);
+  EXPECT_EQ(p.skipped_newest, 50u);
+  EXPECT_EQ(p.pin, std::nullopt);
+  store->release(50);
+  EXPECT_EQ(store->files_progress()->skipped_oldest, UINT64_MAX);
+  EXPECT_EQ(store->files_progress()->skipped_newest, 0u);
+}
+
+// The pin is written even when a newer full version waits behind it, and a mark never goes back.
+TEST(WriteBehindStore, ThePinIsNeverSkippedAndPutReturnsWhenOthersAre) {
+  test::ScratchDir dir;
+  auto gated = std::make_unique<GatedStore>(make_directory_store(dir.path(), 5));
+  GatedStore& gate = *gated;
+  auto store = make_write_behind_store(std::move(gated), 3);
+  const auto put = [&](const Sample& s) { store->put(s.manifest, s.payload, s.sum); };
+  store->set_pin_mark(25);
+  store->set_pin_mark(5);  // lower: changes nothing (else 10 would be the pin)
+  put(make_version(10, 1000));
+  gate.wait_entered();
+  put(make_differential(20, 10, 1000));
+  put(make_version(30, 1000));  // the pin: 20 makes way for it
+  put(make_differential(40, 30, 1000));
+  put(make_differential(50, 40, 1000));  // 3 waiting: the pin in front, nothing newer to make way for
+  std::atomic<bool> returned{false};
+  std::thread t([&] {
+    put(make_version(60, 1000));  // 40 and 50 make way, behind the pin: put() returns with the disk still shut
+    put(make_version(70, 1000));  // and 60
+    returned = true;
+  });
+  for (int i = 0; i < 200 && !returned; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(returned.load()) << "put() waited for the disk although older versions could be skipped";
+  gate.open();
+  t.join();
+  store->flush();
+  EXPECT_EQ(make_directory_store(dir.path(), 5)->list(), (std::vector<std::uint64_t>{10, 30, 70}));
+  EXPECT_EQ(store->files_progress()->pin, std::optional<std::uint64_t>(30));
+  EXPECT_EQ(store->files_progress()->skipped_total, 4u);  // 20, 40, 50, 60
 }
 
 // Failure injection (REPRISE_KILL's stall_files): from the held version on nothing reaches the files, the versions
