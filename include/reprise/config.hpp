@@ -49,6 +49,10 @@ struct Config {
   unsigned keep_chains = 2;
   /// Directory store root; empty = versions kept in this process's host memory.
   std::string dir;
+  /// MPI with a buddy: a file writer slower than the checkpoints skips the versions that wait in front of a newer
+  /// full one (docs/DISTRIBUTED.md). Off: every version is written, and a checkpoint waits for the disk once more
+  /// than two versions are still to be written.
+  bool files_skip = true;
   /// Host threads that digest, pack and checksum host regions (and check chunks at restore).
   unsigned digest_threads = 2;
   /// Versions holding device data live in pinned host memory, so the drain is one DMA per segment. Off: they

@@ -80,6 +80,7 @@ Config Config::from_env(Config c) {
     c.full_at_dirty_percent = parse_unsigned(v, "REPRISE_FULL_AT_DIRTY_PERCENT");
   if (auto v = env("REPRISE_KEEP_CHAINS")) c.keep_chains = parse_unsigned(v, "REPRISE_KEEP_CHAINS");
   if (auto v = env("REPRISE_DIR")) c.dir = v;
+  if (auto v = env("REPRISE_FILES_SKIP")) c.files_skip = parse_bool(v, "REPRISE_FILES_SKIP");
   if (auto v = env("REPRISE_DIGEST_THREADS")) c.digest_threads = parse_unsigned(v, "REPRISE_DIGEST_THREADS");
   if (auto v = env("REPRISE_PINNED_PIECE_BYTES")) c.pinned_piece_bytes = parse_bytes(v, "REPRISE_PINNED_PIECE_BYTES");
   if (auto v = env("REPRISE_STAGING_BYTES")) c.staging_bytes = parse_bytes(v, "REPRISE_STAGING_BYTES");

@@ -31,15 +31,33 @@ void GroupCommit::agree(std::optional<std::uint64_t> capture) {
   std::int64_t v = -1;
   if (const auto a = job_.store_->newest_acked_chain()) v = static_cast<std::int64_t>(*a);
   // How far this rank's files are (REPRISE_DIR written in the background): the group's floor report waits for the
-  // slowest member's files. INT64_MAX: no such level.
-  std::int64_t w = job_.store_->written_through().value_or(INT64_MAX);
+  // slowest member's files, and says which versions some member skipped (a writer that lags) and which pin they
+  // wrote (protocol/job_floor.hpp). w INT64_MAX: no such level; u INT64_MAX, s 0: nothing skipped; p 0: no pin
+  // (else the pin + 1, its oldest po and newest pn over the members).
+  const auto files = job_.store_->files_progress();
+  std::int64_t w = files ? files->written : INT64_MAX;
+  std::int64_t u =
+      files ? static_cast<std::int64_t>(std::min<std::uint64_t>(files->skipped_oldest, INT64_MAX)) : INT64_MAX;
+  std::int64_t s = files ? static_cast<std::int64_t>(files->skipped_newest) : 0;
+  std::int64_t po = files && files->pin ? static_cast<std::int64_t>(*files->pin + 1) : 0, pn = po;
+  if (files && files->skipped_total > 0 && !told_skipping_) {
+    told_skipping_ = true;
+    std::fprintf(stderr,
+                 "reprise: rank %d: its REPRISE_DIR writes are slower than its checkpoints: versions that wait for "
+                 "the disk behind a newer full version are skipped there (%llu so far). A relaunch restarts from "
+                 "the newest version every rank has in files, which may be older than the newest commit; "
+                 "checkpoint less often or point REPRISE_DIR at a faster file system to have them all.\n",
+                 job_.rank_, static_cast<unsigned long long>(files->skipped_total));
+  }
   std::vector<std::uint64_t> all;
   std::size_t stride = 0;
   const char* what = "the group's commit agreement";
   const bool nccl = nccl_group();
   if (nccl || capture) {  // an allgather (NCCL's collective, or MPI's at a checkpoint); the minimum is taken here
     std::vector<std::uint64_t> mine = capture ? job_.comm_state_->barrier_contribution() : std::vector<std::uint64_t>{};
-    mine.insert(mine.begin(), {static_cast<std::uint64_t>(v), static_cast<std::uint64_t>(w)});
+    mine.insert(mine.begin(),
+                {static_cast<std::uint64_t>(v), static_cast<std::uint64_t>(w), static_cast<std::uint64_t>(u),
+                 static_cast<std::uint64_t>(s), static_cast<std::uint64_t>(po), static_cast<std::uint64_t>(pn)});
     stride = mine.size();
     if (nccl) {
       nccl_->start(mine);
@@ -57,21 +75,33 @@ void GroupCommit::agree(std::optional<std::uint64_t> capture) {
     for (std::size_t i = 0; i * stride < all.size(); ++i) {
       v = std::min(v, static_cast<std::int64_t>(all[i * stride]));
       w = std::min(w, static_cast<std::int64_t>(all[i * stride + 1]));
+      u = std::min(u, static_cast<std::int64_t>(all[i * stride + 2]));
+      s = std::max(s, static_cast<std::int64_t>(all[i * stride + 3]));
+      po = std::min(po, static_cast<std::int64_t>(all[i * stride + 4]));
+      pn = std::max(pn, static_cast<std::int64_t>(all[i * stride + 5]));
     }
   } else {
-    std::int64_t both[2] = {v, w};
+    std::int64_t mins[6] = {v, w, u, -s, po, -pn};  // (a maximum as the minimum of its negation)
     MPI_Request req = MPI_REQUEST_NULL;
-    REPRISE_GROUP_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, both, 2, MPI_INT64_T, MPI_MIN, job_.group_, &req), req, what);
-    v = both[0];
-    w = both[1];
+    REPRISE_GROUP_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, mins, 6, MPI_INT64_T, MPI_MIN, job_.group_, &req), req, what);
+    v = mins[0];
+    w = mins[1];
+    u = mins[2];
+    s = -mins[3];
+    po = mins[4];
+    pn = -mins[5];
   }
   files_written_ = w;
+  files_skipped_oldest_ = static_cast<std::uint64_t>(u);
+  files_skipped_newest_ = static_cast<std::uint64_t>(s);
+  files_pin_oldest_ = static_cast<std::uint64_t>(po);
+  files_pin_newest_ = static_cast<std::uint64_t>(pn);
   if (v >= 0) job_.store_->set_committed(static_cast<std::uint64_t>(v));
   report_commit();
   if (v >= 0) job_.comm_state_->committed(static_cast<std::uint64_t>(v));
   if (capture) {
     std::vector<const std::uint64_t*> member;
-    for (std::size_t i = 0; i * stride < all.size(); ++i) member.push_back(&all[i * stride + 2]);
+    for (std::size_t i = 0; i * stride < all.size(); ++i) member.push_back(&all[i * stride + 6]);
     job_.comm_state_->barrier_result(member, *capture);
   }
 }
@@ -85,20 +115,27 @@ void GroupCommit::report_commit() {
   if (const std::int64_t f = floor_received_; f >= 0) {
     job_.store_->set_job_floor(static_cast<std::uint64_t>(f));
     job_.comm_state_->job_floor(static_cast<std::uint64_t>(f));  // the views it allows go in committed(), below
+    if (job_.cfg_.files_skip) job_.store_->set_pin_mark(mark_received_);  // (Config::files_skip)
   }
   if (!first_of_group_) return;
   auto c = job_.store_->committed();
   if (!c) return;
-  // With files written in the background, the group reports no more than what all its members have in files: the
-  // job floor is then a version every rank can relaunch from, and no rank releases a file another rank still needs.
+  // With files written in the background, the group reports no more than what all its members have in files, with
+  // what they skipped and the pin they wrote: the job floor is then a version every rank can relaunch from, and no
+  // rank releases a file another rank still needs.
+  protocol::FloorSummary own{true, *c, -1, *c};
   if (files_written_ != INT64_MAX) {
     if (files_written_ < 0) return;
-    c = std::min(*c, static_cast<std::uint64_t>(files_written_));
+    own.version = std::min(*c, static_cast<std::uint64_t>(files_written_));
+    own.skipped_oldest = files_skipped_oldest_;
+    own.skipped_newest = files_skipped_newest_;
+    own.pin_oldest = files_pin_oldest_;
+    own.pin_newest = files_pin_newest_;
   }
   FloorStep step;
   {
     const std::lock_guard<std::mutex> lock(floor_mutex_);
-    step = {floor_node_.own(*c), floor_node_.group(), floor_parent_rank_};
+    step = {floor_node_.own(own), floor_node_.group(), floor_parent_rank_};
   }
   const MPI_Comm data = job_.data_;
   try {
@@ -114,9 +151,19 @@ void GroupCommit::report_commit() {
 void GroupCommit::floor_out(const FloorStep& step) {
   const protocol::FloorNode::Out& out = step.out;
   if (out.up) {
-    const std::uint64_t report[5] = {static_cast<std::uint64_t>(step.group), out.seq, out.up->complete ? 1u : 0u,
-                                     out.up->version, static_cast<std::uint64_t>(out.up->group)};
-    REPRISE_MPI_CHECK(polled::send(report, 5, MPI_UINT64_T, step.parent_rank, kFloorReport, job_.data_));
+    const protocol::FloorSummary& u = *out.up;
+    const std::uint64_t report[kFloorReportWords] = {static_cast<std::uint64_t>(step.group),
+                                                     out.seq,
+                                                     u.complete ? 1u : 0u,
+                                                     u.version,
+                                                     static_cast<std::uint64_t>(u.group),
+                                                     u.committed,
+                                                     u.skipped_oldest,
+                                                     u.skipped_newest,
+                                                     u.pin_oldest,
+                                                     u.pin_newest};
+    REPRISE_MPI_CHECK(
+        polled::send(report, kFloorReportWords, MPI_UINT64_T, step.parent_rank, kFloorReport, job_.data_));
   }
   std::optional<protocol::FloorNode::Lag> lag;
   if (job_.rank_ == 0) {
@@ -124,38 +171,51 @@ void GroupCommit::floor_out(const FloorStep& step) {
     lag = floor_node_.lag();
   }
   if (lag) {
-    const std::string what = lag->committed ? "its newest commit is version " + std::to_string(*lag->committed)
-                                            : std::string("it has committed nothing yet");
+    // (With files written behind the commit, a group reports the oldest of its commit and its members' files.)
+    const bool files = files_written_ != INT64_MAX;
+    const std::string what = !lag->committed ? std::string("it has committed nothing yet")
+                             : files         ? "the newest version it committed and has in every member's files is " +
+                                           std::to_string(*lag->committed)
+                                     : "its newest commit is version " + std::to_string(*lag->committed);
     std::fprintf(stderr,
                  "reprise: rank %d: group %d (%s) holds the job floor back: %s, while group 0 committed %u times "
                  "since the floor last rose. Every rank keeps its versions from there on (%s) until that group "
-                 "commits again.\n",
+                 "%s.\n",
                  job_.rank_, lag->group, ranks_phrase(job_.layout_.members_of_group(lag->group)).c_str(), what.c_str(),
                  lag->rounds,
                  job_.group_rollback_    ? "its files"
                  : job_.cfg_.dir.empty() ? "memory"
-                                         : "memory and files");
+                                         : "memory and files",
+                 files ? "commits again and its files catch up" : "commits again");
   }
   if (!out.floor) return;
   if (job_.trace_)
     std::fprintf(stderr, "reprise: rank %d: job floor %llu\n", job_.rank_, static_cast<unsigned long long>(*out.floor));
-  on_floor(*out.floor);
+  on_floor(*out.floor, out.mark);
 }
 
 // Every rank's progress thread: a floor from its parent in the tree (protocol::floor_children), kept for the main
 // thread and passed on to its children. (A floor lost with a failed rank only leaves its subtree with an older
 // one, which keeps more versions, never fewer; after the repair every group reports again.)
-void GroupCommit::on_floor(std::uint64_t floor) {
+void GroupCommit::on_floor(std::uint64_t floor, std::uint64_t mark) {
+  mark_received_ = std::max<std::uint64_t>(mark_received_, mark);  // (before the floor: the main thread reads both)
   floor_received_ = static_cast<std::int64_t>(floor);
+  const std::uint64_t both[2] = {floor, mark};
   for (int r : protocol::floor_children(job_.rank_, job_.size_))
-    REPRISE_MPI_CHECK(polled::send(&floor, 1, MPI_UINT64_T, r, kFloor, job_.data_));
+    REPRISE_MPI_CHECK(polled::send(both, 2, MPI_UINT64_T, r, kFloor, job_.data_));
 }
 
 // A group's first rank, on the progress thread: a child group's report.
 void GroupCommit::on_floor_report(int src) {
-  std::uint64_t report[5] = {0, 0, 0, 0, 0};
-  REPRISE_MPI_CHECK(polled::recv(report, 5, MPI_UINT64_T, src, kFloorReport, job_.data_, MPI_STATUS_IGNORE));
-  const protocol::FloorSummary s{report[2] != 0, report[3], static_cast<int>(report[4])};
+  std::uint64_t report[kFloorReportWords] = {};
+  REPRISE_MPI_CHECK(
+      polled::recv(report, kFloorReportWords, MPI_UINT64_T, src, kFloorReport, job_.data_, MPI_STATUS_IGNORE));
+  protocol::FloorSummary s{report[2] != 0, report[3], static_cast<int>(report[4])};
+  s.committed = report[5];
+  s.skipped_oldest = report[6];
+  s.skipped_newest = report[7];
+  s.pin_oldest = report[8];
+  s.pin_newest = report[9];
   FloorStep step;
   {
     const std::lock_guard<std::mutex> lock(floor_mutex_);

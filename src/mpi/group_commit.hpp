@@ -37,7 +37,9 @@ class GroupCommit {
 
   // The progress thread's part (a group's first rank: its child groups' reports; every rank: the floor).
   void on_floor_report(int src);
-  void on_floor(std::uint64_t floor);  ///< applied at the next checkpoint, forwarded down the tree now
+  /// The floor and the writers' mark (protocol::FloorNode::Out): applied at the next checkpoint, forwarded down the
+  /// tree now.
+  void on_floor(std::uint64_t floor, std::uint64_t mark);
 
   // Repairs.
   void new_communicators(int groups);  ///< every group reports again; the reduction tree starts over
@@ -69,7 +71,13 @@ class GroupCommit {
   bool first_of_group_ = false;                   // (from the layout, at new_communicators)
   int floor_parent_rank_ = -1;                    // the first rank of the parent group (-1: group 0)
   std::atomic<std::int64_t> floor_received_{-1};  // the newest job floor from rank 0 (-1: none yet)
+  std::atomic<std::uint64_t> mark_received_{0};   // the writers' mark that came with it
   std::int64_t files_written_ = INT64_MAX;        // the group's oldest written_through() (INT64_MAX: no such level)
+  // What the group's writers skipped (their span: none UINT64_MAX, 0) and the pins they wrote (+ 1; 0: none), at
+  // the last agreement (protocol::FloorSummary).
+  std::uint64_t files_skipped_oldest_ = UINT64_MAX, files_skipped_newest_ = 0, files_pin_oldest_ = 0,
+                files_pin_newest_ = 0;
+  bool told_skipping_ = false;  // this rank said once that its writer skips
 };
 
 }  // namespace reprise::mpi

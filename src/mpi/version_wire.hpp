@@ -21,7 +21,7 @@ enum Tag : int {
   kRelease = 13,      // owner -> buddy (data): a version no chain needs any more
   kAck = 14,          // buddy -> owner (ack): the version is stored (or kRefused)
   kFloorReport = 15,  // a group's first rank to its parent group's: its subtree's oldest commit (job_floor.hpp)
-  kFloor = 16,        // rank 0 to every rank: the job floor (protocol/job_floor.hpp)
+  kFloor = 16,        // rank 0 to every rank: the job floor and the writers' mark (protocol/job_floor.hpp)
   kMoveCount = 21,    // recovery (world): how many versions follow
   kMoveHead = 22,
   kMovePiece = 23,
@@ -32,6 +32,9 @@ enum Tag : int {
 
 /// The acknowledgement of a version whose payload did not match its chunk digests at the buddy: not stored.
 constexpr std::uint64_t kRefused = ~std::uint64_t{0};
+/// A kFloorReport: {group, sequence number, complete, version, group named, committed, skipped oldest and newest,
+/// pin oldest and newest} (protocol::FloorSummary).
+constexpr int kFloorReportWords = 10;
 /// Set in the acknowledgement of a stored version (beside its number) when the buddy holds more than its memory
 /// budget: the owner keeps one chain, so that the buddy's copies of it shrink too.
 constexpr std::uint64_t kOverBudget = std::uint64_t{1} << 62;

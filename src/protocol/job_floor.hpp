@@ -6,8 +6,13 @@
 // children each, so no rank hears from more than kFloorFanIn groups, whatever the job's size): each reports its
 // subtree's oldest commit to its parent when it rises, and group 0's first rank (rank 0) sends the floor down a
 // tree of the same shape over the ranks (floor_children) whenever it rises; ranks keep the floor's chain and everything
-// newer (BuddyStore::set_job_floor). A stale floor is only older, so ranks keep more than needed, never less. Pure
-// logic, tested without MPI.
+// newer (BuddyStore::set_job_floor). A stale floor is only older, so ranks keep more than needed, never less.
+// With files written in the background (REPRISE_DIR), a group reports no more than its members' files hold, and
+// writers that lag skip versions (core's write-behind store): the floor is then a version no rank skipped, either
+// the oldest files' frontier when it lies outside every skipped range, or the job's pin, the first version at or
+// after the mark that rank 0 sends down with each floor (its group's newest commit + 1), which no writer skips:
+// once every rank wrote the same pin, it is the floor, and the next mark lets the writers skip up to the newest
+// commits again. Pure logic, tested without MPI.
 #pragma once
 
 #include <algorithm>
@@ -81,15 +86,35 @@ inline GroupTreeRanks group_tree_ranks(const GroupMap& groups, int rank) {
 }
 
 /// What a subtree of groups tells its parent: the oldest of its groups' newest commits and a group that has it,
-/// or (complete false) a group of the subtree that has committed nothing yet.
+/// or (complete false) a group of the subtree that has committed nothing yet. With files written in the background,
+/// `version` is the oldest of the groups' newest commits and of their members' files (every version up to it is
+/// written there, or skipped), and the rest says what the writers skipped and which pin they wrote.
 struct FloorSummary {
   bool complete = false;
   std::uint64_t version = 0;
   int group = -1;
+  std::uint64_t committed = UINT64_MAX;  ///< the oldest of the groups' newest commits (UINT64_MAX: `version`)
+  std::uint64_t skipped_oldest = UINT64_MAX, skipped_newest = 0;  ///< the span of every skipped version (none: MAX, 0)
+  /// The pin every member wrote, + 1, as the oldest and the newest of the members' (0: some member has none). Equal
+  /// and nonzero: every rank of the subtree has that version in its files.
+  std::uint64_t pin_oldest = 0, pin_newest = 0;
   bool operator==(const FloorSummary& o) const {
-    return complete == o.complete && version == o.version && group == o.group;
+    return complete == o.complete && version == o.version && group == o.group && committed == o.committed &&
+           skipped_oldest == o.skipped_oldest && skipped_newest == o.skipped_newest && pin_oldest == o.pin_oldest &&
+           pin_newest == o.pin_newest;
   }
 };
+
+/// The newest version every rank of a complete summary is known to hold, none when the skipped versions hide it:
+/// `version` when no rank skipped it (outside the skipped span), else the pin when every rank wrote the same one and
+/// every group committed it.
+inline std::optional<std::uint64_t> floor_candidate(const FloorSummary& s) {
+  std::optional<std::uint64_t> c;
+  if (s.version < s.skipped_oldest || s.version > s.skipped_newest) c = s.version;
+  if (s.pin_oldest != 0 && s.pin_oldest == s.pin_newest && s.pin_oldest - 1 <= s.committed)
+    c = std::max(c.value_or(0), s.pin_oldest - 1);
+  return c;
+}
 
 /// One group's place in the reduction tree, kept by its first rank: its own newest commit and each child
 /// subtree's last summary. A report goes up when the subtree became complete or its floor rose, and at the group's
@@ -109,6 +134,7 @@ class FloorNode {
     std::optional<FloorSummary> up;
     std::uint64_t seq = 0;
     std::optional<std::uint64_t> floor;
+    std::uint64_t mark = 0;  ///< with a floor: the writers' next mark (the first version at or after it is the pin)
   };
 
   FloorNode(int group = 0, int groups = 1) { reset(group, groups); }
@@ -137,9 +163,14 @@ class FloorNode {
 
   /// This group committed `version`. A version not newer than its last one changes nothing (the caller may report
   /// its newest commit at every checkpoint).
-  Out own(std::uint64_t version) {
-    if (slots_[0].heard && version <= slots_[0].s.version) return {};
-    return report(group_, 0, FloorSummary{true, version, group_});
+  Out own(std::uint64_t version) { return own(FloorSummary{true, version, group_, version}); }
+  /// The same with files written in the background (`s.version`: the oldest of the commit and the members' files;
+  /// `s.committed`: the group's commit; what the members skipped and their pins). Nothing new changes nothing.
+  Out own(FloorSummary s) {
+    s.complete = true;
+    s.group = group_;
+    if (slots_[0].heard && (s.version < slots_[0].s.version || s == slots_[0].s)) return {};
+    return report(group_, 0, s);
   }
 
   /// Group `from` (this group, or a child) reports `s`, its `seq`-th report since the last reset. Reports of other
@@ -164,9 +195,12 @@ class FloorNode {
     summary_ = combine();
     Out out;
     if (group_ == 0) {
-      if (summary_.complete && (!floor_ || summary_.version > *floor_)) {
-        floor_ = summary_.version;
+      const auto f = summary_.complete ? floor_candidate(summary_) : std::nullopt;
+      if (f && (!floor_ || *f > *floor_)) {
+        floor_ = f;
         out.floor = floor_;
+        if (slots_[0].s.committed != UINT64_MAX) mark_ = std::max(mark_, slots_[0].s.committed + 1);
+        out.mark = mark_;
         since_rise_ = 0;
         lag_told_ = false;
       }
@@ -182,10 +216,14 @@ class FloorNode {
   }
 
   /// At the root, once per floor: the group holding it back, when group 0 committed `rounds` times since the floor
-  /// last rose. For a warning: a group that stopped committing makes every rank keep everything newer.
+  /// last rose, and twice as many as at the last lag told (a floor that follows files written behind the commit lags
+  /// at every rise: a few lines per job, not one per floor). For a warning: a group that stopped committing makes
+  /// every rank keep everything newer.
   std::optional<Lag> lag(unsigned rounds = 4) {
-    if (group_ != 0 || groups_ < 2 || lag_told_ || since_rise_ < rounds) return std::nullopt;
+    if (group_ != 0 || groups_ < 2 || lag_told_ || since_rise_ < std::max(rounds, next_lag_rounds_))
+      return std::nullopt;
     lag_told_ = true;
+    next_lag_rounds_ = 2 * since_rise_;
     Lag l;
     l.group = summary_.group;
     if (summary_.complete) l.committed = summary_.version;
@@ -206,7 +244,19 @@ class FloorNode {
       const Slot& sl = slots_[i];
       if (!sl.heard) return FloorSummary{false, 0, i == 0 ? group_ : children_[i - 1]};
       if (!sl.s.complete) return sl.s;
-      if (out.group < 0 || sl.s.version < out.version) out = sl.s;
+      if (out.group < 0) {
+        out = sl.s;
+        continue;
+      }
+      if (sl.s.version < out.version) {
+        out.version = sl.s.version;
+        out.group = sl.s.group;
+      }
+      out.committed = std::min(out.committed, sl.s.committed);
+      out.skipped_oldest = std::min(out.skipped_oldest, sl.s.skipped_oldest);
+      out.skipped_newest = std::max(out.skipped_newest, sl.s.skipped_newest);
+      out.pin_oldest = std::min(out.pin_oldest, sl.s.pin_oldest);
+      out.pin_newest = std::max(out.pin_newest, sl.s.pin_newest);
     }
     return out;
   }
@@ -218,7 +268,9 @@ class FloorNode {
   std::optional<FloorSummary> sent_;    // the last summary sent up
   std::uint64_t seq_ = 0;               // reports sent up (never reset: a parent drops older ones)
   std::optional<std::uint64_t> floor_;  // the root: the last floor sent down
+  std::uint64_t mark_ = 0;              // the root: the last mark sent down (kept across resets: only ever raised)
   unsigned since_rise_ = 0;             // this group's commits since the floor last rose
+  unsigned next_lag_rounds_ = 0;        // a lag is told from this many commits on (twice the last one told)
   bool lag_told_ = false;
 };
 

@@ -29,9 +29,10 @@ TEST(Config, EnvironmentOverridesTheStruct) {
   EnvGuard a("REPRISE_CHUNK_BYTES", "128K"), b("REPRISE_FULL_EVERY", "3"), c("REPRISE_DIR", "/tmp/x"),
       d("REPRISE_DEVICE_BACKEND", "host-twin"), e("REPRISE_VERIFY_RESTORE", "off"), f("REPRISE_RECOVERY_WATCH_MS", "0"),
       g("REPRISE_RECOVERY_TIMEOUT_S", "30"), h("REPRISE_FULL_AT_DIRTY_PERCENT", "0"), i("REPRISE_SPARES", "2"),
-      j("REPRISE_SPAWN", "0");
+      j("REPRISE_SPAWN", "0"), k("REPRISE_FILES_SKIP", "0");
   EXPECT_EQ(Config{}.spares, 0u);
   EXPECT_TRUE(Config{}.spawn);
+  EXPECT_TRUE(Config{}.files_skip);
   EXPECT_EQ(Config{}.full_at_dirty_percent, 90u);
   EXPECT_EQ(Config{}.recovery_watch_ms, 20000u);
   EXPECT_EQ(Config{}.recovery_timeout_s, 600u);
@@ -49,6 +50,7 @@ TEST(Config, EnvironmentOverridesTheStruct) {
   EXPECT_EQ(cfg.full_at_dirty_percent, 0u);
   EXPECT_EQ(cfg.spares, 2u);
   EXPECT_FALSE(cfg.spawn);
+  EXPECT_FALSE(cfg.files_skip);
 }
 
 TEST(Config, BadValuesNameTheVariable) {

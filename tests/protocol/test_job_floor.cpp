@@ -24,9 +24,13 @@ struct Tree {
   }
   void take(int g, const FloorNode::Out& o) {
     if (o.up) in_flight.push_back({g, nodes[static_cast<std::size_t>(g)].parent(), o.seq, *o.up});
-    if (o.floor) floors.push_back(*o.floor);
+    if (o.floor) {
+      floors.push_back(*o.floor);
+      marks.push_back(o.mark);
+    }
   }
   void commit(int g, std::uint64_t v) { take(g, nodes[static_cast<std::size_t>(g)].own(v)); }
+  void commit(int g, const FloorSummary& s) { take(g, nodes[static_cast<std::size_t>(g)].own(s)); }
   // Delivers one message in flight (the oldest, or a random one).
   void deliver(std::mt19937* rng = nullptr) {
     std::size_t i = rng ? std::uniform_int_distribution<std::size_t>(0, in_flight.size() - 1)(*rng) : 0;
@@ -41,8 +45,20 @@ struct Tree {
   std::vector<FloorNode> nodes;
   std::vector<std::size_t> received;
   std::deque<Msg> in_flight;
-  std::vector<std::uint64_t> floors;
+  std::vector<std::uint64_t> floors, marks;
 };
+
+// A group's report with files written in the background: its members' files through `files` (commit `committed`),
+// the span of what they skipped, and their pins (+ 1).
+FloorSummary with_files(std::uint64_t committed, std::uint64_t files, std::uint64_t skipped_oldest = UINT64_MAX,
+                        std::uint64_t skipped_newest = 0, std::uint64_t pin_oldest = 0, std::uint64_t pin_newest = 0) {
+  FloorSummary s{true, std::min(committed, files), -1, committed};
+  s.skipped_oldest = skipped_oldest;
+  s.skipped_newest = skipped_newest;
+  s.pin_oldest = pin_oldest;
+  s.pin_newest = pin_newest;
+  return s;
+}
 
 TEST(FloorNode, TheTreeHasBoundedFanInAndLogDepth) {
   for (int groups : {1, 2, 8, 9, 10, 73, 1000, 25000}) {
@@ -91,6 +107,45 @@ TEST(FloorNode, RisesOnlyWhenEveryGroupCommittedAndTheOldestMoved) {
   t.nodes[0].reset(0, 2);  // a repair: every group reports again
   EXPECT_FALSE(t.nodes[0].own(40).floor);
   EXPECT_EQ(t.nodes[0].report(1, 1, FloorSummary{true, 40, 1}).floor, 40u);
+}
+
+// Writers that lag skip versions (core's write-behind store): the floor never settles on a version inside the span
+// some rank skipped; it rises to the pin once every rank wrote the same one and every group committed it, and the
+// root then sends the next mark (its group's commit + 1), kept across a repair.
+TEST(FloorNode, SkippedVersionsHoldTheFloorBackUntilEveryRankWroteThePin) {
+  EXPECT_EQ(floor_candidate(with_files(30, 20)), 20u);
+  EXPECT_EQ(floor_candidate(with_files(30, 20, 10, 15)), 20u);  // skipped below it only
+  EXPECT_EQ(floor_candidate(with_files(30, 20, 25, 28)), 20u);  // above it only
+  EXPECT_EQ(floor_candidate(with_files(30, 20, 15, 25)), std::nullopt);
+  EXPECT_EQ(floor_candidate(with_files(30, 20, 15, 25, 19, 19)), 18u);           // every rank wrote 18
+  EXPECT_EQ(floor_candidate(with_files(30, 20, 15, 25, 17, 19)), std::nullopt);  // pins differ
+  EXPECT_EQ(floor_candidate(with_files(30, 20, 15, 25, 0, 19)), std::nullopt);   // some rank wrote none
+  EXPECT_EQ(floor_candidate(with_files(17, 20, 15, 25, 19, 19)), std::nullopt);  // a group never committed 18
+
+  Tree t(2);
+  t.commit(0, with_files(30, 20));
+  t.commit(1, with_files(30, 25, 15, 22));  // group 1 skipped 15..22: 20 may be missing there
+  t.drain();
+  EXPECT_TRUE(t.floors.empty());
+  t.commit(1, with_files(40, 40, 15, 38, 36, 36));  // group 1 wrote the pin 35, group 0 not yet
+  t.drain();
+  EXPECT_TRUE(t.floors.empty());
+  t.commit(0, with_files(40, 36, UINT64_MAX, 0, 36, 36));  // now both
+  t.drain();
+  EXPECT_EQ(t.floors, (std::vector<std::uint64_t>{35}));
+  EXPECT_EQ(t.marks, (std::vector<std::uint64_t>{41}));  // group 0's commit + 1
+  // Skips below the floor released, files everywhere through 50: the floor is 50 again, however the pins are.
+  t.commit(1, with_files(50, 50, UINT64_MAX, 0, 0, 0));
+  t.commit(0, with_files(50, 50, UINT64_MAX, 0, 42, 42));
+  t.drain();
+  EXPECT_EQ(t.floors.back(), 50u);
+  EXPECT_EQ(t.marks.back(), 51u);
+  t.nodes[0].reset(0, 2);  // a repair: the mark is never taken back
+  t.commit(0, with_files(52, 52));
+  t.commit(1, with_files(52, 52));
+  t.drain();
+  EXPECT_EQ(t.floors.back(), 52u);
+  EXPECT_EQ(t.marks.back(), 53u);
 }
 
 // In any order of delivery, a floor never passes a group's newest commit, floors only rise, and once every report
@@ -156,6 +211,20 @@ TEST(FloorNode, NamesTheGroupThatHoldsItBackOncePerFloor) {
   t.commit(1, v);                  // it commits again: the floor rises, and a new lag may be told
   t.drain();
   EXPECT_EQ(t.floors.back(), v);
+  // ... once it is twice as long as the last one told (8 commits of group 0 since the floor rose, not 4).
+  v += 10;  // (group 0 is there already)
+  for (int i = 1; i <= 8; ++i) {
+    v += 10;
+    t.commit(2, v);
+    t.commit(0, v);
+    t.drain();
+    if (i < 8) {
+      EXPECT_FALSE(t.nodes[0].lag()) << i;
+    }
+  }
+  const auto again = t.nodes[0].lag();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->rounds, 8u);
   // A group deep in the tree that never committed holds back the first floor, and is named.
   Tree d(20);  // group 19's parent is group 2
   for (int round = 1; round <= 4; ++round) {
