@@ -496,11 +496,14 @@ void MpiCoordination::adopt(MPI_Comm world, bool keep_group) {
 std::unique_ptr<core::VersionStore> MpiCoordination::own_store() const {
   if (cfg_.dir.empty()) return core::make_memory_store();
   if (!layout_.has_buddies()) return core::make_directory_store(cfg_.dir, rank_);
-  std::optional<std::uint64_t> hold;  // REPRISE_KILL's stall_files (the first process of the rank only)
-  for (const protocol::KillOrder& k : kills_)
-    if (!replacement_ && k.rank == rank_ && k.point == protocol::KillPoint::StallFiles)
-      hold = std::min(hold.value_or(k.step), k.step);
-  return core::make_write_behind_store(core::make_directory_store(cfg_.dir, rank_), 2, hold);
+  // REPRISE_KILL's stall_files and slow_files (the first process of the rank only).
+  std::optional<std::uint64_t> hold, slow;
+  for (const protocol::KillOrder& k : kills_) {
+    if (replacement_ || k.rank != rank_) continue;
+    if (k.point == protocol::KillPoint::StallFiles) hold = std::min(hold.value_or(k.step), k.step);
+    if (k.point == protocol::KillPoint::SlowFiles) slow = std::min(slow.value_or(k.step), k.step);
+  }
+  return core::make_write_behind_store(core::make_directory_store(cfg_.dir, rank_), 2, hold, slow);
 }
 
 // The store of this rank's versions: its own (memory or files) and, through the buddy link, its buddy's copy.

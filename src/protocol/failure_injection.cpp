@@ -32,6 +32,8 @@ const char* to_string(KillPoint p) {
       return "join";
     case KillPoint::StallFiles:
       return "stall_files";
+    case KillPoint::SlowFiles:
+      return "slow_files";
     case KillPoint::Collective:
       return "collective";
   }
@@ -44,7 +46,7 @@ std::vector<KillOrder> parse_kill_spec(const std::string& spec) {
   std::string entry;
   const std::string form =
       " (expected RANK:STEP[:POINT], POINT one of compute, checkpoint, drain, commit, recovery, "
-      "transfer, exchange, stall, stall_spawn, join, stall_files, collective)";
+      "transfer, exchange, stall, stall_spawn, join, stall_files, slow_files, collective)";
   while (std::getline(in, entry, ',')) {
     if (entry.empty()) continue;
     std::stringstream e(entry);

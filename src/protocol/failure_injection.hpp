@@ -21,6 +21,8 @@ namespace reprise::protocol {
 /// MPI_Comm_spawn, so the others wait inside it (tests what the recovery timeout says of a spawn that never returns).
 /// `stall_files`: does not kill either: the rank's writer of REPRISE_DIR (files written behind the commit) writes no
 /// version from the step's on, like a disk that stopped responding (tests what a recovery does when the files lag).
+/// `slow_files`: does not kill: from the step's version on, each version the writer puts in the rank's files takes
+/// 0.2 s longer, like a file system far slower than the checkpoints (tests a writer that lags and skips).
 enum class KillPoint {
   Compute,
   Checkpoint,
@@ -33,6 +35,7 @@ enum class KillPoint {
   StallSpawn,
   Join,
   StallFiles,
+  SlowFiles,
   Collective  // the last (parse_kill_spec names the points up to it)
 };
 const char* to_string(KillPoint point);

@@ -24,6 +24,7 @@ TEST(FailureInjection, ParsesEntriesAndPoints) {
   EXPECT_TRUE(kill_due(k, 0, 25, KillPoint::Recovery));
   EXPECT_TRUE(parse_kill_spec("").empty());
   EXPECT_EQ(parse_kill_spec("2:10:stall_files")[0].point, KillPoint::StallFiles);
+  EXPECT_EQ(parse_kill_spec("2:10:slow_files")[0].point, KillPoint::SlowFiles);
   // The points inside a recovery (its data phase, the restart exchange) behave the same way.
   const auto r = parse_kill_spec("2:12:transfer,4:30:exchange");
   ASSERT_EQ(r.size(), 2u);

@@ -12,6 +12,11 @@
 #               keep the other ranks' files in DIR/previous-1.
 #   nothing_written  every rank's file writer stalls from the first version and every rank is killed at step 25:
 #               no version reached the files; the relaunch says so, starts from the beginning, ends with the checksum.
+#   lagging     the file writers of ranks 0 and 2 are slow (REPRISE_KILL's slow_files: 0.2 s more per version, a
+#               checkpoint every 2 steps): they skip versions (and say so), ranks 1 and 3 write every one. A run to
+#               the end, whose relaunch restarts from step 40 (the last version is never skipped); then a run whose
+#               ranks are all killed at step 31: the job floor kept a version every rank wrote (no rank skips the
+#               pin), so the relaunch restarts from a version, not from the beginning, and ends with the checksum.
 #   newer       a 4-rank run ends normally (files 10..40 everywhere: REPRISE_KEEP_CHAINS=4), then ranks 2 and 3
 #               lose versions 30 and 40:
 #               the relaunch restarts from 20, ends with the checksum, and ranks 0 and 1 set their 30 and 40
@@ -127,7 +132,8 @@ fi
 # Every version of this small field changes all over, so each is stored as a full one (Config::full_at_dirty_percent)
 # and keep_chains counts versions: newer keeps four, so that 10..40 are all in the files.
 [ "$mode" = newer ] && export REPRISE_KEEP_CHAINS=4
-if [ "$mode" != whole ] && [ "$mode" != one_chain ] && [ "$mode" != one_node ] && [ "$mode" != nothing_written ]; then
+if [ "$mode" != whole ] && [ "$mode" != one_chain ] && [ "$mode" != one_node ] && [ "$mode" != nothing_written ] &&
+  [ "$mode" != lagging ]; then
   echo "== run 1: 4 ranks, no failure"
   stencil 4 --match "checksum $checksum" || exit 1
   [ -n "$(ls "$dir"/rank-3)" ] || { echo "relaunch.sh: run 1 left no file of rank 3"; exit 1; }
@@ -205,6 +211,28 @@ if [ "$mode" = nothing_written ]; then
   echo "== run 2: relaunch on the same directory"
   stencil 4 --absent "restarted from step" --match "checksum $checksum" \
     --match "reprise: relaunch from $dir: no rank holds a complete version \(the previous job ended before its first version reached the files\): the job starts from the beginning$"
+  exit
+fi
+if [ "$mode" = lagging ]; then
+  args=(--nx 64 --ny 64 --steps 40 --checkpoint-every 2)
+  slow=0:0:slow_files,2:0:slow_files
+  skips="reprise: rank [02]: its REPRISE_DIR writes are slower than its checkpoints: versions that wait for the disk behind a newer full version are skipped there"
+  echo "== run 1: ranks 0 and 2 write their files slowly, no failure"
+  REPRISE_KILL=$slow stencil 4 --match "$skips" --match "checksum $checksum" || exit 1
+  for r in 0 1 2 3; do echo "rank $r: $(ls "$dir/rank-$r" | tr "\n" " ")"; done
+  [ "$(ls "$dir/rank-0" | wc -l)" -lt "$(ls "$dir/rank-1" | wc -l)" ] || { echo "relaunch.sh: rank 0 skipped nothing"; exit 1; }
+  echo "== run 2: relaunch on the same directory"
+  stencil 4 --match "restarted from step 40$" --match "checksum $checksum" || exit 1
+  rm -rf "${root:?}/$dir"
+  echo "== run 3: ranks 0 and 2 write their files slowly, every rank killed at step 31"
+  run3=$(mktemp)
+  (set -o pipefail; REPRISE_KILL=$slow,0:31,1:31,2:31,3:31 killed_run 31 bash scripts/mpirun.sh -n 4 --timeout 300 -- \
+    reprise-stencil "${args[@]}" | tee "$run3") || { rm -f "$run3"; exit 1; }
+  grep -Eq "$skips" "$run3" || { rm -f "$run3"; echo "relaunch.sh: run 3 skipped no version"; exit 1; }
+  rm -f "$run3"
+  for r in 0 1 2 3; do echo "rank $r: $(ls "$dir/rank-$r" | tr "\n" " ")"; done
+  echo "== run 4: relaunch on the same directory"
+  stencil 4 --match "restarted from step [1-9][0-9]*$" --match "checksum $checksum"
   exit
 fi
 if [ "$mode" = newer ]; then
