@@ -128,6 +128,11 @@ std::unique_ptr<VersionStore> make_directory_store(const std::string& dir, int r
 std::unique_ptr<VersionStore> make_write_behind_store(std::unique_ptr<VersionStore> files, std::size_t max_pending = 2,
                                                       std::optional<std::uint64_t> hold_from = std::nullopt,
                                                       std::optional<std::uint64_t> slow_from = std::nullopt);
+/// Consecutive versions of one chain (oldest first, each built on the one before) as one version with the newest's
+/// number, regions and digests: every chunk any of them stored, its bytes from the newest that stored it, built on
+/// the oldest's base (a full version when the oldest is). What a file writer that skips the others writes (the
+/// payload is new; `where` is empty). Throws std::invalid_argument for versions that are not such a run.
+StoredVersion merge_chain_run(const std::vector<StoredVersion>& run);
 /// Ranks that have a rank-<r> folder in a directory store root, ascending (empty when none or no such dir).
 std::vector<int> list_store_ranks(const std::string& dir);
 /// The job that writes a directory store: DIR/job.reprise records its rank count (a relaunch with another count

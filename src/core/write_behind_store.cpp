@@ -12,13 +12,16 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <thread>
 #include <utility>
 
+#include "core/format.hpp"
 #include "core/thread_name.hpp"
 #include "core/version_store.hpp"
 #include "reprise/errors.hpp"
@@ -63,7 +66,7 @@ class WriteBehindStore final : public VersionStore {
     std::unique_lock<std::mutex> lock(mutex_);
     throw_if_failed();
     skipped_.erase(manifest.version);  // (a number put again: written or skipped anew)
-    queue_.push_back({manifest, std::move(payload), sum});
+    queue_.push_back({manifest, std::move(payload), sum, false, {}});
     skip_lagging();
     wake_.notify_all();
     done_.wait(lock, [&] { return pending_writes() <= max_pending_ || !error_.empty(); });
@@ -144,7 +147,8 @@ class WriteBehindStore final : public VersionStore {
     Manifest manifest;
     std::shared_ptr<const HostBytes> payload;
     std::uint64_t sum = 0;
-    bool remove = false;  // the file of manifest.version goes (release)
+    bool remove = false;                // the file of manifest.version goes (release)
+    std::vector<StoredVersion> before;  // skipped versions of its chain right before it, merged into its file
   };
   std::size_t pending_writes() const {  // caller holds mutex_
     std::size_t n = 0;
@@ -185,22 +189,71 @@ class WriteBehindStore final : public VersionStore {
       newest = std::max(newest, v);
       any = true;
     }
+    std::vector<bool> drop(queue_.size(), false);
     std::size_t dropped = 0;
-    if (last < queue_.size()) {
-      std::deque<Pending> kept;
-      for (std::size_t i = 0; i < queue_.size(); ++i) {
-        const bool pin_chain = pin < queue_.size() && i >= chain && i <= pin;
-        if (i < last && !pin_chain && !queue_[i].remove) {
-          skipped_.insert(queue_[i].manifest.version);
-          ++dropped;
-          continue;
-        }
-        kept.push_back(std::move(queue_[i]));
-      }
-      queue_ = std::move(kept);
+    for (std::size_t i = 0; i < last && last < queue_.size(); ++i) {
+      const bool pin_chain = pin < queue_.size() && i >= chain && i <= pin;
+      if (!pin_chain && !queue_[i].remove) drop[i] = true;
     }
+    // Then versions of one chain that wait one behind the other: each goes into the file of the one built on it
+    // (merge_chain_run at the write), never the pin (it must be a file of its own) nor from a held one on.
+    std::size_t prev = queue_.size();  // the previous write kept
+    for (std::size_t i = 0; i < queue_.size(); ++i) {
+      Pending& p = queue_[i];
+      if (p.remove || drop[i]) continue;
+      if (hold_from_ && p.manifest.version >= *hold_from_) break;
+      if (prev < queue_.size() && prev != pin) {
+        Pending& q = queue_[prev];
+        const Manifest& head = p.before.empty() ? p.manifest : p.before.front().manifest;
+        if (head.kind == VersionKind::Differential && head.base_version == q.manifest.version) {
+          std::vector<StoredVersion> run = std::move(q.before);
+          run.push_back({q.manifest, std::move(q.payload), {}});
+          for (StoredVersion& b : p.before) run.push_back(std::move(b));
+          p.before = std::move(run);
+          drop[prev] = true;
+        }
+      }
+      prev = i;
+    }
+    std::deque<Pending> kept;
+    for (std::size_t i = 0; i < queue_.size(); ++i) {
+      if (drop[i]) {
+        skipped_.insert(queue_[i].manifest.version);
+        ++dropped;
+        continue;
+      }
+      kept.push_back(std::move(queue_[i]));
+    }
+    queue_ = std::move(kept);
     skipped_total_ += dropped;
     return dropped > 0;
+  }
+
+  // A version's file (writer thread). The files' chains lack what was skipped: a version merged with the skipped
+  // ones before it is built on the last one written, and every later position in its chain moves down as many.
+  void write(const Pending& p) {
+    if (p.before.empty() && (p.manifest.kind == VersionKind::Full || file_shift_ == 0)) {
+      if (p.manifest.kind == VersionKind::Full) file_shift_ = 0;
+      files_->put(p.manifest, p.payload, p.sum);
+      return;
+    }
+    StoredVersion v;
+    std::uint32_t merged = 0;
+    if (p.before.empty()) {
+      v = {p.manifest, p.payload, {}};
+    } else {
+      std::vector<StoredVersion> run = p.before;
+      run.push_back({p.manifest, p.payload, {}});
+      v = merge_chain_run(run);
+      merged = static_cast<std::uint32_t>(p.before.size());
+    }
+    if (v.manifest.kind == VersionKind::Full) {
+      file_shift_ = 0;
+    } else {
+      v.manifest.chain_index -= std::min(file_shift_, v.manifest.chain_index - 1);
+    }
+    file_shift_ += merged;
+    files_->put(v.manifest, v.payload, payload_checksum(v.manifest));
   }
 
   bool in_memory(std::uint64_t version) const {
@@ -232,7 +285,7 @@ class WriteBehindStore final : public VersionStore {
           files_->release(p.manifest.version);
         } else {
           if (slow_from_ && p.manifest.version >= *slow_from_) std::this_thread::sleep_for(kSlowWrite);
-          files_->put(p.manifest, p.payload, p.sum);
+          write(p);
         }
       } catch (const std::exception& e) {
         error = e.what();
@@ -272,6 +325,7 @@ class WriteBehindStore final : public VersionStore {
   std::optional<std::uint64_t> pin_;   // the first version at or after mark_ written
   std::set<std::uint64_t> skipped_;    // versions skipped and not released since (above the job floor, in memory)
   std::uint64_t skipped_total_ = 0;
+  std::uint32_t file_shift_ = 0;  // positions the current chain's files lack (writer thread)
   bool release_after_write_ = false;
   bool busy_ = false;  // the writer is on a task it took from the queue
   bool stop_ = false;
@@ -285,6 +339,61 @@ std::unique_ptr<VersionStore> make_write_behind_store(std::unique_ptr<VersionSto
                                                       std::optional<std::uint64_t> hold_from,
                                                       std::optional<std::uint64_t> slow_from) {
   return std::make_unique<WriteBehindStore>(std::move(files), max_pending, hold_from, slow_from);
+}
+
+}  // namespace reprise::core
+
+namespace reprise::core {
+
+StoredVersion merge_chain_run(const std::vector<StoredVersion>& run) {
+  if (run.empty()) throw std::invalid_argument("merge_chain_run: no version");
+  for (std::size_t k = 1; k < run.size(); ++k)
+    if (run[k].manifest.kind != VersionKind::Differential ||
+        run[k].manifest.base_version != run[k - 1].manifest.version)
+      throw std::invalid_argument("merge_chain_run: version " + std::to_string(run[k].manifest.version) +
+                                  " is not built on version " + std::to_string(run[k - 1].manifest.version));
+  const Manifest& first = run.front().manifest;
+  StoredVersion out;
+  out.manifest = run.back().manifest;
+  out.manifest.kind = first.kind;
+  out.manifest.base_version = first.kind == VersionKind::Full ? out.manifest.version : first.base_version;
+  out.manifest.chain_index = first.chain_index;
+  // Per region: for every chunk, the newest version of the run that stored it and where its bytes are there.
+  struct Source {
+    std::size_t version = SIZE_MAX;
+    std::uint64_t offset = 0;
+  };
+  std::vector<std::vector<Source>> sources;
+  for (RegionRecord& r : out.manifest.regions) {
+    std::vector<Source> from(r.chunk_count());
+    for (std::size_t k = 0; k < run.size(); ++k) {
+      const RegionRecord* in = run[k].manifest.find(r.name);
+      if (!in) continue;
+      if (in->chunk_count() != r.chunk_count() || in->chunk_bytes != r.chunk_bytes)
+        throw std::invalid_argument("merge_chain_run: region '" + r.name + "' changes within the run");
+      std::uint64_t at = in->payload_offset;
+      for (std::uint32_t c : in->chunks) {
+        from[c] = {k, at};
+        at += in->chunk_length(c);
+      }
+    }
+    r.chunks.clear();
+    for (std::uint32_t c = 0; c < from.size(); ++c)
+      if (from[c].version != SIZE_MAX) r.chunks.push_back(c);
+    sources.push_back(std::move(from));
+  }
+  auto payload = std::make_shared<HostBytes>(out.manifest.layout_payload());
+  for (std::size_t i = 0; i < out.manifest.regions.size(); ++i) {
+    const RegionRecord& r = out.manifest.regions[i];
+    std::uint64_t at = r.payload_offset;
+    for (std::uint32_t c : r.chunks) {
+      const Source& s = sources[i][c];
+      std::memcpy(payload->data() + at, run[s.version].payload->data() + s.offset, r.chunk_length(c));
+      at += r.chunk_length(c);
+    }
+  }
+  out.payload = std::move(payload);
+  return out;
 }
 
 }  // namespace reprise::core

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/format.hpp"
+#include "core/restore.hpp"
 #include "core/version_store.hpp"
 #include "reprise/errors.hpp"
 #include "support/test_support.hpp"
@@ -375,13 +376,19 @@ TEST(WriteBehindStore, ALaggingWriterSkipsToANewerFullVersionButWritesThePin) {
   put(make_differential(70, 60, 1000));
   gate.open();
   store->flush();
-  // 20 and 30 made way for 40 (a full one, also the pin); 50 for 60 once the pin was written or being written.
-  EXPECT_EQ(make_directory_store(dir.path(), 4)->list(), (std::vector<std::uint64_t>{10, 40, 60, 70}));
+  // 20 and 30 made way for 40 (a full one, also the pin); 50 for 60 once the pin was written or being written;
+  // 60 went into 70's file (built on it, right behind it), a full version then.
+  const auto files = make_directory_store(dir.path(), 4);
+  EXPECT_EQ(files->list(), (std::vector<std::uint64_t>{10, 40, 70}));
+  const StoredVersion v70 = files->load(70);
+  EXPECT_EQ(v70.manifest.kind, VersionKind::Full);
+  const Sample expect70 = make_differential(70, 60, 1000);
+  EXPECT_EQ(std::memcmp(v70.payload->data(), expect70.payload->data(), 1000), 0);
   FilesProgress p = *store->files_progress();
   EXPECT_EQ(p.written, 70);
   EXPECT_EQ(p.skipped_oldest, 20u);
-  EXPECT_EQ(p.skipped_newest, 50u);
-  EXPECT_EQ(p.skipped_total, 3u);
+  EXPECT_EQ(p.skipped_newest, 60u);
+  EXPECT_EQ(p.skipped_total, 4u);
   EXPECT_EQ(p.pin, std::optional<std::uint64_t>(40));
   EXPECT_EQ(store->list(), (std::vector<std::uint64_t>{10, 20, 30, 40, 50, 60, 70}));  // all still in memory
   // Released (below the job floor), a skipped version leaves the span; the pin, the pin.
@@ -390,11 +397,111 @@ TEST(WriteBehindStore, ALaggingWriterSkipsToANewerFullVersionButWritesThePin) {
   store->release(40);
   p = *store->files_progress();
   EXPECT_EQ(p.skipped_oldest, 50u);
-  EXPECT_EQ(p.skipped_newest, 50u);
+  EXPECT_EQ(p.skipped_newest, 60u);
   EXPECT_EQ(p.pin, std::nullopt);
   store->release(50);
+  store->release(60);
   EXPECT_EQ(store->files_progress()->skipped_oldest, UINT64_MAX);
   EXPECT_EQ(store->files_progress()->skipped_newest, 0u);
+}
+
+// A region of four 4096-byte chunks whose chunk c holds `image[c]` everywhere; the version stores `stored`.
+Sample chunk_version(std::uint64_t v, const std::vector<std::uint8_t>& image, std::vector<std::uint32_t> stored,
+                     std::uint64_t base) {
+  Sample s;
+  s.manifest.version = v;
+  s.manifest.base_version = base;
+  s.manifest.kind = base == v ? VersionKind::Full : VersionKind::Differential;
+  RegionRecord r;
+  r.name = "data";
+  r.bytes = 4 * 4096;
+  r.chunk_bytes = 4096;
+  std::vector<std::byte> all(r.bytes);
+  for (std::size_t c = 0; c < 4; ++c) std::memset(all.data() + c * 4096, image[c], 4096);
+  for (std::uint32_t c = 0; c < 4; ++c) r.digests.push_back(chunk_digest(r.digest_kind, all.data() + c * 4096, 4096));
+  r.chunks = std::move(stored);
+  s.payload = std::make_shared<HostBytes>(r.chunks.size() * 4096);
+  for (std::size_t i = 0; i < r.chunks.size(); ++i)
+    std::memcpy(s.payload->data() + i * 4096, all.data() + r.chunks[i] * 4096, 4096);
+  s.manifest.regions.push_back(r);
+  s.manifest.layout_payload();
+  s.sum = payload_checksum(s.manifest);
+  return s;
+}
+
+// What a writer that skips puts in one file: the run's chunks, each from the newest version that stored it.
+TEST(MergeChainRun, TheNewestBytesOfEveryChunkTheRunStored) {
+  const Sample f10 = chunk_version(10, {1, 2, 3, 4}, {0, 1, 2, 3}, 10);
+  const Sample d20 = chunk_version(20, {1, 5, 3, 4}, {1}, 10);
+  const Sample d30 = chunk_version(30, {1, 6, 7, 4}, {1, 2}, 20);
+  const auto stored = [](const Sample& s) { return StoredVersion{s.manifest, s.payload, {}}; };
+  // d20 + d30: a differential version on 10 with chunks 1 (d30's) and 2.
+  const StoredVersion diff = merge_chain_run({stored(d20), stored(d30)});
+  EXPECT_EQ(diff.manifest.version, 30u);
+  EXPECT_EQ(diff.manifest.kind, VersionKind::Differential);
+  EXPECT_EQ(diff.manifest.base_version, 10u);
+  EXPECT_EQ(diff.manifest.regions[0].chunks, (std::vector<std::uint32_t>{1, 2}));
+  EXPECT_EQ(diff.manifest.regions[0].digests, d30.manifest.regions[0].digests);
+  ASSERT_EQ(diff.payload->size(), 2u * 4096);
+  EXPECT_EQ(std::to_integer<int>(diff.payload->data()[0]), 6);
+  EXPECT_EQ(std::to_integer<int>(diff.payload->data()[4096]), 7);
+  // From the full version: a full version 30, every chunk as at 30, checked like any stored version.
+  const StoredVersion full = merge_chain_run({stored(f10), stored(d20), stored(d30)});
+  EXPECT_EQ(full.manifest.kind, VersionKind::Full);
+  EXPECT_EQ(full.manifest.base_version, 30u);
+  test::ScratchDir dir;
+  auto files = make_directory_store(dir.path(), 0);
+  files->put(full.manifest, full.payload, payload_checksum(full.manifest));
+  const StoredVersion back = files->load(30);  // every chunk checked against its digest
+  const std::vector<int> at30{1, 6, 7, 4};
+  for (int c = 0; c < 4; ++c) EXPECT_EQ(std::to_integer<int>(back.payload->data()[c * 4096]), at30[c]) << c;
+  EXPECT_THROW(merge_chain_run({stored(f10), stored(d30)}), std::invalid_argument);  // 30 is not built on 10
+}
+
+// Differential versions waiting one behind the other go into one file: the files' chain is built on what was
+// written (positions moved down), and restores to the same bytes.
+TEST(WriteBehindStore, VersionsOfOneChainThatWaitGoIntoOneFile) {
+  test::ScratchDir dir;
+  auto gated = std::make_unique<GatedStore>(make_directory_store(dir.path(), 6));
+  GatedStore& gate = *gated;
+  auto store = make_write_behind_store(std::move(gated), 8);
+  std::vector<Sample> v{chunk_version(10, {1, 2, 3, 4}, {0, 1, 2, 3}, 10), chunk_version(20, {1, 5, 3, 4}, {1}, 10),
+                        chunk_version(30, {1, 5, 7, 4}, {2}, 20), chunk_version(40, {9, 5, 7, 4}, {0}, 30),
+                        chunk_version(50, {9, 5, 7, 8}, {3}, 40)};
+  for (std::uint32_t k = 0; k < v.size(); ++k) v[k].manifest.chain_index = k;
+  const auto put = [&](const Sample& s) { store->put(s.manifest, s.payload, s.sum); };
+  store->set_pin_mark(1000);  // no pin among them
+  put(v[0]);
+  gate.wait_entered();
+  put(v[1]);
+  put(v[2]);
+  put(v[3]);  // 20 and 30 go into 40's file
+  gate.open();
+  store->flush();
+  put(v[4]);
+  store->flush();
+  const auto files = make_directory_store(dir.path(), 6);
+  EXPECT_EQ(files->list(), (std::vector<std::uint64_t>{10, 40, 50}));
+  const Manifest m40 = files->load_manifest(40), m50 = files->load_manifest(50);
+  EXPECT_EQ(m40.base_version, 10u);
+  EXPECT_EQ(m40.chain_index, 1u);
+  EXPECT_EQ(m40.regions[0].chunks, (std::vector<std::uint32_t>{0, 1, 2}));
+  EXPECT_EQ(m50.base_version, 40u);
+  EXPECT_EQ(m50.chain_index, 2u);  // (3 in memory: the files lack two positions)
+  const RestoreChain chain = load_chain(*files, 50, PayloadCheck::Chunks);
+  ASSERT_EQ(chain.versions.size(), 3u);
+  // The bytes at 50: each chunk from the newest file of the chain that stored it.
+  const std::vector<int> at50{9, 5, 7, 8};
+  for (std::uint32_t c = 0; c < 4; ++c) {
+    int byte = -1;
+    for (const StoredVersion& sv : chain.versions) {
+      const RegionRecord& r = sv.manifest.regions[0];
+      for (std::size_t i = 0; i < r.chunks.size(); ++i)
+        if (r.chunks[i] == c) byte = std::to_integer<int>(sv.payload->data()[r.payload_offset + i * 4096]);
+    }
+    EXPECT_EQ(byte, at50[c]) << "chunk " << c;
+  }
+  EXPECT_EQ(store->files_progress()->skipped_total, 2u);
 }
 
 // The pin is written even when a newer full version waits behind it, and a mark never goes back.
