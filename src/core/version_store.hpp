@@ -108,6 +108,10 @@ class VersionStore {
   /// place in the files), except the pin, the first version at or after `mark`, which every rank writes. Only ever
   /// raised; before the first mark every version is written.
   virtual void set_pin_mark(std::uint64_t /*mark*/) {}
+  /// While paused (the rank holds more than its memory budget) a background level skips nothing: put() waits for the
+  /// disk beyond its pending limit again, so the checkpoints slow down to the disk instead of memory growing while
+  /// the job floor lags behind the files.
+  virtual void pause_skips(bool /*paused*/) {}
   /// Waits until the background level holds every version put (no-op elsewhere). Throws StoreError when it failed.
   virtual void flush() {}
   /// Host memory this store holds for its versions (payloads and heads; 0 for files).

@@ -128,6 +128,13 @@ class WriteBehindStore final : public VersionStore {
     return p;
   }
 
+  void pause_skips(bool paused) override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (paused == paused_) return;
+    paused_ = paused;
+    if (!paused && skip_lagging()) done_.notify_all();
+  }
+
   void set_pin_mark(std::uint64_t mark) override {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (mark_ && mark <= *mark_) return;
@@ -167,7 +174,7 @@ class WriteBehindStore final : public VersionStore {
   // (stall_files). Nothing kept depends on what is dropped: a chain starts at a full version. True when something
   // was dropped (caller holds mutex_).
   bool skip_lagging() {
-    if (!mark_) return false;
+    if (!mark_ || paused_) return false;
     bool pin_due = !pin_ && !(writing_ && *writing_ >= *mark_);
     std::size_t last = queue_.size();            // the full version the skipped ones leave their place to
     std::size_t pin = queue_.size(), chain = 0;  // the pin's place and its chain's: [chain, pin] stays
@@ -322,6 +329,7 @@ class WriteBehindStore final : public VersionStore {
   std::optional<std::uint64_t> writing_;
   std::int64_t written_ = -1;  // the newest version written (all those put before it are written, skipped or released)
   std::optional<std::uint64_t> mark_;  // the job's mark (none yet: nothing is skipped)
+  bool paused_ = false;                // pause_skips (over the memory budget: nothing is skipped)
   std::optional<std::uint64_t> pin_;   // the first version at or after mark_ written
   std::set<std::uint64_t> skipped_;    // versions skipped and not released since (above the job floor, in memory)
   std::uint64_t skipped_total_ = 0;

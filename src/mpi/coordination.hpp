@@ -162,6 +162,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   std::atomic<std::size_t> budget_{0}, held_besides_wards_{0}, wards_sampled_{0};
   std::atomic<bool> buddy_over_budget_{false};
   bool over_budget_with_wards(std::size_t wards) const;
+  bool over_budget() const { return over_budget_with_wards(wards_sampled_); }  // at the last sample
   std::size_t room_for_wards() const;          // what the budget leaves for the wards' copies and receive buffers
   std::unique_ptr<core::VersionStore> local_;  // until make_store() wraps it
   std::unique_ptr<core::VersionStore> own_store() const;  // what local_ is (memory, files)

@@ -117,6 +117,21 @@ void GroupCommit::report_commit() {
     job_.comm_state_->job_floor(static_cast<std::uint64_t>(f));  // the views it allows go in committed(), below
     if (job_.cfg_.files_skip) job_.store_->set_pin_mark(mark_received_);  // (Config::files_skip)
   }
+  // Skipping holds versions in memory until the floor passes them: over the memory budget the writer skips nothing,
+  // and the checkpoints wait for the disk instead (said once, when it had skipped).
+  if (job_.cfg_.files_skip && files_written_ != INT64_MAX) {
+    const bool over = job_.over_budget();
+    job_.store_->pause_skips(over);
+    if (over && told_skipping_ && !told_skips_paused_) {
+      told_skips_paused_ = true;
+      std::fprintf(stderr,
+                   "reprise: rank %d: warning: holds more than its memory budget of %zu MiB while its REPRISE_DIR "
+                   "writes lag: its file writer skips no version while it does, so its checkpoints wait for the "
+                   "disk (the versions skipped stay in memory until every rank has a newer one in files); raise "
+                   "REPRISE_MEMORY_BUDGET or point REPRISE_DIR at a faster file system\n",
+                   job_.rank_, static_cast<std::size_t>(job_.budget_) >> 20);
+    }
+  }
   if (!first_of_group_) return;
   auto c = job_.store_->committed();
   if (!c) return;
@@ -173,10 +188,12 @@ void GroupCommit::floor_out(const FloorStep& step) {
   if (lag) {
     // (With files written behind the commit, a group reports the oldest of its commit and its members' files.)
     const bool files = files_written_ != INT64_MAX;
-    const std::string what = !lag->committed ? std::string("it has committed nothing yet")
-                             : files         ? "the newest version it committed and has in every member's files is " +
-                                           std::to_string(*lag->committed)
-                                     : "its newest commit is version " + std::to_string(*lag->committed);
+    const std::string what =
+        !lag->committed ? std::string(files ? "it has nothing committed in every member's files yet"
+                                            : "it has committed nothing yet")
+        : files
+            ? "the newest version it committed and has in every member's files is " + std::to_string(*lag->committed)
+            : "its newest commit is version " + std::to_string(*lag->committed);
     std::fprintf(stderr,
                  "reprise: rank %d: group %d (%s) holds the job floor back: %s, while group 0 committed %u times "
                  "since the floor last rose. Every rank keeps its versions from there on (%s) until that group "

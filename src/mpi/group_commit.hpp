@@ -77,7 +77,8 @@ class GroupCommit {
   // the last agreement (protocol::FloorSummary).
   std::uint64_t files_skipped_oldest_ = UINT64_MAX, files_skipped_newest_ = 0, files_pin_oldest_ = 0,
                 files_pin_newest_ = 0;
-  bool told_skipping_ = false;  // this rank said once that its writer skips
+  bool told_skipping_ = false;      // this rank said once that its writer skips
+  bool told_skips_paused_ = false;  // ... and once that its memory budget stopped it
 };
 
 }  // namespace reprise::mpi

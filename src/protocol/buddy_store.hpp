@@ -86,6 +86,7 @@ class BuddyStore : public core::VersionStore {
   void release(std::uint64_t version) override;
   std::optional<core::FilesProgress> files_progress() const override { return local_->files_progress(); }
   void set_pin_mark(std::uint64_t mark) override { local_->set_pin_mark(mark); }
+  void pause_skips(bool paused) override { local_->pause_skips(paused); }
   void flush() override { local_->flush(); }
   std::size_t memory_bytes() const override { return local_->memory_bytes(); }
 

@@ -535,6 +535,36 @@ TEST(WriteBehindStore, ThePinIsNeverSkippedAndPutReturnsWhenOthersAre) {
   EXPECT_EQ(store->files_progress()->skipped_total, 4u);  // 20, 40, 50, 60
 }
 
+// Over the memory budget (pause_skips) nothing is skipped: put() waits for the disk again, until the pause ends.
+TEST(WriteBehindStore, APausedWriterSkipsNothingAndPutWaitsForTheDisk) {
+  test::ScratchDir dir;
+  auto gated = std::make_unique<GatedStore>(make_directory_store(dir.path(), 7));
+  GatedStore& gate = *gated;
+  auto store = make_write_behind_store(std::move(gated), 2);
+  const auto put = [&](const Sample& s) { store->put(s.manifest, s.payload, s.sum); };
+  store->set_pin_mark(5);
+  put(make_version(10, 1000));  // the pin, in the gate
+  gate.wait_entered();
+  store->pause_skips(true);
+  put(make_version(20, 1000));
+  put(make_version(30, 1000));  // 2 waiting: nothing skipped while paused
+  EXPECT_EQ(store->files_progress()->skipped_total, 0u);
+  std::atomic<bool> returned{false};
+  std::thread t([&] {
+    put(make_version(40, 1000));  // 3 waiting: waits
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(returned.load()) << "put() returned with more than max_pending versions unwritten while paused";
+  store->pause_skips(false);  // 20 and 30 make way for 40: put() returns, the disk still shut
+  for (int i = 0; i < 200 && !returned; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(returned.load());
+  gate.open();
+  t.join();
+  store->flush();
+  EXPECT_EQ(make_directory_store(dir.path(), 7)->list(), (std::vector<std::uint64_t>{10, 40}));
+}
+
 // Failure injection (REPRISE_KILL's stall_files): from the held version on nothing reaches the files, the versions
 // stay in memory, and flush() and the destructor do not wait for what is held.
 TEST(WriteBehindStore, AHeldVersionAndThoseAfterItAreNeverWritten) {

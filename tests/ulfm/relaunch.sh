@@ -17,6 +17,8 @@
 #               the end, whose relaunch restarts from step 40 (the last version is never skipped); then a run whose
 #               ranks are all killed at step 31: the job floor kept a version every rank wrote (no rank skips the
 #               pin), so the relaunch restarts from a version, not from the beginning, and ends with the checksum.
+#               First a run with REPRISE_MEMORY_BUDGET=1M: over it, the slow ranks' writers stop skipping (they
+#               say so) and the run ends with the checksum.
 #   newer       a 4-rank run ends normally (files 10..40 everywhere: REPRISE_KEEP_CHAINS=4), then ranks 2 and 3
 #               lose versions 30 and 40:
 #               the relaunch restarts from 20, ends with the checksum, and ranks 0 and 1 set their 30 and 40
@@ -217,6 +219,11 @@ if [ "$mode" = lagging ]; then
   args=(--nx 64 --ny 64 --steps 40 --checkpoint-every 2)
   slow=0:0:slow_files,2:0:slow_files
   skips="reprise: rank [02]: its REPRISE_DIR writes are slower than its checkpoints: versions that wait for the disk behind a newer full version are skipped there"
+  echo "== run 0: the same under a memory budget of 1 MiB, which every rank exceeds"
+  REPRISE_KILL=$slow REPRISE_MEMORY_BUDGET=1M stencil 4 --match "$skips" --match "checksum $checksum" \
+    --match "reprise: rank [02]: warning: holds more than its memory budget of 1 MiB while its REPRISE_DIR writes lag: its file writer skips no version while it does" ||
+    exit 1
+  rm -rf "${root:?}/$dir"
   echo "== run 1: ranks 0 and 2 write their files slowly, no failure"
   REPRISE_KILL=$slow stencil 4 --match "$skips" --match "checksum $checksum" || exit 1
   for r in 0 1 2 3; do echo "rank $r: $(ls "$dir/rank-$r" | tr "\n" " ")"; done
