@@ -238,7 +238,7 @@ class WriteBehindStore final : public VersionStore {
 
   // A version's file (writer thread). The files' chains lack what was skipped: a version merged with the skipped
   // ones before it is built on the last one written, and every later position in its chain moves down as many.
-  void write(const Pending& p) {
+  void write(Pending& p) {
     if (p.before.empty() && (p.manifest.kind == VersionKind::Full || file_shift_ == 0)) {
       if (p.manifest.kind == VersionKind::Full) file_shift_ = 0;
       files_->put(p.manifest, p.payload, p.sum);
@@ -249,10 +249,10 @@ class WriteBehindStore final : public VersionStore {
     if (p.before.empty()) {
       v = {p.manifest, p.payload, {}};
     } else {
-      std::vector<StoredVersion> run = p.before;
+      merged = static_cast<std::uint32_t>(p.before.size());
+      std::vector<StoredVersion> run = std::move(p.before);
       run.push_back({p.manifest, p.payload, {}});
       v = merge_chain_run(run);
-      merged = static_cast<std::uint32_t>(p.before.size());
     }
     if (v.manifest.kind == VersionKind::Full) {
       file_shift_ = 0;

@@ -72,7 +72,7 @@ class GroupCommit {
   int floor_parent_rank_ = -1;                    // the first rank of the parent group (-1: group 0)
   std::atomic<std::int64_t> floor_received_{-1};  // the newest job floor from rank 0 (-1: none yet)
   std::atomic<std::uint64_t> mark_received_{0};   // the writers' mark that came with it
-  std::int64_t files_written_ = INT64_MAX;        // the group's oldest written_through() (INT64_MAX: no such level)
+  std::int64_t files_written_ = INT64_MAX;        // the group's oldest files_progress().written (INT64_MAX: none)
   // What the group's writers skipped (their span: none UINT64_MAX, 0) and the pins they wrote (+ 1; 0: none), at
   // the last agreement (protocol::FloorSummary).
   std::uint64_t files_skipped_oldest_ = UINT64_MAX, files_skipped_newest_ = 0, files_pin_oldest_ = 0,

@@ -240,6 +240,21 @@ class GatedStore final : public VersionStore {
   int entered_ = 0;
 };
 
+// A write-behind store over a GatedStore on a scratch directory: the tests of a writer that lags.
+struct LaggingWriter {
+  LaggingWriter(int rank, std::size_t max_pending) : rank(rank) {
+    auto gated = std::make_unique<GatedStore>(make_directory_store(dir.path(), rank));
+    gate = gated.get();
+    store = make_write_behind_store(std::move(gated), max_pending);
+  }
+  void put(const Sample& s) { store->put(s.manifest, s.payload, s.sum); }
+  std::vector<std::uint64_t> files() const { return make_directory_store(dir.path(), rank)->list(); }
+  test::ScratchDir dir;
+  int rank;
+  GatedStore* gate = nullptr;
+  std::unique_ptr<VersionStore> store;  // (destroyed first: it writes what is pending)
+};
+
 TEST(WriteBehindStore, PutReturnsBeforeTheFilesHoldTheVersion) {
   test::ScratchDir dir;
   auto gated = std::make_unique<GatedStore>(make_directory_store(dir.path(), 2));
@@ -359,50 +374,46 @@ Sample make_differential(std::uint64_t v, std::uint64_t base, std::size_t bytes)
 // written (the full one takes their place), except the pin (the first version at or after the mark), and what was
 // skipped is reported; put() then returns without waiting for the disk.
 TEST(WriteBehindStore, ALaggingWriterSkipsToANewerFullVersionButWritesThePin) {
-  test::ScratchDir dir;
-  auto gated = std::make_unique<GatedStore>(make_directory_store(dir.path(), 4));
-  GatedStore& gate = *gated;
-  auto store = make_write_behind_store(std::move(gated), 8);
-  const auto put = [&](const Sample& s) { store->put(s.manifest, s.payload, s.sum); };
-  put(make_version(10, 1000));
-  gate.wait_entered();  // the writer has 10 and waits in the gate
-  put(make_differential(20, 10, 1000));
-  put(make_differential(30, 20, 1000));
-  put(make_version(40, 1000));
-  EXPECT_EQ(store->files_progress()->skipped_total, 0u) << "skipped before the job gave a mark";
-  store->set_pin_mark(35);  // the pin: 40 (the first at or after 35), never skipped
-  put(make_differential(50, 40, 1000));
-  put(make_version(60, 1000));
-  put(make_differential(70, 60, 1000));
-  gate.open();
-  store->flush();
+  LaggingWriter w(4, 8);
+  w.put(make_version(10, 1000));
+  w.gate->wait_entered();  // the writer has 10 and waits in the gate
+  w.put(make_differential(20, 10, 1000));
+  w.put(make_differential(30, 20, 1000));
+  w.put(make_version(40, 1000));
+  EXPECT_EQ(w.store->files_progress()->skipped_total, 0u) << "skipped before the job gave a mark";
+  w.store->set_pin_mark(35);  // the pin: 40 (the first at or after 35), never skipped
+  w.put(make_differential(50, 40, 1000));
+  w.put(make_version(60, 1000));
+  w.put(make_differential(70, 60, 1000));
+  w.gate->open();
+  w.store->flush();
   // 20 and 30 made way for 40 (a full one, also the pin); 50 for 60 once the pin was written or being written;
   // 60 went into 70's file (built on it, right behind it), a full version then.
-  const auto files = make_directory_store(dir.path(), 4);
+  const auto files = make_directory_store(w.dir.path(), 4);
   EXPECT_EQ(files->list(), (std::vector<std::uint64_t>{10, 40, 70}));
   const StoredVersion v70 = files->load(70);
   EXPECT_EQ(v70.manifest.kind, VersionKind::Full);
   const Sample expect70 = make_differential(70, 60, 1000);
   EXPECT_EQ(std::memcmp(v70.payload->data(), expect70.payload->data(), 1000), 0);
-  FilesProgress p = *store->files_progress();
+  FilesProgress p = *w.store->files_progress();
   EXPECT_EQ(p.written, 70);
   EXPECT_EQ(p.skipped_oldest, 20u);
   EXPECT_EQ(p.skipped_newest, 60u);
   EXPECT_EQ(p.skipped_total, 4u);
   EXPECT_EQ(p.pin, std::optional<std::uint64_t>(40));
-  EXPECT_EQ(store->list(), (std::vector<std::uint64_t>{10, 20, 30, 40, 50, 60, 70}));  // all still in memory
+  EXPECT_EQ(w.store->list(), (std::vector<std::uint64_t>{10, 20, 30, 40, 50, 60, 70}));  // all still in memory
   // Released (below the job floor), a skipped version leaves the span; the pin, the pin.
-  store->release(20);
-  store->release(30);
-  store->release(40);
-  p = *store->files_progress();
+  w.store->release(20);
+  w.store->release(30);
+  w.store->release(40);
+  p = *w.store->files_progress();
   EXPECT_EQ(p.skipped_oldest, 50u);
   EXPECT_EQ(p.skipped_newest, 60u);
   EXPECT_EQ(p.pin, std::nullopt);
-  store->release(50);
-  store->release(60);
-  EXPECT_EQ(store->files_progress()->skipped_oldest, UINT64_MAX);
-  EXPECT_EQ(store->files_progress()->skipped_newest, 0u);
+  w.store->release(50);
+  w.store->release(60);
+  EXPECT_EQ(w.store->files_progress()->skipped_oldest, UINT64_MAX);
+  EXPECT_EQ(w.store->files_progress()->skipped_newest, 0u);
 }
 
 // A region of four 4096-byte chunks whose chunk c holds `image[c]` everywhere; the version stores `stored`.
@@ -461,26 +472,22 @@ TEST(MergeChainRun, TheNewestBytesOfEveryChunkTheRunStored) {
 // Differential versions waiting one behind the other go into one file: the files' chain is built on what was
 // written (positions moved down), and restores to the same bytes.
 TEST(WriteBehindStore, VersionsOfOneChainThatWaitGoIntoOneFile) {
-  test::ScratchDir dir;
-  auto gated = std::make_unique<GatedStore>(make_directory_store(dir.path(), 6));
-  GatedStore& gate = *gated;
-  auto store = make_write_behind_store(std::move(gated), 8);
+  LaggingWriter w(6, 8);
   std::vector<Sample> v{chunk_version(10, {1, 2, 3, 4}, {0, 1, 2, 3}, 10), chunk_version(20, {1, 5, 3, 4}, {1}, 10),
                         chunk_version(30, {1, 5, 7, 4}, {2}, 20), chunk_version(40, {9, 5, 7, 4}, {0}, 30),
                         chunk_version(50, {9, 5, 7, 8}, {3}, 40)};
   for (std::uint32_t k = 0; k < v.size(); ++k) v[k].manifest.chain_index = k;
-  const auto put = [&](const Sample& s) { store->put(s.manifest, s.payload, s.sum); };
-  store->set_pin_mark(1000);  // no pin among them
-  put(v[0]);
-  gate.wait_entered();
-  put(v[1]);
-  put(v[2]);
-  put(v[3]);  // 20 and 30 go into 40's file
-  gate.open();
-  store->flush();
-  put(v[4]);
-  store->flush();
-  const auto files = make_directory_store(dir.path(), 6);
+  w.store->set_pin_mark(1000);  // no pin among them
+  w.put(v[0]);
+  w.gate->wait_entered();
+  w.put(v[1]);
+  w.put(v[2]);
+  w.put(v[3]);  // 20 and 30 go into 40's file
+  w.gate->open();
+  w.store->flush();
+  w.put(v[4]);
+  w.store->flush();
+  const auto files = make_directory_store(w.dir.path(), 6);
   EXPECT_EQ(files->list(), (std::vector<std::uint64_t>{10, 40, 50}));
   const Manifest m40 = files->load_manifest(40), m50 = files->load_manifest(50);
   EXPECT_EQ(m40.base_version, 10u);
@@ -501,68 +508,60 @@ TEST(WriteBehindStore, VersionsOfOneChainThatWaitGoIntoOneFile) {
     }
     EXPECT_EQ(byte, at50[c]) << "chunk " << c;
   }
-  EXPECT_EQ(store->files_progress()->skipped_total, 2u);
+  EXPECT_EQ(w.store->files_progress()->skipped_total, 2u);
 }
 
 // The pin is written even when a newer full version waits behind it, and a mark never goes back.
 TEST(WriteBehindStore, ThePinIsNeverSkippedAndPutReturnsWhenOthersAre) {
-  test::ScratchDir dir;
-  auto gated = std::make_unique<GatedStore>(make_directory_store(dir.path(), 5));
-  GatedStore& gate = *gated;
-  auto store = make_write_behind_store(std::move(gated), 3);
-  const auto put = [&](const Sample& s) { store->put(s.manifest, s.payload, s.sum); };
-  store->set_pin_mark(25);
-  store->set_pin_mark(5);  // lower: changes nothing (else 10 would be the pin)
-  put(make_version(10, 1000));
-  gate.wait_entered();
-  put(make_differential(20, 10, 1000));
-  put(make_version(30, 1000));  // the pin: 20 makes way for it
-  put(make_differential(40, 30, 1000));
-  put(make_differential(50, 40, 1000));  // 3 waiting: the pin in front, nothing newer to make way for
+  LaggingWriter w(5, 3);
+  w.store->set_pin_mark(25);
+  w.store->set_pin_mark(5);  // lower: changes nothing (else 10 would be the pin)
+  w.put(make_version(10, 1000));
+  w.gate->wait_entered();
+  w.put(make_differential(20, 10, 1000));
+  w.put(make_version(30, 1000));  // the pin: 20 makes way for it
+  w.put(make_differential(40, 30, 1000));
+  w.put(make_differential(50, 40, 1000));  // 3 waiting: the pin in front, nothing newer to make way for
   std::atomic<bool> returned{false};
   std::thread t([&] {
-    put(make_version(60, 1000));  // 40 and 50 make way, behind the pin: put() returns with the disk still shut
-    put(make_version(70, 1000));  // and 60
+    w.put(make_version(60, 1000));  // 40 and 50 make way, behind the pin: w.put() returns with the disk still shut
+    w.put(make_version(70, 1000));  // and 60
     returned = true;
   });
   for (int i = 0; i < 200 && !returned; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_TRUE(returned.load()) << "put() waited for the disk although older versions could be skipped";
-  gate.open();
+  EXPECT_TRUE(returned.load()) << "w.put() waited for the disk although older versions could be skipped";
+  w.gate->open();
   t.join();
-  store->flush();
-  EXPECT_EQ(make_directory_store(dir.path(), 5)->list(), (std::vector<std::uint64_t>{10, 30, 70}));
-  EXPECT_EQ(store->files_progress()->pin, std::optional<std::uint64_t>(30));
-  EXPECT_EQ(store->files_progress()->skipped_total, 4u);  // 20, 40, 50, 60
+  w.store->flush();
+  EXPECT_EQ(w.files(), (std::vector<std::uint64_t>{10, 30, 70}));
+  EXPECT_EQ(w.store->files_progress()->pin, std::optional<std::uint64_t>(30));
+  EXPECT_EQ(w.store->files_progress()->skipped_total, 4u);  // 20, 40, 50, 60
 }
 
 // Over the memory budget (pause_skips) nothing is skipped: put() waits for the disk again, until the pause ends.
 TEST(WriteBehindStore, APausedWriterSkipsNothingAndPutWaitsForTheDisk) {
-  test::ScratchDir dir;
-  auto gated = std::make_unique<GatedStore>(make_directory_store(dir.path(), 7));
-  GatedStore& gate = *gated;
-  auto store = make_write_behind_store(std::move(gated), 2);
-  const auto put = [&](const Sample& s) { store->put(s.manifest, s.payload, s.sum); };
-  store->set_pin_mark(5);
-  put(make_version(10, 1000));  // the pin, in the gate
-  gate.wait_entered();
-  store->pause_skips(true);
-  put(make_version(20, 1000));
-  put(make_version(30, 1000));  // 2 waiting: nothing skipped while paused
-  EXPECT_EQ(store->files_progress()->skipped_total, 0u);
+  LaggingWriter w(7, 2);
+  w.store->set_pin_mark(5);
+  w.put(make_version(10, 1000));  // the pin, in the gate
+  w.gate->wait_entered();
+  w.store->pause_skips(true);
+  w.put(make_version(20, 1000));
+  w.put(make_version(30, 1000));  // 2 waiting: nothing skipped while paused
+  EXPECT_EQ(w.store->files_progress()->skipped_total, 0u);
   std::atomic<bool> returned{false};
   std::thread t([&] {
-    put(make_version(40, 1000));  // 3 waiting: waits
+    w.put(make_version(40, 1000));  // 3 waiting: waits
     returned = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  EXPECT_FALSE(returned.load()) << "put() returned with more than max_pending versions unwritten while paused";
-  store->pause_skips(false);  // 20 and 30 make way for 40: put() returns, the disk still shut
+  EXPECT_FALSE(returned.load()) << "w.put() returned with more than max_pending versions unwritten while paused";
+  w.store->pause_skips(false);  // 20 and 30 make way for 40: w.put() returns, the disk still shut
   for (int i = 0; i < 200 && !returned; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_TRUE(returned.load());
-  gate.open();
+  w.gate->open();
   t.join();
-  store->flush();
-  EXPECT_EQ(make_directory_store(dir.path(), 7)->list(), (std::vector<std::uint64_t>{10, 40}));
+  w.store->flush();
+  EXPECT_EQ(w.files(), (std::vector<std::uint64_t>{10, 40}));
 }
 
 // Failure injection (REPRISE_KILL's stall_files): from the held version on nothing reaches the files, the versions
