@@ -82,6 +82,14 @@ class BufferPool {
   /// trim(bytes), for good: from then on the pool holds at most `bytes` (the lowest limit given): a buffer handed
   /// back that does not fit beside the kept ones is freed, and prepare() makes none that would not fit.
   void limit(std::size_t bytes);
+  /// Called (on the thread that takes or prepares, outside the pool's lock) before memory is touched for the first
+  /// time, with the size of the buffer that needs it: a new one, or a kept one to grow, which the pool no longer
+  /// counts in held_bytes() then (so the caller's count of what the rank holds misses all of it, not only its new
+  /// pages). A memory budget gives up other memory kept only for reuse there, before the rank holds more (it may
+  /// trim this pool too), and answers whether the rank then has room for it: prepare() and reserve(), only a head
+  /// start, make nothing without room; take() goes on. Set before the pool is shared.
+  using NewMemory = std::function<bool(std::size_t)>;
+  void on_new_memory(NewMemory hook) { new_memory_ = std::move(hook); }
 
  private:
   // The kept buffer that take(bytes) would use (an index in free_, free_.size() for reserved_) and whether it is
@@ -101,6 +109,8 @@ class BufferPool {
   std::size_t max_buffers_;
   std::size_t limit_ = SIZE_MAX;  // limit()
   Allocate allocate_;
+  NewMemory new_memory_;
+  bool about_to_touch(std::size_t bytes) const { return !new_memory_ || bytes == 0 || new_memory_(bytes); }
 };
 
 /// A buffer from `pool` (take(bytes, reused)) that goes back to the pool when its last holder drops it; freed

@@ -10,14 +10,11 @@
 
 namespace reprise::logging {
 
-namespace {
-
-gpu::Buffer host_memory(std::size_t bytes) {
+gpu::Buffer host_segment_memory(std::size_t bytes) {
   void* p = std::malloc(std::max<std::size_t>(bytes, 1));
   if (!p) throw Error("message log: out of host memory allocating a segment of " + std::to_string(bytes) + " bytes");
   return gpu::Buffer(p, bytes, [](void* q) { std::free(q); });
 }
-}  // namespace
 
 gpu::Buffer SegmentPool::take(std::size_t bytes) {
   auto best = free_.end();
@@ -58,7 +55,7 @@ std::size_t Snapshot::payload_bytes() const {
 
 MessageLog::MessageLog(Options options, Allocate allocate)
     : options_(options),
-      allocate_(allocate ? std::move(allocate) : Allocate(host_memory)),
+      allocate_(allocate ? std::move(allocate) : Allocate(host_segment_memory)),
       pool_(std::make_shared<SegmentPool>(options.pool_bytes)) {
   if (options_.segment_bytes == 0) throw ConfigError("message log: segment_bytes must be positive");
 }

@@ -90,6 +90,9 @@ struct LogOptions {
   std::size_t pool_bytes = std::size_t{64} << 20;
 };
 
+/// A segment of plain host memory (MessageLog's default Allocate).
+gpu::Buffer host_segment_memory(std::size_t bytes);
+
 class MessageLog {
  public:
   using Allocate = std::function<gpu::Buffer(std::size_t)>;

@@ -293,7 +293,7 @@ void BuddyLink::progress_loop() {
           const std::size_t next = chain_index + 1 >= job_.cfg_.full_every ? last_full : last_diff;
           if (over) {
             fit_budget();
-          } else if (next > 0) {
+          } else if (next > 0 && !job_.over_budget_with_wards(memory_bytes() + next)) {
             try {
               ward_pool_->prepare(next);
             } catch (const std::bad_alloc&) {  // received into fresh memory then
@@ -344,6 +344,18 @@ std::size_t BuddyLink::copies_bytes() {
   return n;
 }
 
+BuddyLink::BuddyLink(MpiCoordination& job) : job_(job) {
+  ward_pool_->on_new_memory([this](std::size_t bytes) { return job_.make_room(bytes); });
+}
+
+std::size_t BuddyLink::shed(std::size_t bytes) {
+  const std::size_t held = ward_pool_->held_bytes();
+  if (held == 0 || bytes == 0) return 0;
+  ward_pool_->trim(held > bytes ? held - bytes : 0);
+  const std::size_t left = ward_pool_->held_bytes();
+  return held > left ? held - left : 0;
+}
+
 std::size_t BuddyLink::memory_bytes() {
   return ward_pool_->held_bytes() + copies_bytes();
 }
@@ -353,7 +365,7 @@ std::size_t BuddyLink::memory_bytes() {
 void BuddyLink::fit_budget() {
   const std::size_t copies = copies_bytes();
   const std::size_t room = job_.room_for_wards(), keep = room > copies ? room - copies : 0;
-  if (ward_pool_->held_bytes() <= keep) return;
+  // (Also when make_room() gave every kept buffer up already: released copies would fill the pool again.)
   ward_pool_->limit(keep);
   if (!std::exchange(trim_warned_, true))
     std::fprintf(stderr,

@@ -25,7 +25,9 @@ class MpiCoordination;
 
 class BuddyLink {
  public:
-  explicit BuddyLink(MpiCoordination& job) : job_(job) {}
+  /// Before a ward's version is received into new memory, the rank's memory kept for reuse goes first over its
+  /// budget (MpiCoordination::make_room).
+  explicit BuddyLink(MpiCoordination& job);
   BuddyLink(const BuddyLink&) = delete;
   BuddyLink& operator=(const BuddyLink&) = delete;
   ~BuddyLink() { stop(); }
@@ -50,6 +52,8 @@ class BuddyLink {
   std::size_t memory_bytes();
   /// What the wards' stores hold (memory_bytes() without the receive buffers).
   std::size_t copies_bytes();
+  /// Frees receive buffers kept for reuse, up to `bytes`; returns how much. Any thread.
+  std::size_t shed(std::size_t bytes);
   void drop_wards();
   /// "wards" and "receive_buffers" of MpiRuntime::buddy_json().
   nlohmann::json json();

@@ -78,7 +78,14 @@ MpiCoordination::MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
   logging::LogOptions log_options;
   log_options.bound_bytes = cfg.log_bound_bytes;
   log_options.segment_bytes = core::log_segment_bytes(cfg);
-  comm_state_ = std::make_unique<CommState>(*this, rank_, layout_.group_map(), log_options, log_memory());
+  // Before the log takes a new segment, the rank's memory kept for reuse goes first over its budget (make_room).
+  logging::MessageLog::Allocate segments = log_memory();
+  if (!segments) segments = logging::host_segment_memory;
+  auto budgeted = [this, segments](std::size_t bytes) {
+    make_room(bytes);
+    return segments(bytes);
+  };
+  comm_state_ = std::make_unique<CommState>(*this, rank_, layout_.group_map(), log_options, budgeted);
   comm_state_->gate_views_on_job_floor(commit_.holds_job_floor());
   if (!cfg.comm_matrix_dir.empty()) comm_state_->count_bytes_per_peer();
   comm_state_->add_epoch(msg_, payload_);
@@ -368,7 +375,19 @@ unsigned MpiCoordination::ranks_on_node() const {
 }
 
 std::map<std::string, std::size_t> MpiCoordination::memory_use() {
-  std::map<std::string, std::size_t> use = comm_state_->memory_use();
+  {
+    std::lock_guard<std::mutex> lock(comm_use_mutex_);
+    comm_use_ = comm_state_->memory_use();
+  }
+  return memory_now();
+}
+
+std::map<std::string, std::size_t> MpiCoordination::memory_now() {
+  std::map<std::string, std::size_t> use;
+  {
+    std::lock_guard<std::mutex> lock(comm_use_mutex_);
+    use = comm_use_;
+  }
   // The wards' copies, and the buffers kept to receive their next versions.
   const std::size_t copies = buddy_.copies_bytes(), all = buddy_.memory_bytes();
   use["wards"] = copies;

@@ -92,6 +92,12 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   void memory_budget(std::size_t bytes) override;
   std::size_t fit_budget(std::size_t excess) override { return comm_state_->release_pools(excess); }
   void memory_sampled(std::size_t bytes) override;
+  std::map<std::string, std::size_t> memory_now() override;
+  std::size_t shed(std::size_t bytes) override { return buddy_.shed(bytes); }
+  void attach_room(const std::function<bool(std::size_t)>& make_room) override {
+    std::lock_guard<std::mutex> lock(room_mutex_);
+    room_ = make_room;
+  }
   bool buddy_over_budget() const override { return buddy_over_budget_; }
 
   // ---- CommHost (reprise::Comm's) --------------------------------------------------------------------------
@@ -161,6 +167,14 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   // copies when last sampled, the wards' part of that sample; and what this rank's buddy last said of its own.
   std::atomic<std::size_t> budget_{0}, held_besides_wards_{0}, wards_sampled_{0};
   std::atomic<bool> buddy_over_budget_{false};
+  std::mutex comm_use_mutex_;
+  std::map<std::string, std::size_t> comm_use_;  // reprise::Comm's part of memory_use(), as last read
+  std::mutex room_mutex_;
+  std::function<bool(std::size_t)> room_;  // attach_room()'s
+  bool make_room(std::size_t bytes) {      // (under the lock: attach_room(nullptr) waits for a call under way)
+    std::lock_guard<std::mutex> lock(room_mutex_);
+    return !room_ || room_(bytes);
+  }
   bool over_budget_with_wards(std::size_t wards) const;
   bool over_budget() const { return over_budget_with_wards(wards_sampled_); }  // at the last sample
   std::size_t room_for_wards() const;          // what the budget leaves for the wards' copies and receive buffers

@@ -53,6 +53,17 @@ class Coordination {
   virtual std::size_t fit_budget(std::size_t /*excess*/) { return 0; }
   /// What the rank held when the runtime last added up its memory (its own parts and memory_use()'s); any thread.
   virtual void memory_sampled(std::size_t /*bytes*/) {}
+  /// memory_use() from any thread: the application thread's parts as it last read them, the others (the wards'
+  /// copies and their receive buffers) read now.
+  virtual std::map<std::string, std::size_t> memory_now() { return {}; }
+  /// Gives back up to `bytes` of memory kept only for reuse that any thread may free (the buffers kept to receive
+  /// the wards' versions); returns how much. Any thread.
+  virtual std::size_t shed(std::size_t /*bytes*/) { return 0; }
+  /// Called once the runtime is built: `make_room(n)` before the distributed layer touches new memory for a buffer
+  /// of n bytes (a ward's version received into new memory, or a receive buffer prepared), so that the rank's
+  /// memory kept for reuse goes first over its budget; it answers whether the rank then has room (a buffer only
+  /// prepared is not made without). Any thread.
+  virtual void attach_room(const std::function<bool(std::size_t)>& /*make_room*/) {}
   /// Whether this rank's buddy said, with its last acknowledgement, that it holds more than its own budget (its
   /// copies of this rank's versions count there): the runtime then keeps one chain, as over its own budget.
   virtual bool buddy_over_budget() const { return false; }

@@ -156,9 +156,11 @@ struct Runtime::Impl {
   std::thread worker;
 
   // The memory budget (Config::memory_budget_bytes, or half the node's memory shared among its ranks) and what was
-  // seen against it. The distributed layer's part is read on the application's thread and kept for the other.
+  // seen against it. The distributed layer's application-thread part is read on that thread and kept for the others.
   std::size_t budget = 0;
-  std::atomic<std::size_t> coord_bytes{0}, staging_held{0}, bounce_bytes{0}, in_flight{0}, arena_bytes{0}, peak{0};
+  std::atomic<std::size_t> staging_held{0}, bounce_bytes{0}, in_flight{0}, arena_bytes{0}, peak{0};
+  std::atomic<std::size_t> shed_bytes{0};  // buffers kept for reuse freed by make_room()
+  std::atomic<std::size_t> told{0};        // the budget a warning said to raise to (0: none)
   // The components at the peak (the distributed layer's as last read on the application's thread): what to shrink.
   std::mutex peak_mutex;
   std::map<std::string, std::size_t> coord_parts, peak_parts;
@@ -169,20 +171,18 @@ struct Runtime::Impl {
             {"device_staging", staging_held.load()},  {"payload_pool", payload_pool->held_bytes()},
             {"versions_in_flight", in_flight.load()}, {"own_versions", store->memory_bytes()}};
   }
-  // The total now (on the application's thread with the distributed layer's part asked afresh), into the peak.
+  // The total now (the distributed layer's application-thread part asked afresh on that thread), into the peak.
   std::size_t sample(std::map<std::string, std::size_t>* parts = nullptr, bool app_thread = false) {
     std::map<std::string, std::size_t> use = core_use();
     std::size_t total = 0;
     for (const auto& [k, v] : use) total += v;
-    if (app_thread && coord) {
-      std::map<std::string, std::size_t> c = coord->memory_use();
-      std::size_t sum = 0;
-      for (const auto& [k, v] : c) sum += v;
+    std::map<std::string, std::size_t> c;
+    if (coord) {  // (its application-thread parts read afresh on that thread only)
+      c = app_thread ? coord->memory_use() : coord->memory_now();
+      for (const auto& [k, v] : c) total += v;
       std::lock_guard<std::mutex> lock(peak_mutex);
-      coord_parts = std::move(c);
-      coord_bytes = sum;
+      coord_parts = c;
     }
-    total += coord_bytes.load();
     if (coord) coord->memory_sampled(total);
     std::size_t p = peak.load();
     while (total > p && !peak.compare_exchange_weak(p, total)) {
@@ -191,25 +191,80 @@ struct Runtime::Impl {
       std::lock_guard<std::mutex> lock(peak_mutex);
       if (total == peak.load()) {
         peak_parts = use;
-        peak_parts.insert(coord_parts.begin(), coord_parts.end());
+        peak_parts.insert(c.begin(), c.end());
       }
     }
     if (parts) {
-      if (app_thread) {
-        std::lock_guard<std::mutex> lock(peak_mutex);
-        use.insert(coord_parts.begin(), coord_parts.end());
-      }
+      use.insert(c.begin(), c.end());
       *parts = std::move(use);
     }
     return total;
   }
-  // Says once (per key) on stderr what the budget changed and which setting to raise.
-  void warn_once(const std::string& key, const std::string& message) {
+  // Before new memory is touched for a buffer of `bytes` (a payload, or a ward's version, that no kept buffer serves
+  // as it is; any thread): over the memory budget, buffers kept only for reuse go first, the payload pool's, then
+  // the wards' receive buffers, as much as the excess, so that memory kept for reuse does not take the rank past its
+  // budget. Returns whether the rank then has room (a buffer only prepared ahead is not made without). The message
+  // log's free segments are the application thread's: fit_coordination_budget() gives them back after a checkpoint.
+  bool make_room(std::size_t bytes) {
+    std::size_t total = 0;
+    for (const auto& [name, held] : core_use()) total += held;
+    if (coord)
+      for (const auto& [name, held] : coord->memory_now()) total += held;
+    if (total + bytes <= budget) return true;
+    std::size_t excess = total + bytes - budget;
+    if (const std::size_t pooled = payload_pool->held_bytes()) {
+      payload_pool->trim(pooled > excess ? pooled - excess : 0);
+      const std::size_t left = payload_pool->held_bytes(), freed = pooled > left ? pooled - left : 0;
+      excess -= std::min(excess, freed);
+      shed_bytes += freed;
+    }
+    if (excess && coord) {
+      const std::size_t freed = coord->shed(excess);
+      excess -= std::min(excess, freed);
+      shed_bytes += freed;
+    }
+    return excess == 0;
+  }
+
+  // A peak more than a log segment over the memory budget (the most it may pass it by), whatever the budget gave up:
+  // said once, when the run's memory is read (memory_json) or at its end, with what the rank held and the figure to
+  // raise the budget to, unless the rank said already that its budget is too small (say_budget_too_small).
+  // memory_json's budget_told_bytes records the figure told first.
+  void say_peak_over() {
+    const std::size_t total = peak.load();
+    if (!budget || total <= budget + core::log_segment_bytes(cfg)) return;
     {
       std::lock_guard<std::mutex> lock(warned_mutex);
-      if (!warned.insert(key).second) return;
+      if (warned.count("too-small")) return;
+    }
+    std::map<std::string, std::size_t> parts;
+    {
+      std::lock_guard<std::mutex> lock(peak_mutex);
+      parts = peak_parts;
+    }
+    std::vector<std::pair<std::size_t, std::string>> held;
+    for (const auto& [name, bytes] : parts)
+      if (bytes >= (std::size_t{1} << 19)) held.emplace_back(bytes, name);
+    std::sort(held.rbegin(), held.rend());
+    std::string what;
+    for (const auto& [bytes, name] : held) what += (what.empty() ? "" : ", ") + name + " " + mib(bytes);
+    const std::size_t figure = (total + (std::size_t{1} << 20) - 1) >> 20;
+    if (warn_once("peak-over", "its memory peaked at " + mib(total) + " (" + what +
+                                   "), more than its memory budget of " + mib(budget) + " and a log segment (" +
+                                   std::to_string(core::log_segment_bytes(cfg) >> 10) +
+                                   " KiB): raise REPRISE_MEMORY_BUDGET to at least " + std::to_string(figure) +
+                                   " MiB, or log less between checkpoints"))
+      told = figure << 20;
+  }
+
+  // Says once (per key) on stderr what the budget changed and which setting to raise; whether it said it now.
+  bool warn_once(const std::string& key, const std::string& message) {
+    {
+      std::lock_guard<std::mutex> lock(warned_mutex);
+      if (!warned.insert(key).second) return false;
     }
     say("reprise: rank " + std::to_string(cfg.rank) + ": warning: " + message);
+    return true;
   }
   // The components that are memory kept only for reuse (given up first over the budget).
   inline static const std::set<std::string> kKeptForReuse = {"payload_pool", "ward_buffers", "log_pool",
@@ -234,10 +289,15 @@ struct Runtime::Impl {
     budget = cfg.memory_budget_bytes ? cfg.memory_budget_bytes
                                      : core::default_memory_budget(coord ? coord->ranks_on_node() : 1);
     if (coord) coord->memory_budget(budget);
+    if (budget) {
+      payload_pool->on_new_memory([this](std::size_t bytes) { return make_room(bytes); });
+      if (coord) coord->attach_room([this](std::size_t bytes) { return make_room(bytes); });
+    }
     worker = core::named_thread("reprise-drain", [this] { worker_loop(); });
   }
 
   ~Impl() {
+    if (coord) coord->attach_room(nullptr);  // (its threads outlive this)
     {
       std::unique_lock<std::mutex> lock(mutex);
       cv.wait(lock, [&] { return queue.empty() && !busy; });
@@ -580,7 +640,7 @@ struct Runtime::Impl {
     if (total <= budget) return;
     const std::size_t pooled = parts["payload_pool"], rest = total - pooled;
     const std::size_t keep = rest < budget ? budget - rest : 0;
-    if (pooled <= keep) return;
+    // (Also when make_room() gave every kept buffer up already: released versions would fill the pool again.)
     payload_pool->limit(keep);
     warn_once("pool", "payload buffers kept for reuse limited to " + mib(keep) + " by the memory budget of " +
                           mib(budget) +
@@ -638,16 +698,17 @@ struct Runtime::Impl {
       if (bytes >= (std::size_t{1} << 19)) held.emplace_back(bytes, name);
     }
     if (needed <= budget) return;
+    const std::size_t figure = (needed + (std::size_t{1} << 20) - 1) >> 20;
     std::sort(held.rbegin(), held.rend());
     std::string what;
     for (const auto& [bytes, name] : held) what += (what.empty() ? "" : ", ") + name + " " + mib(bytes);
-    warn_once("too-small", "holds " + mib(needed) + " besides any buffer kept for reuse (" + what +
-                               "), more than its memory budget of " + mib(budget) +
-                               " although it keeps one chain: its own versions, its wards' copies of theirs and "
-                               "the message log its receivers have not committed need that much at once; raise "
-                               "REPRISE_MEMORY_BUDGET to at least " +
-                               std::to_string((needed + (std::size_t{1} << 20) - 1) >> 20) +
-                               " MiB, or log less between checkpoints");
+    if (warn_once("too-small", "holds " + mib(needed) + " besides any buffer kept for reuse (" + what +
+                                   "), more than its memory budget of " + mib(budget) +
+                                   " although it keeps one chain: its own versions, its wards' copies of theirs and "
+                                   "the message log its receivers have not committed need that much at once; raise "
+                                   "REPRISE_MEMORY_BUDGET to at least " +
+                                   std::to_string(figure) + " MiB, or log less between checkpoints"))
+      told = figure << 20;
   }
 
   // Keeps the newest `keep_chains` full versions and everything after the oldest of them; only the newest chain
@@ -703,6 +764,7 @@ Runtime::~Runtime() {
   } catch (const std::exception& e) {
     say(std::string("reprise: a checkpoint failed and was never reported through wait(): ") + e.what());
   }
+  impl_->say_peak_over();
   if (!impl_->cfg.metrics_file.empty()) {
     std::ofstream(impl_->cfg.metrics_file) << metrics_json() << "\n";
   }
@@ -1313,8 +1375,11 @@ std::string Runtime::memory_json() const {
     }
     return o + "}";
   };
+  impl_->say_peak_over();
   return "{\"budget_bytes\": " + std::to_string(impl_->budget) + ", \"total_bytes\": " + std::to_string(total) +
-         ", \"peak_bytes\": " + std::to_string(impl_->peak.load()) + ", \"components\": " + object(parts) +
+         ", \"peak_bytes\": " + std::to_string(impl_->peak.load()) +
+         ", \"reuse_freed_bytes\": " + std::to_string(impl_->shed_bytes.load()) +
+         ", \"budget_told_bytes\": " + std::to_string(impl_->told.load()) + ", \"components\": " + object(parts) +
          ", \"peak_components\": " + object(at_peak) + "}";
 }
 

@@ -127,6 +127,47 @@ TEST(BufferPool, PrepareAndReserveGrowAKeptBuffer) {
   }
 }
 
+// The hook a memory budget uses to give up memory kept for reuse before the rank holds more: told the size of a
+// buffer that needs memory touched for the first time (a new one; a kept one that grows, out of the pool's count
+// meanwhile), never for a kept buffer that serves as it is; it may trim the pool it is called from.
+TEST(BufferPool, SaysHowMuchNewMemoryATakeOrPrepareTouches) {
+  BufferPool pool(4);
+  std::vector<std::size_t> told;
+  bool room = true;
+  pool.on_new_memory([&](std::size_t bytes) {
+    told.push_back(bytes);
+    pool.trim(0);
+    return room;
+  });
+  HostBytes a = pool.take(2 * MiB);
+  ASSERT_EQ(told, std::vector<std::size_t>{2 * MiB}) << "a new buffer";
+  pool.give(std::move(a));
+  HostBytes b = pool.take(2 * MiB);
+  EXPECT_EQ(told.size(), 1u) << "a kept buffer touched that far: no new memory";
+  pool.give(std::move(b));
+  HostBytes c = pool.take(3 * MiB);
+  ASSERT_EQ(told.size(), 2u);
+  EXPECT_EQ(told[1], 3 * MiB) << "the kept 2 MiB buffer, grown to 3 MiB";
+  EXPECT_EQ(c.touched(), 3 * MiB);
+  pool.give(HostBytes(1 * MiB));
+  pool.give(std::move(c));
+  pool.prepare(4 * MiB);  // grows the 3 MiB one to 5 MiB (4 and a quarter): the hook trims the other one
+  ASSERT_EQ(told.size(), 3u);
+  EXPECT_EQ(told[2], 5 * MiB);
+  EXPECT_EQ(pool.held_bytes(), 5 * MiB) << "the grown buffer, kept; the 1 MiB one trimmed by the hook";
+  HostBytes d = pool.take(4 * MiB);
+  EXPECT_EQ(told.size(), 3u) << "prepared: warm";
+  // Without room (the hook says so), prepare() and reserve(), only a head start, make nothing; take() goes on.
+  room = false;
+  pool.prepare(2 * MiB);
+  pool.reserve(2 * MiB);
+  EXPECT_EQ(told.size(), 5u);
+  EXPECT_EQ(pool.held_bytes(), 0u) << "nothing prepared nor reserved";
+  HostBytes e = pool.take(2 * MiB);
+  EXPECT_EQ(told.size(), 6u);
+  EXPECT_EQ(e.size(), 2 * MiB);
+}
+
 // The first version's buffer, reserved when regions are protected: one reservation at a time (regions protected
 // one by one must not leave a buffer per region behind), taken by the first take() it fits.
 TEST(BufferPool, OneReservationAtATimeServesTheFirstTake) {
