@@ -52,6 +52,9 @@ def run(a, budget, bound, lib, tree=ROOT):
     for m in re.finditer(r"^memory rank (\d+) (\{.*\})$", out, flags=re.M):
         j = json.loads(m.group(2))
         ranks[int(m.group(1))] = {k: j[k] for k in ("budget_bytes", "peak_bytes", "total_bytes", "peak_components")}
+        for k in ("reuse_freed_bytes", "budget_told_bytes"):  # (libraries of 2026-12-02 on)
+            if k in j:
+                ranks[int(m.group(1))][k] = j[k]
     if p.returncode != 0 or not checksum or sorted(ranks) != list(range(a.ranks)):
         sys.stderr.write(out[-3000:] + p.stderr[-3000:])
         raise SystemExit(f"memory_budget: {' '.join(cmd)} (budget {budget}, log bound {bound}) failed "
@@ -107,12 +110,20 @@ def main():
                 rs = [x for x in runs if (x["budget"], x["log_bound"], x["variant"]) == (budget, bound, name)]
                 b = rs[0]["budget_bytes"]
                 keys = sorted({k for x in rs for k in x["heaviest_peak_components"]})
+                seg = min(max(b // 64, 64 << 10), 1 << 20)  # the log segment an explicit budget sets
+                over = [k for x in rs for k in x["ranks"] if k["peak_bytes"] > b + seg]
+                told = [k for k in over if "budget_told_bytes" in k]
                 cases.append({
                     "variant": name, "budget": budget, "budget_bytes": b, "log_bound": bound,
                     "max_peak_over_budget": [x["max_peak_bytes"] / b for x in rs],
                     "mean_peak_over_budget": [x["mean_peak_bytes"] / b for x in rs],
                     "max_peak_over_budget_median": statistics.median(x["max_peak_bytes"] / b for x in rs),
                     "mean_peak_over_budget_median": statistics.median(x["mean_peak_bytes"] / b for x in rs),
+                    "runs_within_budget_and_segment": sum(all(k["peak_bytes"] <= b + seg for k in x["ranks"])
+                                                          for x in rs),
+                    # Ranks over the budget and a segment that said nothing (None: libraries without the count).
+                    "ranks_over_untold": (sum(k["budget_told_bytes"] == 0 for k in told)
+                                          if len(told) == len(over) else None),
                     "heaviest_peak_components_mean": {
                         k: statistics.mean(x["heaviest_peak_components"].get(k, 0) for x in rs) for k in keys},
                 })
@@ -131,7 +142,8 @@ def main():
         comps = ", ".join(f"{k} {v / 2**20:.1f}" for k, v in c["heaviest_peak_components_mean"].items() if v)
         print(f"budget {c['budget']} log bound {c['log_bound']} {c['variant']}: peak / budget, max over ranks "
               f"{c['max_peak_over_budget_median']:.2f}, mean {c['mean_peak_over_budget_median']:.2f} (medians); "
-              f"the heaviest rank at its peak (MiB, mean): {comps}")
+              f"within it and a log segment in {c['runs_within_budget_and_segment']} of {a.repeat} runs; ranks over "
+              f"it that said nothing: {c['ranks_over_untold']}; the heaviest rank at its peak (MiB, mean): {comps}")
     return 0
 
 
