@@ -147,6 +147,7 @@ struct Runtime::Impl {
   // The background thread is touching a buffer for the next host version (BufferPool::prepare); the sizes of the
   // last full and differential host versions say which size the next one will have.
   bool preparing = false;
+  bool reserving = false;  // the background thread is making the reservation (reserve_bytes)
   std::size_t last_full_bytes = 0, last_diff_bytes = 0;
   std::size_t chains_held = 0;   // full versions kept, after the last release (the background thread's)
   std::size_t chain_stored = 0;  // the payload bytes of the newest chain's versions (the background thread's)
@@ -350,13 +351,16 @@ struct Runtime::Impl {
   // Versions with device data go into the pinned arena when it has room (the drain then DMAs straight into
   // them); otherwise, like host-only versions, into recycled pageable buffers.
   // A checkpoint right after the last one was stored (wait() returned, no compute between) waits for the buffer
-  // the background thread is touching for it: it would otherwise take new memory and touch every page itself.
+  // the background thread is touching for it: it would otherwise take new memory and touch every page itself. So
+  // does one right after protect() for the reservation under way; one not started yet is dropped (this take makes
+  // its own buffer): two buffers made at once would each find room in the memory budget that only one has.
   std::shared_ptr<core::HostBytes> take_payload(std::size_t bytes, bool has_device_data, bool* reused = nullptr) {
     if (has_device_data && arena)
       if (auto pinned = arena->allocate(bytes)) return std::make_shared<core::HostBytes>(std::move(*pinned));
     {
       std::unique_lock<std::mutex> lock(mutex);
-      cv.wait(lock, [&] { return !preparing; });
+      cv.wait(lock, [&] { return !preparing && !reserving; });
+      reserve_bytes = 0;
     }
     return core::take_pooled(payload_pool, bytes, reused);
   }
@@ -456,14 +460,14 @@ struct Runtime::Impl {
         cv.wait(lock, [&] { return stopping || !queue.empty() || reserve_bytes; });
         if (queue.empty() && !stopping) {  // busy meanwhile: wait() waits for the reservation too
           const std::size_t bytes = std::exchange(reserve_bytes, 0);
-          busy = true;
+          busy = reserving = true;
           lock.unlock();
           try {
             payload_pool->reserve(bytes);
           } catch (const std::bad_alloc&) {  // the checkpoint allocates it then, and reports if it cannot
           }
           lock.lock();
-          busy = false;
+          busy = reserving = false;
           cv.notify_all();
           continue;
         }
