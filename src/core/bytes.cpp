@@ -114,14 +114,14 @@ HostBytes BufferPool::take(std::size_t bytes, bool* reused, bool* passed_over) {
     if (passed_over) *passed_over = !out.data() && (!free_.empty() || reserved_.data());
   }
   if (out.data()) {
-    if (out.touched() < bytes) about_to_touch(bytes);  // (the pool no longer counts it)
-    if (out.capacity() < bytes) out.grow(bytes);       // outside the lock: only the new pages are new memory
+    if (out.touched() < bytes) about_to_touch(bytes, false);  // (the pool no longer counts it)
+    if (out.capacity() < bytes) out.grow(bytes);              // outside the lock: only the new pages are new memory
     out.resize_within(bytes);
     if (reused) *reused = true;
     return out;
   }
   if (reused) *reused = false;
-  about_to_touch(bytes);  // (needed whatever it answers)
+  about_to_touch(bytes, false);  // (needed whatever it answers)
   return allocate_ ? allocate_(bytes) : HostBytes(bytes);
 }
 
@@ -172,10 +172,10 @@ void BufferPool::prepare(std::size_t bytes) {
     }
     // Only a head start: none where the memory budget has no room for it.
     if (!b.data()) {
-      if (about_to_touch(with_headroom(bytes))) give(fresh_touched(bytes));
+      if (about_to_touch(with_headroom(bytes), true)) give(fresh_touched(bytes));
       return;
     }
-    if (b.touched() < with_headroom(bytes) && !about_to_touch(with_headroom(bytes))) {
+    if (b.touched() < with_headroom(bytes) && !about_to_touch(with_headroom(bytes), true)) {
       give(std::move(b));
       return;
     }
@@ -196,7 +196,7 @@ void BufferPool::reserve(std::size_t bytes) {
       grown = std::exchange(reserved_, HostBytes());  // grown: only the new part is touched
   }
   HostBytes fresh;
-  if (!about_to_touch(with_headroom(bytes))) {  // no room within the memory budget: no head start
+  if (!about_to_touch(with_headroom(bytes), true)) {  // no room within the memory budget: no head start
     if (grown.data()) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!reserved_.data()) std::swap(reserved_, grown);

@@ -85,10 +85,10 @@ class BufferPool {
   /// Called (on the thread that takes or prepares, outside the pool's lock) before memory is touched for the first
   /// time, with the size of the buffer that needs it: a new one, or a kept one to grow, which the pool no longer
   /// counts in held_bytes() then (so the caller's count of what the rank holds misses all of it, not only its new
-  /// pages). A memory budget gives up other memory kept only for reuse there, before the rank holds more (it may
-  /// trim this pool too), and answers whether the rank then has room for it: prepare() and reserve(), only a head
-  /// start, make nothing without room; take() goes on. Set before the pool is shared.
-  using NewMemory = std::function<bool(std::size_t)>;
+  /// pages), and whether it is only a head start (prepare(), reserve()) or needed (take()). A memory budget answers
+  /// whether the rank has room for it, giving up other memory kept only for reuse first where it is needed (it may
+  /// trim this pool too); a head start without room is not made, take() goes on. Set before the pool is shared.
+  using NewMemory = std::function<bool(std::size_t bytes, bool head_start)>;
   void on_new_memory(NewMemory hook) { new_memory_ = std::move(hook); }
 
  private:
@@ -110,7 +110,9 @@ class BufferPool {
   std::size_t limit_ = SIZE_MAX;  // limit()
   Allocate allocate_;
   NewMemory new_memory_;
-  bool about_to_touch(std::size_t bytes) const { return !new_memory_ || bytes == 0 || new_memory_(bytes); }
+  bool about_to_touch(std::size_t bytes, bool head_start) const {
+    return !new_memory_ || bytes == 0 || new_memory_(bytes, head_start);
+  }
 };
 
 /// A buffer from `pool` (take(bytes, reused)) that goes back to the pool when its last holder drops it; freed

@@ -293,7 +293,7 @@ void BuddyLink::progress_loop() {
           const std::size_t next = chain_index + 1 >= job_.cfg_.full_every ? last_full : last_diff;
           if (over) {
             fit_budget();
-          } else if (next > 0 && !job_.over_budget_with_wards(memory_bytes() + next)) {
+          } else if (next > 0) {  // (not made without room in the budget: BufferPool::NewMemory)
             try {
               ward_pool_->prepare(next);
             } catch (const std::bad_alloc&) {  // received into fresh memory then
@@ -345,7 +345,7 @@ std::size_t BuddyLink::copies_bytes() {
 }
 
 BuddyLink::BuddyLink(MpiCoordination& job) : job_(job) {
-  ward_pool_->on_new_memory([this](std::size_t bytes) { return job_.make_room(bytes); });
+  ward_pool_->on_new_memory([this](std::size_t bytes, bool head_start) { return job_.make_room(bytes, head_start); });
 }
 
 std::size_t BuddyLink::shed(std::size_t bytes) {

@@ -82,7 +82,7 @@ MpiCoordination::MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
   logging::MessageLog::Allocate segments = log_memory();
   if (!segments) segments = logging::host_segment_memory;
   auto budgeted = [this, segments](std::size_t bytes) {
-    make_room(bytes);
+    make_room(bytes, false);
     return segments(bytes);
   };
   comm_state_ = std::make_unique<CommState>(*this, rank_, layout_.group_map(), log_options, budgeted);

@@ -94,7 +94,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   void memory_sampled(std::size_t bytes) override;
   std::map<std::string, std::size_t> memory_now() override;
   std::size_t shed(std::size_t bytes) override { return buddy_.shed(bytes); }
-  void attach_room(const std::function<bool(std::size_t)>& make_room) override {
+  void attach_room(const std::function<bool(std::size_t, bool)>& make_room) override {
     std::lock_guard<std::mutex> lock(room_mutex_);
     room_ = make_room;
   }
@@ -170,10 +170,11 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   std::mutex comm_use_mutex_;
   std::map<std::string, std::size_t> comm_use_;  // reprise::Comm's part of memory_use(), as last read
   std::mutex room_mutex_;
-  std::function<bool(std::size_t)> room_;  // attach_room()'s
-  bool make_room(std::size_t bytes) {      // (under the lock: attach_room(nullptr) waits for a call under way)
+  std::function<bool(std::size_t, bool)> room_;  // attach_room()'s
+  // (Under the lock: attach_room(nullptr) waits for a call under way.)
+  bool make_room(std::size_t bytes, bool head_start) {
     std::lock_guard<std::mutex> lock(room_mutex_);
-    return !room_ || room_(bytes);
+    return !room_ || room_(bytes, head_start);
   }
   bool over_budget_with_wards(std::size_t wards) const;
   bool over_budget() const { return over_budget_with_wards(wards_sampled_); }  // at the last sample

@@ -59,11 +59,11 @@ class Coordination {
   /// Gives back up to `bytes` of memory kept only for reuse that any thread may free (the buffers kept to receive
   /// the wards' versions); returns how much. Any thread.
   virtual std::size_t shed(std::size_t /*bytes*/) { return 0; }
-  /// Called once the runtime is built: `make_room(n)` before the distributed layer touches new memory for a buffer
-  /// of n bytes (a ward's version received into new memory, or a receive buffer prepared), so that the rank's
-  /// memory kept for reuse goes first over its budget; it answers whether the rank then has room (a buffer only
-  /// prepared is not made without). Any thread.
-  virtual void attach_room(const std::function<bool(std::size_t)>& /*make_room*/) {}
+  /// Called once the runtime is built: `make_room(n, head_start)` before the distributed layer touches new memory
+  /// for a buffer of n bytes (a ward's version received into new memory, or, a head start, a receive buffer
+  /// prepared); it answers whether the rank has room, giving up its memory kept for reuse first where the buffer is
+  /// needed (core::BufferPool::NewMemory). Any thread.
+  virtual void attach_room(const std::function<bool(std::size_t, bool)>& /*make_room*/) {}
   /// Whether this rank's buddy said, with its last acknowledgement, that it holds more than its own budget (its
   /// copies of this rank's versions count there): the runtime then keeps one chain, as over its own budget.
   virtual bool buddy_over_budget() const { return false; }

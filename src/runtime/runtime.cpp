@@ -202,16 +202,15 @@ struct Runtime::Impl {
     return total;
   }
   // Before new memory is touched for a buffer of `bytes` (a payload, or a ward's version, that no kept buffer serves
-  // as it is; any thread): over the memory budget, buffers kept only for reuse go first, the payload pool's, then
-  // the wards' receive buffers, as much as the excess, so that memory kept for reuse does not take the rank past its
-  // budget. Returns whether the rank then has room (a buffer only prepared ahead is not made without). The message
-  // log's free segments are the application thread's: fit_coordination_budget() gives them back after a checkpoint.
-  bool make_room(std::size_t bytes) {
-    std::size_t total = 0;
-    for (const auto& [name, held] : core_use()) total += held;
-    if (coord)
-      for (const auto& [name, held] : coord->memory_now()) total += held;
+  // as it is; any thread; core::BufferPool::NewMemory): whether the rank has room for it within its memory budget.
+  // For a buffer that is needed, buffers kept only for reuse go first, the payload pool's, then the wards' receive
+  // buffers, as much as the excess, so that memory kept for reuse does not take the rank past its budget; a head
+  // start (a buffer prepared ahead) gives nothing up. The message log's free segments are the application
+  // thread's: fit_coordination_budget() gives them back after a checkpoint.
+  bool make_room(std::size_t bytes, bool head_start) {
+    const std::size_t total = sample();
     if (total + bytes <= budget) return true;
+    if (head_start) return false;
     std::size_t excess = total + bytes - budget;
     if (const std::size_t pooled = payload_pool->held_bytes()) {
       payload_pool->trim(pooled > excess ? pooled - excess : 0);
@@ -243,14 +242,8 @@ struct Runtime::Impl {
       std::lock_guard<std::mutex> lock(peak_mutex);
       parts = peak_parts;
     }
-    std::vector<std::pair<std::size_t, std::string>> held;
-    for (const auto& [name, bytes] : parts)
-      if (bytes >= (std::size_t{1} << 19)) held.emplace_back(bytes, name);
-    std::sort(held.rbegin(), held.rend());
-    std::string what;
-    for (const auto& [bytes, name] : held) what += (what.empty() ? "" : ", ") + name + " " + mib(bytes);
-    const std::size_t figure = (total + (std::size_t{1} << 20) - 1) >> 20;
-    if (warn_once("peak-over", "its memory peaked at " + mib(total) + " (" + what +
+    const std::size_t figure = mib_up(total);
+    if (warn_once("peak-over", "its memory peaked at " + mib(total) + " (" + largest(parts) +
                                    "), more than its memory budget of " + mib(budget) + " and a log segment (" +
                                    std::to_string(core::log_segment_bytes(cfg) >> 10) +
                                    " KiB): raise REPRISE_MEMORY_BUDGET to at least " + std::to_string(figure) +
@@ -271,6 +264,17 @@ struct Runtime::Impl {
   inline static const std::set<std::string> kKeptForReuse = {"payload_pool", "ward_buffers", "log_pool",
                                                              "comm_staging"};
   static std::string mib(std::size_t bytes) { return std::to_string((bytes + (std::size_t{1} << 19)) >> 20) + " MiB"; }
+  static std::size_t mib_up(std::size_t bytes) { return (bytes + (std::size_t{1} << 20) - 1) >> 20; }
+  // "own_versions 9 MiB, wards 8 MiB, ...": the components of half a MiB or more, the largest first (for warnings).
+  static std::string largest(const std::map<std::string, std::size_t>& parts) {
+    std::vector<std::pair<std::size_t, std::string>> held;
+    for (const auto& [name, bytes] : parts)
+      if (bytes >= (std::size_t{1} << 19)) held.emplace_back(bytes, name);
+    std::sort(held.rbegin(), held.rend());
+    std::string what;
+    for (const auto& [bytes, name] : held) what += (what.empty() ? "" : ", ") + name + " " + mib(bytes);
+    return what;
+  }
 
   Impl(Config c, std::unique_ptr<runtime::Coordination> co)
       : cfg(std::move(c)), coord(std::move(co)), pool((cfg.validate(), cfg.digest_threads)) {
@@ -291,8 +295,8 @@ struct Runtime::Impl {
                                      : core::default_memory_budget(coord ? coord->ranks_on_node() : 1);
     if (coord) coord->memory_budget(budget);
     if (budget) {
-      payload_pool->on_new_memory([this](std::size_t bytes) { return make_room(bytes); });
-      if (coord) coord->attach_room([this](std::size_t bytes) { return make_room(bytes); });
+      payload_pool->on_new_memory([this](std::size_t bytes, bool ahead) { return make_room(bytes, ahead); });
+      if (coord) coord->attach_room([this](std::size_t bytes, bool ahead) { return make_room(bytes, ahead); });
     }
     worker = core::named_thread("reprise-drain", [this] { worker_loop(); });
   }
@@ -506,16 +510,8 @@ struct Runtime::Impl {
       }
       cv.notify_all();
       if (next == 0) continue;
-      if (budget && sample() + next > budget) {  // no room for a warm buffer within the memory budget
-        {
-          std::lock_guard<std::mutex> lock(mutex);
-          preparing = false;
-        }
-        cv.notify_all();
-        continue;
-      }
       try {
-        payload_pool->prepare(next);
+        payload_pool->prepare(next);     // (not made without room in the budget: make_room)
       } catch (const std::bad_alloc&) {  // the checkpoint allocates it then, and reports if it cannot
       }
       {
@@ -695,18 +691,17 @@ struct Runtime::Impl {
       parts.insert(coord_parts.begin(), coord_parts.end());
     }
     std::size_t needed = 0;
-    std::vector<std::pair<std::size_t, std::string>> held;
-    for (const auto& [name, bytes] : parts) {
-      if (kKeptForReuse.count(name)) continue;
-      needed += bytes;
-      if (bytes >= (std::size_t{1} << 19)) held.emplace_back(bytes, name);
+    for (auto it = parts.begin(); it != parts.end();) {
+      if (kKeptForReuse.count(it->first)) {
+        it = parts.erase(it);
+        continue;
+      }
+      needed += it->second;
+      ++it;
     }
     if (needed <= budget) return;
-    const std::size_t figure = (needed + (std::size_t{1} << 20) - 1) >> 20;
-    std::sort(held.rbegin(), held.rend());
-    std::string what;
-    for (const auto& [bytes, name] : held) what += (what.empty() ? "" : ", ") + name + " " + mib(bytes);
-    if (warn_once("too-small", "holds " + mib(needed) + " besides any buffer kept for reuse (" + what +
+    const std::size_t figure = mib_up(needed);
+    if (warn_once("too-small", "holds " + mib(needed) + " besides any buffer kept for reuse (" + largest(parts) +
                                    "), more than its memory budget of " + mib(budget) +
                                    " although it keeps one chain: its own versions, its wards' copies of theirs and "
                                    "the message log its receivers have not committed need that much at once; raise "

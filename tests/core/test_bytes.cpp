@@ -134,8 +134,10 @@ TEST(BufferPool, SaysHowMuchNewMemoryATakeOrPrepareTouches) {
   BufferPool pool(4);
   std::vector<std::size_t> told;
   bool room = true;
-  pool.on_new_memory([&](std::size_t bytes) {
+  std::vector<bool> head_start;
+  pool.on_new_memory([&](std::size_t bytes, bool ahead) {
     told.push_back(bytes);
+    head_start.push_back(ahead);
     pool.trim(0);
     return room;
   });
@@ -165,6 +167,7 @@ TEST(BufferPool, SaysHowMuchNewMemoryATakeOrPrepareTouches) {
   EXPECT_EQ(pool.held_bytes(), 0u) << "nothing prepared nor reserved";
   HostBytes e = pool.take(2 * MiB);
   EXPECT_EQ(told.size(), 6u);
+  EXPECT_EQ(head_start, (std::vector<bool>{false, false, true, true, true, false})) << "prepare and reserve: ahead";
   EXPECT_EQ(e.size(), 2 * MiB);
 }
 

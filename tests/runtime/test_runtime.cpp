@@ -748,10 +748,10 @@ class KeptBuffersCoordination final : public runtime::Coordination {
     asked.push_back(bytes);
     return n;
   }
-  void attach_room(const std::function<bool(std::size_t)>& f) override { room = f; }
+  void attach_room(const std::function<bool(std::size_t, bool)>& f) override { room = f; }
   std::size_t kept = 0;
   std::vector<std::size_t> asked;
-  std::function<bool(std::size_t)> room;
+  std::function<bool(std::size_t, bool)> room;
 };
 // Runtime's constructor with a distributed layer is MpiRuntime's (protected).
 struct CoordinatedRuntime : Runtime {
@@ -788,7 +788,7 @@ TEST(MemoryBudget, BuffersKeptForReuseGoBeforeNewMemoryPassesIt) {
     mem = nlohmann::json::parse(rt.memory_json());
     const std::size_t before = mem["total_bytes"].get<std::size_t>();
     // The distributed layer is about to receive 6 MiB into new memory: what passes the budget goes first.
-    co.room(6 * small);
+    co.room(6 * small, false);
     mem = nlohmann::json::parse(rt.memory_json());
     const std::size_t freed = mem["reuse_freed_bytes"].get<std::size_t>();
     EXPECT_GE(before - mem["total_bytes"].get<std::size_t>(), before + 6 * small - c.memory_budget_bytes) << mem.dump();
