@@ -17,6 +17,7 @@ gpu::Buffer host_segment_memory(std::size_t bytes) {
 }
 
 gpu::Buffer SegmentPool::take(std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
   auto best = free_.end();
   for (auto it = free_.begin(); it != free_.end(); ++it)
     if (it->size() >= bytes && (best == free_.end() || it->size() < best->size())) best = it;
@@ -27,23 +28,50 @@ gpu::Buffer SegmentPool::take(std::size_t bytes) {
   return b;
 }
 
+void SegmentPool::raise_cap(std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cap_ = std::min(limit_, std::max(cap_, bytes));
+}
+
+std::size_t SegmentPool::pooled_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pooled_;
+}
+
+// Released segments leave the list under the lock and are freed (their deleters run) once it is dropped.
 void SegmentPool::give(gpu::Buffer&& b) {
+  std::list<gpu::Buffer> out;
+  std::lock_guard<std::mutex> lock(mutex_);
   if (!b || b.size() > cap_) return;  // released by its deleter
   pooled_ += b.size();
   free_.push_back(std::move(b));
-  release_over_cap();
+  release_over_cap(out);
 }
 
 void SegmentPool::limit(std::size_t bytes) {
+  std::list<gpu::Buffer> out;
+  std::lock_guard<std::mutex> lock(mutex_);
   limit_ = std::min(limit_, bytes);
   cap_ = std::min(cap_, limit_);
-  release_over_cap();
+  release_over_cap(out);
 }
 
-void SegmentPool::release_over_cap() {
+std::size_t SegmentPool::shed(std::size_t bytes) {
+  std::list<gpu::Buffer> out;
+  std::size_t freed = 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  while (freed < bytes && !free_.empty()) {
+    freed += free_.front().size();
+    out.splice(out.end(), free_, free_.begin());
+  }
+  pooled_ -= freed;
+  return freed;
+}
+
+void SegmentPool::release_over_cap(std::list<gpu::Buffer>& out) {
   while (pooled_ > cap_) {
     pooled_ -= free_.front().size();
-    free_.pop_front();
+    out.splice(out.end(), free_, free_.begin());
   }
 }
 

@@ -24,6 +24,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "gpu/backend.hpp"
@@ -33,19 +34,24 @@ namespace reprise::logging {
 /// Freed segments kept for reuse (pinning memory is slow, and on VMs that return free memory to the host every
 /// first touch of a page faults): a segment is reused for any request it can hold (the smallest that fits); over
 /// the cap, the segments freed longest ago are released. A limit (a memory budget's) lowers the cap for good.
+/// Thread-safe (unlike the log): a memory budget's make_room frees kept segments from any thread (shed()).
 class SegmentPool {
  public:
   explicit SegmentPool(std::size_t cap_bytes) : cap_(cap_bytes) {}
   gpu::Buffer take(std::size_t bytes);  ///< empty when none fits
-  void raise_cap(std::size_t bytes) { cap_ = std::min(limit_, std::max(cap_, bytes)); }
+  void raise_cap(std::size_t bytes);
   void give(gpu::Buffer&& b);
-  std::size_t pooled_bytes() const { return pooled_; }
+  std::size_t pooled_bytes() const;
   /// The pool keeps at most `bytes` from now on (a lower limit than one set before wins); the segments over it,
   /// freed longest ago first, are released now.
   void limit(std::size_t bytes);
+  /// Releases kept segments, freed longest ago first, until at least `bytes` went or none is left (the cap stays:
+  /// segments freed later are kept again). Returns the bytes released.
+  std::size_t shed(std::size_t bytes);
 
  private:
-  void release_over_cap();
+  void release_over_cap(std::list<gpu::Buffer>& out);
+  mutable std::mutex mutex_;
   std::size_t cap_, pooled_ = 0, limit_ = SIZE_MAX;
   std::list<gpu::Buffer> free_;  // oldest first: over the cap, the oldest are released
 };
@@ -130,6 +136,9 @@ class MessageLog {
   std::size_t pooled_bytes() const { return pool_->pooled_bytes(); }
   /// Freed segments kept for reuse: at most `bytes` from now on (SegmentPool::limit; a memory budget's).
   void limit_pool(std::size_t bytes) { pool_->limit(bytes); }
+  /// Releases kept segments, at least `bytes` where the pool holds them (SegmentPool::shed). Unlike the rest of
+  /// the log, callable from any thread, as pooled_bytes() is.
+  std::size_t shed_pool(std::size_t bytes) { return pool_->shed(bytes); }
   /// Segments allocated (first touch included) and segments taken from the pool, since the start.
   std::size_t segments_allocated() const { return allocated_; }
   std::size_t segments_reused() const { return reused_; }

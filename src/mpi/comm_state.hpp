@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -253,6 +254,9 @@ class CommState {
   /// Over the memory budget by `excess` bytes: the memory kept only for reuse (the log's free segments, then the
   /// staging pool's) is limited to what leaves room, for good. Returns the bytes released.
   std::size_t release_pools(std::size_t excess);
+  /// Before new memory passes the budget (the runtime's make_room, any thread): the log's free segments kept for
+  /// reuse are released, at least `bytes` where it keeps them (the pool's cap stays). Returns the bytes released.
+  std::size_t shed_log_pool(std::size_t bytes);
   /// REPRISE_MEMORY_BUDGET without REPRISE_LOG_BOUND: the log is bounded at `bytes` (MpiCoordination::memory_budget),
   /// and says once when it first reaches it.
   void bound_log_by_budget(std::size_t bytes);
@@ -336,6 +340,9 @@ class CommState {
   bool flooded_ = false;    // a group's first rank passed an ask for every group on since the last checkpoint
   std::optional<protocol::GroupTreeRanks> tree_;  // this rank's place among the groups' first ranks (flood_ask)
   std::unique_ptr<protocol::Process> p_;
+  /// Held while p_ is replaced (start_over) and by other threads reaching its log's pool (shed_log_pool); the
+  /// application thread, the only one that replaces p_, reads it without.
+  mutable std::mutex process_mutex_;
   protocol::CounterRegion counters_;
   bool on_device(const void* buf, std::optional<MemorySpace> space);
   /// Whether a device payload of `bytes` goes to MPI as it is: a payload above kPackLimit (a smaller one travels

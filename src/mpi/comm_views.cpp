@@ -168,6 +168,11 @@ std::size_t CommState::release_pools(std::size_t excess) {
   return released;
 }
 
+std::size_t CommState::shed_log_pool(std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(process_mutex_);
+  return p_ ? p_->log().shed_pool(bytes) : 0;
+}
+
 void CommState::bound_log_by_budget(std::size_t bytes) {
   log_options_.bound_bytes = bytes;
   p_->log().set_bound(bytes);
@@ -242,7 +247,12 @@ void CommState::after_restore(std::uint64_t version) {
 }
 
 void CommState::start_over() {
-  p_ = std::make_unique<protocol::Process>(rank_, groups_, log_options_, log_memory_);
+  auto fresh = std::make_unique<protocol::Process>(rank_, groups_, log_options_, log_memory_);
+  {
+    std::lock_guard<std::mutex> lock(process_mutex_);
+    fresh.swap(p_);
+  }
+  fresh.reset();  // the old process's log gives its segments back to its own pool, outside the lock
   counters_.clear();
   captures_.clear();
   announced_.reset();

@@ -396,6 +396,22 @@ std::map<std::string, std::size_t> MpiCoordination::memory_now() {
   return use;
 }
 
+// Buffers kept for reuse, freed for new memory: the wards' receive buffers first (as large as versions), then the
+// message log's free segments.
+// The log's part of memory_now() stays the application thread's last reading (its segments move between the log
+// and the pool on that thread), less what was freed here since.
+std::size_t MpiCoordination::shed(std::size_t bytes) {
+  std::size_t freed = buddy_.shed(bytes);
+  if (freed >= bytes) return freed;
+  const std::size_t segments = comm_state_->shed_log_pool(bytes - freed);
+  if (segments) {
+    std::lock_guard<std::mutex> lock(comm_use_mutex_);
+    std::size_t& pooled = comm_use_["log_pool"];
+    pooled -= std::min(pooled, segments);
+  }
+  return freed + segments;
+}
+
 void MpiCoordination::memory_sampled(std::size_t bytes) {
   const std::size_t wards = wards_sampled_;
   held_besides_wards_ = bytes > wards ? bytes - wards : 0;

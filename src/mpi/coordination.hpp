@@ -93,7 +93,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   std::size_t fit_budget(std::size_t excess) override { return comm_state_->release_pools(excess); }
   void memory_sampled(std::size_t bytes) override;
   std::map<std::string, std::size_t> memory_now() override;
-  std::size_t shed(std::size_t bytes) override { return buddy_.shed(bytes); }
+  std::size_t shed(std::size_t bytes) override;
   void attach_room(const std::function<bool(std::size_t, bool)>& make_room) override {
     std::lock_guard<std::mutex> lock(room_mutex_);
     room_ = make_room;

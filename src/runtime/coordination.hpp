@@ -53,11 +53,12 @@ class Coordination {
   virtual std::size_t fit_budget(std::size_t /*excess*/) { return 0; }
   /// What the rank held when the runtime last added up its memory (its own parts and memory_use()'s); any thread.
   virtual void memory_sampled(std::size_t /*bytes*/) {}
-  /// memory_use() from any thread: the application thread's parts as it last read them, the others (the wards'
-  /// copies and their receive buffers) read now.
+  /// memory_use() from any thread: the application thread's parts as it last read them (less what shed() freed
+  /// of them since), the others (the wards' copies and their receive buffers) read now.
   virtual std::map<std::string, std::size_t> memory_now() { return {}; }
-  /// Gives back up to `bytes` of memory kept only for reuse that any thread may free (the buffers kept to receive
-  /// the wards' versions); returns how much. Any thread.
+  /// Gives back `bytes` of memory kept only for reuse that any thread may free, where it holds that much (the
+  /// buffers kept to receive the wards' versions, then the message log's free segments, whole: the last one freed
+  /// may pass `bytes`); returns how much. Any thread.
   virtual std::size_t shed(std::size_t /*bytes*/) { return 0; }
   /// Called once the runtime is built: `make_room(n, head_start)` before the distributed layer touches new memory
   /// for a buffer of n bytes (a ward's version received into new memory, or, a head start, a receive buffer

@@ -203,10 +203,10 @@ struct Runtime::Impl {
   }
   // Before new memory is touched for a buffer of `bytes` (a payload, or a ward's version, that no kept buffer serves
   // as it is; any thread; core::BufferPool::NewMemory): whether the rank has room for it within its memory budget.
-  // For a buffer that is needed, buffers kept only for reuse go first, the payload pool's, then the wards' receive
-  // buffers, as much as the excess, so that memory kept for reuse does not take the rank past its budget; a head
-  // start (a buffer prepared ahead) gives nothing up. The message log's free segments are the application
-  // thread's: fit_coordination_budget() gives them back after a checkpoint.
+  // For a buffer that is needed, buffers kept only for reuse go first, the payload pool's, then the distributed
+  // layer's (Coordination::shed: the wards' receive buffers, the message log's free segments), as much as the
+  // excess, so that memory kept for reuse does not take the rank past its budget; a head start (a buffer prepared
+  // ahead) gives nothing up.
   bool make_room(std::size_t bytes, bool head_start) {
     const std::size_t total = sample();
     if (total + bytes <= budget) return true;

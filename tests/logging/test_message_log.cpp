@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "logging/message_log.hpp"
@@ -129,6 +131,54 @@ TEST(MessageLog, APoolLimitReleasesFreedSegmentsForGood) {
   EXPECT_EQ(log.pooled_bytes(), 1024u) << "the cap stays at the limit although the log held 5 KiB";
   log.limit_pool(0);
   EXPECT_EQ(log.pooled_bytes(), 0u);
+}
+
+// Before new memory passes a budget the runtime frees kept segments from its own threads: whole segments, the
+// ones freed longest ago first, at least the bytes asked for where the pool holds them; the cap stays, so
+// segments freed later are kept again.
+TEST(MessageLog, ShedReleasesWholeFreedSegmentsAndKeepsTheCap) {
+  MessageLog log({1024, 0, 0});
+  for (std::uint64_t s = 1; s <= 4; ++s) {
+    log.append_copy(0, s, 0, 0, payload(800, int(s)).data(), 800);
+    log.snapshot();  // one segment per entry
+  }
+  log.release_through(0, 3);
+  ASSERT_EQ(log.pooled_bytes(), 3072u);
+  EXPECT_EQ(log.shed_pool(1500), 2048u) << "two whole segments for 1500 bytes";
+  EXPECT_EQ(log.pooled_bytes(), 1024u);
+  EXPECT_EQ(log.shed_pool(0), 0u);
+  EXPECT_EQ(log.shed_pool(SIZE_MAX), 1024u) << "no more than the pool holds";
+  EXPECT_EQ(log.pooled_bytes(), 0u);
+  EXPECT_EQ(log.held_bytes(), 1024u) << "the live entry's segment is not the pool's";
+  EXPECT_TRUE(holds(*log.find(0, 4), payload(800, 4)));
+  log.release_through(0, 4);
+  EXPECT_EQ(log.pooled_bytes(), 1024u) << "the cap stays: a segment freed later is kept again";
+}
+
+// The pool is shared by the application's thread (appends, releases) and the runtime's (shed, pooled_bytes): its
+// counts stay whole segments, and every entry keeps its bytes (a data race here is the thread sanitizer's).
+TEST(MessageLog, ShedFromAnotherThreadWhileTheLogAppendsAndReleases) {
+  MessageLog log({1024, 0, 0});
+  std::atomic<bool> stop{false};
+  std::size_t shed = 0;
+  std::thread runtime([&] {
+    while (!stop.load()) {
+      shed += log.shed_pool(1024);
+      EXPECT_EQ(log.pooled_bytes() % 1024, 0u);
+    }
+  });
+  for (std::uint64_t s = 1; s <= 2000; ++s) {
+    log.append_copy(0, s, 0, 0, payload(800, int(s)).data(), 800);
+    log.snapshot();
+    ASSERT_TRUE(holds(*log.find(0, s), payload(800, int(s))));
+    if (s % 4 == 0) log.release_through(0, s - 1);
+  }
+  stop = true;
+  runtime.join();
+  EXPECT_EQ(log.live_entries(), 1u);
+  EXPECT_EQ(log.held_bytes(), 1024u);
+  EXPECT_EQ(log.pooled_bytes() % 1024, 0u);
+  EXPECT_EQ(shed % 1024, 0u);
 }
 
 TEST(MessageLog, LargePayloadGetsItsOwnSegment) {
