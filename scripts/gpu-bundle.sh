@@ -9,8 +9,8 @@
 # that are not glibc or CUDA's; DIR/run.sh runs them there (see its header). No MPI: the MPI programs need an MPI
 # on the GPU machine, unless KOKKOS is given: the install folder of a Kokkos 4.x built with CUDA (docs/GPU.md; its
 # bin/nvcc_wrapper is the compiler). Then DIR/bin also gets the MPI + Kokkos programs (the stencil, Cholesky and
-# heat3d apps, reprise-mpi-comm-check, the overhead and logging benchmarks, reprise_kokkos_tests), and DIR/mpi the
-# MPI they were built against: Open MPI 5 with ULFM and CUDA when scripts/openmpi.sh has built it (tree
+# heat3d apps, reprise-mpi-comm-check, the overhead, logging and commit benchmarks, reprise_kokkos_tests), and
+# DIR/mpi the MPI they were built against: Open MPI 5 with ULFM and CUDA when scripts/openmpi.sh has built it (tree
 # build-gpu-apps-ompi5; run.sh puts it back at its prefix and checks online recovery on the GPU), otherwise this
 # machine's Open MPI (build-gpu-apps; its runtime relocated with OPAL_PREFIX; no ULFM, so those runs show the data
 # path on the GPU and relaunches from files, not online recovery).
@@ -57,7 +57,7 @@ if [ -n "$kokkos" ]; then
   command -v ompi_info > /dev/null || { log "ompi_info missing: the apps bundle carries this machine's Open MPI"; exit 2; }
   apps=$here/build-gpu-apps${ompi5:+-ompi5}
   app_targets=(reprise-stencil reprise-cholesky reprise-mpi-comm-check reprise-bench-overhead-mpi reprise-bench-logging
-    reprise_kokkos_tests reprise-demo heat3d-plain reprise-heat3d)
+    reprise-bench-commit reprise_kokkos_tests reprise-demo heat3d-plain reprise-heat3d)
   log "configure $apps (Kokkos $kokkos, its nvcc_wrapper, $(ompi_info --version 2> /dev/null | head -n 1))"
   export PATH=/usr/local/cuda/bin:$PATH  # (nvcc_wrapper calls nvcc)
   logged "$apps.configure.log" configure cmake -S "$here" -B "$apps" -DCMAKE_BUILD_TYPE=Release \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from a bundle made by scripts/gpu-bundle.sh (copied there as run.sh):
 #
-#   bash .device/run.sh [tests|sanitize|apps|bench|paths|all]...   default all; results in $OUT (the device tool's), else DIR/results
+#   bash .device/run.sh [tests|sanitize|apps|bench|paths|commit|all]...   default all; results in $OUT (the device tool's), else DIR/results
 #
 # tests: every GPU test (each prints its seed and device); sanitize: compute-sanitizer memcheck of the kernel,
 # data-path and tile tests and racecheck of the kernels when compute-sanitizer is there; bench: reprise-bench-d2h on the
@@ -15,7 +15,8 @@
 # heat3d again with a spare process (REPRISE_SPARES=1) taking the killed rank's place. With an MPI without
 # ULFM: a rank killed, then the job relaunched from REPRISE_DIR, the same checksum. QUICK=1 skips the second
 # overhead run. paths (not in all): the logging benchmark with device buffers handed to MPI and staged, side by
-# side, twice each.
+# side, twice each. commit (not in all): reprise-bench-commit (host memory) with the machine's cores to spare: 2 and
+# 4 ranks at 256 MiB, and 64 MiB back to back without and with REPRISE_DIR, twice each (about 2 minutes).
 # gpu-validation.txt gets everything, with the device, driver, commit and a summary line at the end; the exit
 # status is the number of failed steps. A test without a GPU skips and says so (then the summary says so too).
 set -u
@@ -87,7 +88,7 @@ if wants sanitize; then
     say "# no compute-sanitizer: sanitizer steps not run"
   fi
 fi
-if { wants apps || [[ "$what" == *" paths "* ]]; } && [ -x "$here/bin/reprise-stencil" ]; then
+if { wants apps || [[ "$what" == *" paths "* || "$what" == *" commit "* ]]; } && [ -x "$here/bin/reprise-stencil" ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   shm_small=""  # (containers often give /dev/shm 64 MiB: too little for 8 ranks' shared-memory segments)
   if [ "$(df -Pk /dev/shm 2> /dev/null | awk 'NR == 2 {print $4}')" -lt 1048576 ] 2> /dev/null; then
@@ -140,6 +141,25 @@ if { wants apps || [[ "$what" == *" paths "* ]]; } && [ -x "$here/bin/reprise-st
     cp "$out/step.log" "$out/$1.log"
   }
   only_group2="only group 2 (ranks 4 and 5) rolls back, the other ranks go on"
+  if [[ "$what" == *" commit "* ]] && [ -x "$here/bin/reprise-bench-commit" ]; then
+    # The commit path where cores are to spare (the 2-core development VM has none: there the buddy's check of a
+    # 256 MiB version and the transfers share both cores): commit latency against the transfer model, 2 ranks (one
+    # a node) and 4 (two a node), 256 MiB of host memory each; then 64 MiB back to back without and with REPRISE_DIR
+    # (the file writer's share of the commit). Two rounds, alternated: commit-*-{1,2}.json.
+    for round in 1 2; do
+      step "reprise-bench-commit, 2 ranks, 256 MiB, round $round" "${mpirun1[@]}" -n 2 \
+        "$here/bin/reprise-bench-commit" --bytes 256M --json "$out/commit-2ranks-256M-$round.json"
+      step "reprise-bench-commit, 4 ranks (2 a node), 256 MiB, round $round" "${mpirun[@]}" -n 4 \
+        "$here/bin/reprise-bench-commit" --bytes 256M --json "$out/commit-4ranks-256M-$round.json"
+      step "reprise-bench-commit, 2 ranks, 64 MiB back to back, no files, round $round" "${mpirun1[@]}" -n 2 \
+        "$here/bin/reprise-bench-commit" --bytes 64M --gap-ms 0 --json "$out/commit-nodir-64M-$round.json"
+      rm -rf "$out/ckpt-commit"
+      step "reprise-bench-commit, 2 ranks, 64 MiB back to back, REPRISE_DIR, round $round" "${mpirun1[@]}" -n 2 \
+        -x REPRISE_DIR="$out/ckpt-commit" "$here/bin/reprise-bench-commit" --bytes 64M --gap-ms 0 \
+        --json "$out/commit-dir-64M-$round.json"
+      rm -rf "$out/ckpt-commit"
+    done
+  fi
   if [[ "$what" == *" paths "* ]]; then
     # Device buffers handed to MPI (auto or yes: whichever the MPI takes) against staged through pinned memory
     # (REPRISE_CUDA_AWARE_MPI=no), side by side, twice each, alternating: logging-{yes,no}-{1,2}.json.
