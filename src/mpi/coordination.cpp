@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <utility>
 
 #include "core/memory_budget.hpp"
@@ -224,10 +226,29 @@ void MpiCoordination::agree_to_finish() {
   if (down_) recover("a failure was detected by the runtime's background threads");
   comm_state_->enter();  // a rolled-back rank that goes straight to finish() still owes the restart exchange
 #if REPRISE_HAVE_ULFM
+  // Every rank passes 1: the agreement's return code is the decision (MPI_SUCCESS: nobody failed, all leave), and
+  // its flag says nothing more. Open MPI 5.0.7 sometimes returns flag 0 with MPI_SUCCESS after a recovery, and not
+  // at every rank: in CI runs of an 8-rank group rollback, ranks 1, 3, 4 and 7 (the subtree of rank 1 in ERA's
+  // binary tree) got 0 while ranks 0, 2, 5 and 6 got 1 and left. Agreeing again on 0 then waited forever for the
+  // ranks that had left; the flag is only reported now.
+  // Tests: REPRISE_FALSE_AGREEMENT=RANK,... makes those ranks see flag 0, as that fault does.
+  const bool falsified = [&] {
+    const char* v = std::getenv("REPRISE_FALSE_AGREEMENT");
+    return v && (std::string(",") + v + ",").find("," + std::to_string(rank_) + ",") != std::string::npos;
+  }();
+  const auto agreed = [&](int rc, int flag) {
+    if (rc != MPI_SUCCESS) return false;
+    if (falsified) flag = 0;
+    if (flag != 1)
+      std::fprintf(stderr,
+                   "reprise: rank %d: the final agreement returned flag %d with MPI_SUCCESS although every rank "
+                   "passed 1 (an Open MPI agreement fault); taken as agreed, since no rank failed\n",
+                   rank_, flag);
+    return true;
+  };
   if (group_rollback_) {
     // Survivors of a group rollback wait here for the re-executing groups while serving their replays and
     // the coordinator's work: a non-blocking agreement, polled.
-    int false_agreements = 0;
     for (;;) {
       int flag = 1;
       MPI_Request req = MPI_REQUEST_NULL;
@@ -244,12 +265,7 @@ void MpiCoordination::agree_to_finish() {
         comm_state_->poll_control();
         if (++spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
-      if (rc == MPI_SUCCESS && !down_ && flag == 1) return;
-      if (rc == MPI_SUCCESS && !down_ && no_failure() && ++false_agreements < 8) {  // see below
-        std::fprintf(stderr, "reprise: rank %d: the final agreement returned 0 with no failure; agreeing again\n",
-                     rank_);
-        continue;
-      }
+      if (!down_ && agreed(rc, flag)) return;
       if (req != MPI_REQUEST_NULL) {
         revoke(world_);
         REPRISE_MPI_DISCARD(MPI_Wait(&req, MPI_STATUS_IGNORE));  // (revoked: it ends, with an error)
@@ -257,18 +273,12 @@ void MpiCoordination::agree_to_finish() {
       recover("the job's final agreement failed: " + mpi_error(rc));  // a survivor agrees again
     }
   }
-  // Open MPI 5.0.7 sometimes returns flag 0 with MPI_SUCCESS although every rank passed 1 and nobody failed
-  // (seen after a recovery). The agreement is uniform, so every rank sees it and all agree again together.
-  for (int false_agreements = 0;; ++false_agreements) {
+  for (;;) {
     int flag = 1;
     MPI_Request req = MPI_REQUEST_NULL;
-    int rc = MPIX_Comm_iagree(world_, &flag, &req);  // uniform: the same rc and flag at every survivor
+    int rc = MPIX_Comm_iagree(world_, &flag, &req);  // uniform: the same rc at every survivor
     if (rc == MPI_SUCCESS) rc = polled::wait(req);   // polled: see mpi/polled.hpp
-    if (rc == MPI_SUCCESS && flag == 1) return;
-    if (rc == MPI_SUCCESS && !down_ && no_failure() && false_agreements < 8) {
-      std::fprintf(stderr, "reprise: rank %d: the final agreement returned 0 with no failure; agreeing again\n", rank_);
-      continue;
-    }
+    if (agreed(rc, flag)) return;
     recover("the job's final agreement failed: " + mpi_error(rc));
   }
 #else
