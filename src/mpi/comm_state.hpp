@@ -342,7 +342,7 @@ class CommState {
   std::unique_ptr<protocol::Process> p_;
   /// Held while p_ is replaced (start_over) and by other threads reaching its log's pool (shed_log_pool); the
   /// application thread, the only one that replaces p_, reads it without.
-  mutable std::mutex process_mutex_;
+  std::mutex process_mutex_;
   protocol::CounterRegion counters_;
   bool on_device(const void* buf, std::optional<MemorySpace> space);
   /// Whether a device payload of `bytes` goes to MPI as it is: a payload above kPackLimit (a smaller one travels

@@ -107,15 +107,20 @@ TEST(MessageLog, FreedSegmentsAreReused) {
   EXPECT_EQ(capped.held_bytes(), 3072u);
 }
 
+// Four entries of 800 bytes in 1 KiB segments, one segment each (a snapshot after each), the first three freed.
+void log_four_free_three(MessageLog& log) {
+  for (std::uint64_t s = 1; s <= 4; ++s) {
+    log.append_copy(0, s, 0, 0, payload(800, int(s)).data(), 800);
+    log.snapshot();
+  }
+  log.release_through(0, 3);
+}
+
 // A memory budget limits the pool for good: the segments over the limit go now, and the log's peak no longer
 // raises the cap above it; the entries themselves are untouched.
 TEST(MessageLog, APoolLimitReleasesFreedSegmentsForGood) {
   MessageLog log({1024, 0, 0});
-  for (std::uint64_t s = 1; s <= 4; ++s) {
-    log.append_copy(0, s, 0, 0, payload(800, int(s)).data(), 800);
-    log.snapshot();  // one segment per entry
-  }
-  log.release_through(0, 3);
+  log_four_free_three(log);
   EXPECT_EQ(log.pooled_bytes(), 3072u);
   log.limit_pool(1500);
   EXPECT_EQ(log.pooled_bytes(), 1024u) << "the segments over the limit released";
@@ -138,11 +143,7 @@ TEST(MessageLog, APoolLimitReleasesFreedSegmentsForGood) {
 // segments freed later are kept again.
 TEST(MessageLog, ShedReleasesWholeFreedSegmentsAndKeepsTheCap) {
   MessageLog log({1024, 0, 0});
-  for (std::uint64_t s = 1; s <= 4; ++s) {
-    log.append_copy(0, s, 0, 0, payload(800, int(s)).data(), 800);
-    log.snapshot();  // one segment per entry
-  }
-  log.release_through(0, 3);
+  log_four_free_three(log);
   ASSERT_EQ(log.pooled_bytes(), 3072u);
   EXPECT_EQ(log.shed_pool(1500), 2048u) << "two whole segments for 1500 bytes";
   EXPECT_EQ(log.pooled_bytes(), 1024u);
