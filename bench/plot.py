@@ -6,7 +6,8 @@ usage: /usr/bin/python3 bench/plot.py FILE.json [FILE.json ...] [-o OUTDIR]
 Understands the JSON of reprise-bench-checkpoint ("kind": "checkpoint"), reprise-bench-dirty ("dirty"),
 reprise-bench-d2h ("d2h"), reprise-bench-overhead ("overhead"), bench/recovery_spares.py ("recovery_spares"),
 reprise-sim ("sim"), reprise-bench-commit ("commit"), reprise-bench-log-snapshot ("log_snapshot"),
-bench/memory_budget.py ("memory_budget"), bench/interpose_runs.py ("interpose_runs") and others
+bench/memory_budget.py ("memory_budget"), bench/interpose_runs.py ("interpose_runs"), bench/files_commit.py
+("files_commit") and others
 (the plotters below); other kinds are skipped with a message, and a file that is not JSON, or lacks a field its
 plot needs, is reported and skipped (exit status 1). Needs Debian's python3-matplotlib: run it with
 /usr/bin/python3 (another python3 may come first on PATH).
@@ -326,6 +327,27 @@ def plot_memory_budget(data, stem, outdir):
     return save(fig, outdir, stem + "-memory_budget.png")
 
 
+def plot_files_commit(data, stem, outdir):
+    summary = data["summary"]
+    intervals = list(summary)
+    fig, axes = plt.subplots(1, len(intervals), figsize=(5 * len(intervals), 4), squeeze=False)
+    for ax, interval in zip(axes[0], intervals):
+        for j, (variant, label) in enumerate([("nodir", "no REPRISE_DIR"), ("dir", "REPRISE_DIR")]):
+            values = [1e3 * r["intervals"][interval]["median_durable_seconds"] for r in data["runs"]
+                      if r["variant"] == variant]
+            med = 1e3 * summary[interval][variant]["median_durable_seconds"]["median"]
+            ax.bar(j, med, 0.6, color=f"C{j}", label=f"{label}: median {med:.1f} ms")
+            ax.plot([j] * len(values), values, "k.", ms=4)
+        ax.set_xticks([0, 1])
+        ax.set_xticklabels(["no files", "REPRISE_DIR"])
+        ax.set_ylabel("checkpoint() + commit, ms (dots: runs)")
+        ax.set_title(f"a checkpoint every {interval} steps", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{data['ranks']} ranks, {data['nx']}x{data['nx']} stencil each, {data['rounds']} rounds "
+                 f"({data['machine']}, {data['date'][:10]})", fontsize=9)
+    return save(fig, outdir, stem + "-files_commit.png")
+
+
 def save(fig, outdir, name):
     fig.tight_layout()
     path = os.path.join(outdir, name)
@@ -344,7 +366,8 @@ def main():
                 "logging": plot_logging, "interpose": plot_interpose, "interpose_runs": plot_interpose_runs,
                 "heat3d": plot_heat3d,
                 "recovery_spares": plot_recovery_spares, "sim": plot_sim, "commit": plot_commit,
-                "log_snapshot": plot_log_snapshot, "memory_budget": plot_memory_budget}
+                "log_snapshot": plot_log_snapshot, "memory_budget": plot_memory_budget,
+                "files_commit": plot_files_commit}
     status = 0
     for f in args.files:
         try:

@@ -24,7 +24,8 @@ C0 = numpy.array([0x1F, 0x77, 0xB4]) / 255.0
 # The field without which each kind's plot cannot be drawn.
 NEEDED = {"checkpoint": "runs", "d2h": "runs", "dirty": "results", "overhead": "runs", "logging": "sizes",
           "interpose": "rows", "interpose_runs": "summary", "heat3d": "variants", "recovery_spares": "median",
-          "commit": "shares", "log_snapshot": "rounds", "memory_budget": "cases"}
+          "commit": "shares", "log_snapshot": "rounds", "memory_budget": "cases",
+          "files_commit": "summary"}
 failures = []
 
 
