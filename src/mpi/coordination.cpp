@@ -232,10 +232,7 @@ void MpiCoordination::agree_to_finish() {
   // binary tree) got 0 while ranks 0, 2, 5 and 6 got 1 and left. Agreeing again on 0 then waited forever for the
   // ranks that had left; the flag is only reported now.
   // Tests: REPRISE_FALSE_AGREEMENT=RANK,... makes those ranks see flag 0, as that fault does.
-  const bool falsified = [&] {
-    const char* v = std::getenv("REPRISE_FALSE_AGREEMENT");
-    return v && (std::string(",") + v + ",").find("," + std::to_string(rank_) + ",") != std::string::npos;
-  }();
+  const bool falsified = protocol::rank_listed_in_env("REPRISE_FALSE_AGREEMENT", rank_);
   const auto agreed = [&](int rc, int flag) {
     if (rc != MPI_SUCCESS) return false;
     if (falsified) flag = 0;

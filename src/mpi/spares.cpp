@@ -13,6 +13,7 @@
 #include "mpi/check.hpp"
 #include "mpi/layout.hpp"
 #include "mpi/polled.hpp"
+#include "protocol/failure_injection.hpp"
 #include "protocol/placement.hpp"
 #include "reprise/errors.hpp"
 
@@ -154,14 +155,11 @@ void SparePool::release() {
 MPI_Comm SparePool::wait_until_needed() {
   // Tests: REPRISE_KILL_SPARE=START_RANK,... makes those spares die as they begin to wait (a spare lost while the
   // job runs: the others and the application's ranks go on without it).
-  if (const char* v = std::getenv("REPRISE_KILL_SPARE"); v && *v) {
-    const std::string list = std::string(",") + v + ",";
-    if (list.find("," + std::to_string(start_rank_) + ",") != std::string::npos) {
-      std::fprintf(stderr, "reprise: spare process (start rank %d): REPRISE_KILL_SPARE: SIGKILL as it waits\n",
-                   start_rank_);
-      std::fflush(stderr);
-      raise(SIGKILL);
-    }
+  if (protocol::rank_listed_in_env("REPRISE_KILL_SPARE", start_rank_)) {
+    std::fprintf(stderr, "reprise: spare process (start rank %d): REPRISE_KILL_SPARE: SIGKILL as it waits\n",
+                 start_rank_);
+    std::fflush(stderr);
+    raise(SIGKILL);
   }
   for (;;) {
     if (slow_barrier(pool_) == MPI_SUCCESS) leave(true, "");

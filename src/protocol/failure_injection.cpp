@@ -1,6 +1,7 @@
 #include "protocol/failure_injection.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <sstream>
 
@@ -108,6 +109,32 @@ KillFloors kill_floors(const std::vector<KillOrder>& orders, KillFloors floors, 
 std::uint64_t kill_floor(const KillFloors& floors, int rank) {
   const auto it = floors.find(rank);
   return it == floors.end() ? 0 : it->second;
+}
+
+bool rank_listed(const char* name, const std::string& list, int rank) {
+  std::stringstream in(list);
+  std::string entry;
+  bool listed = false;
+  while (std::getline(in, entry, ',')) {
+    if (entry.empty()) continue;
+    std::size_t used = 0;
+    long r = -1;
+    try {
+      r = std::stol(entry, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != entry.size() || r < 0)
+      throw ConfigError(std::string(name) + " entry '" + entry +
+                        "' is not a rank (expected RANK,... with numbers >= 0)");
+    listed = listed || r == rank;
+  }
+  return listed;
+}
+
+bool rank_listed_in_env(const char* name, int rank) {
+  const char* v = std::getenv(name);
+  return v && rank_listed(name, v, rank);
 }
 
 }  // namespace reprise::protocol
