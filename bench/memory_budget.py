@@ -70,8 +70,8 @@ def main():
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--words", type=int, default=8192, help="the comm check's --words")
     p.add_argument("--checkpoint-every", type=int, default=1000, help="the comm check's (the log bound forces more)")
-    p.add_argument("--libs", nargs="*", default=[], metavar="NAME=DIR")
-    p.add_argument("--trees", nargs="*", default=[], metavar="NAME=DIR")
+    p.add_argument("--libs", nargs="*", action="extend", default=[], metavar="NAME=DIR")
+    p.add_argument("--trees", nargs="*", action="extend", default=[], metavar="NAME=DIR")
     p.add_argument("--json", required=True)
     a = p.parse_args()
     for b in a.log_bounds:
