@@ -8,10 +8,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def result_header(kind):
+    # (REPRISE_RANKS_PER_NODE only where it is set: scripts that set it per run, as files_commit.py, name it in their
+    # own options or docstring.)
+    rpn = os.environ.get("REPRISE_RANKS_PER_NODE")
+    env = [] if rpn is None else [f"REPRISE_RANKS_PER_NODE={rpn}"]
     return {
         "kind": kind,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.node()} {os.cpu_count()} cores",
-        "command": "REPRISE_RANKS_PER_NODE=" + os.environ.get("REPRISE_RANKS_PER_NODE", "") + " " +
-                   " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+        "command": " ".join(env + [os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
     }
