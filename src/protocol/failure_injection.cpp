@@ -5,6 +5,7 @@
 #include <optional>
 #include <sstream>
 
+#include "protocol/topology.hpp"
 #include "reprise/errors.hpp"
 
 namespace reprise::protocol {
@@ -112,24 +113,8 @@ std::uint64_t kill_floor(const KillFloors& floors, int rank) {
 }
 
 bool rank_listed(const char* name, const std::string& list, int rank) {
-  std::stringstream in(list);
-  std::string entry;
-  bool listed = false;
-  while (std::getline(in, entry, ',')) {
-    if (entry.empty()) continue;
-    std::size_t used = 0;
-    long r = -1;
-    try {
-      r = std::stol(entry, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != entry.size() || r < 0)
-      throw ConfigError(std::string(name) + " entry '" + entry +
-                        "' is not a rank (expected RANK,... with numbers >= 0)");
-    listed = listed || r == rank;
-  }
-  return listed;
+  const std::vector<int> ranks = parse_id_list(list, name);
+  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
 }
 
 bool rank_listed_in_env(const char* name, int rank) {

@@ -63,9 +63,9 @@ KillFloors kill_floors(const std::vector<KillOrder>& orders, KillFloors floors, 
 /// The floor of `rank` (0 when it never failed).
 std::uint64_t kill_floor(const KillFloors& floors, int rank);
 
-/// True when `rank` is one of the ranks that `list` names ("RANK,..."; empty entries are skipped): the test knobs
-/// that name ranks only (REPRISE_KILL_SPARE, REPRISE_FALSE_AGREEMENT). `name` is the variable the list came from.
-/// Throws ConfigError naming the variable and the entry when an entry is not a number >= 0.
+/// True when `rank` is one of the ranks that `list` names ("RANK,..."): the test knobs that name ranks only
+/// (REPRISE_KILL_SPARE, REPRISE_FALSE_AGREEMENT). `name` is the variable the list came from. Throws ConfigError
+/// naming the variable and the entry when an entry is not a number >= 0 (parse_id_list).
 bool rank_listed(const char* name, const std::string& list, int rank);
 /// rank_listed() of environment variable `name`; false when it is unset.
 bool rank_listed_in_env(const char* name, int rank);

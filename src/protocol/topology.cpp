@@ -11,22 +11,7 @@ namespace reprise::protocol {
 namespace {
 
 std::vector<int> parse_ids(const std::string& text, const char* variable, int expected, int max_value) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    std::size_t pos = 0;
-    int v = -1;
-    try {
-      v = std::stoi(item, &pos);
-    } catch (const std::exception&) {
-      pos = 0;
-    }
-    if (pos != item.size() || v < 0 || (max_value >= 0 && v > max_value))
-      throw ConfigError(std::string(variable) + ": '" + item + "' is not a valid id" +
-                        (max_value >= 0 ? " (0.." + std::to_string(max_value) + ")" : " (a number >= 0)"));
-    out.push_back(v);
-  }
+  std::vector<int> out = parse_id_list(text, variable, max_value);
   if (static_cast<int>(out.size()) != expected)
     throw ConfigError(std::string(variable) + " has " + std::to_string(out.size()) + " entries but the job has " +
                       std::to_string(expected) + " ranks: give one entry per rank, comma-separated");
@@ -217,6 +202,26 @@ Layout make_layout(const std::vector<long>& node_key, const LayoutSpec& spec) {
   std::vector<int> none;
   if (!buddies) none.assign(static_cast<std::size_t>(n), -1);
   return with_spec_buddies(Layout::table(std::move(node_of), groups, std::move(none)), spec);
+}
+
+std::vector<int> parse_id_list(const std::string& text, const char* variable, int max_value) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    std::size_t pos = 0;
+    int v = -1;
+    try {
+      v = std::stoi(item, &pos);
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    if (pos != item.size() || v < 0 || (max_value >= 0 && v > max_value))
+      throw ConfigError(std::string(variable) + ": '" + item + "' is not a valid id" +
+                        (max_value >= 0 ? " (0.." + std::to_string(max_value) + ")" : " (a number >= 0)"));
+    out.push_back(v);
+  }
+  return out;
 }
 
 }  // namespace reprise::protocol

@@ -84,4 +84,9 @@ Layout make_regular_layout(int ranks, int per_node, const LayoutSpec& spec);
 /// Node keys emulating nodes of `ranks_per_node` consecutive ranks (REPRISE_RANKS_PER_NODE), for one machine.
 std::vector<long> emulated_node_keys(int world_size, int ranks_per_node);
 
+/// The comma-separated ids of `text`, the value of setting `variable` (REPRISE_GROUPS, REPRISE_BUDDIES, the test
+/// knobs that list ranks): each a number >= 0, at most `max_value` when that is >= 0. Throws ConfigError naming the
+/// setting and the entry.
+std::vector<int> parse_id_list(const std::string& text, const char* variable, int max_value = -1);
+
 }  // namespace reprise::protocol

@@ -71,16 +71,16 @@ TEST(FailureInjection, RejectsMalformedEntries) {
 
 TEST(FailureInjection, RankListsNameRanksOnly) {
   EXPECT_TRUE(rank_listed("REPRISE_KILL_SPARE", "1,3,4,7", 4));
-  EXPECT_TRUE(rank_listed("REPRISE_KILL_SPARE", ",12,", 12));
+  EXPECT_TRUE(rank_listed("REPRISE_KILL_SPARE", "12,", 12));
   EXPECT_FALSE(rank_listed("REPRISE_KILL_SPARE", "1,3,4,7", 2));
   EXPECT_FALSE(rank_listed("REPRISE_KILL_SPARE", "12", 1));  // (not a substring match)
   EXPECT_FALSE(rank_listed("REPRISE_KILL_SPARE", "", 0));
-  for (const char* bad : {"1,x", "-1", "3:4", "2 "}) {
+  for (const char* bad : {"1,x", "-1", "3:4", "2 ", ",1"}) {
     try {
       rank_listed("REPRISE_FALSE_AGREEMENT", bad, 1);
       ADD_FAILURE() << bad << " accepted";
     } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find("REPRISE_FALSE_AGREEMENT entry"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("REPRISE_FALSE_AGREEMENT: '"), std::string::npos) << e.what();
     }
   }
 }
