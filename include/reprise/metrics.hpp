@@ -17,7 +17,7 @@ struct CheckpointMetrics {
   std::uint64_t version = 0;
   bool full = false;
   /// A differential version stored as a full one: at least Config::full_at_dirty_percent of the data changed.
-  /// bytes_dirty and chunks_dirty count what was stored: every chunk.
+  /// bytes_dirty and chunks_dirty count what was stored: every chunk (of a runtime region, every one that holds data).
   bool promoted = false;
   bool forced = false;  ///< taken by the runtime, not the application (MpiRuntime's message log bound)
   std::uint64_t bytes_protected = 0;

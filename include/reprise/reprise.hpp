@@ -126,6 +126,9 @@ class Runtime {
     std::vector<std::pair<std::size_t, std::size_t>> changed;  ///< [from, to) byte ranges; the rest is unchanged
     bool all = false;                                          ///< every byte may have changed
     std::function<const std::byte*()> write;                   ///< writes the region, returns its bytes
+    /// The bytes from the start that hold data; the rest is room the reader ignores. A full version (and one with
+    /// `all`) stores only the chunks that hold data: the others read back as zeros (docs/FORMAT.md).
+    std::size_t used = SIZE_MAX;
   };
   using Plan = std::function<Deferred()>;
   void protect_deferred(const std::string& name, Plan plan, Locate locate);

@@ -107,11 +107,11 @@ Header decode_header(const std::byte* p, std::size_t bytes, const std::string& w
   if (std::memcmp(p, kMagic, 8) != 0) throw CorruptCheckpointError(where, "not a Reprise checkpoint (bad magic bytes)");
   Header h;
   h.format_version = load_at<std::uint32_t>(p, 8);
-  if (h.format_version != kFormatVersion)
-    throw CorruptCheckpointError(where, "format version " + std::to_string(h.format_version) +
-                                            " is not supported by this Reprise (it reads version " +
-                                            std::to_string(kFormatVersion) +
-                                            "): restore it with the Reprise release that wrote it");
+  if (h.format_version < kOldestFormatVersion || h.format_version > kFormatVersion)
+    throw CorruptCheckpointError(
+        where, "format version " + std::to_string(h.format_version) +
+                   " is not supported by this Reprise (it reads versions " + std::to_string(kOldestFormatVersion) +
+                   " to " + std::to_string(kFormatVersion) + "): restore it with the Reprise release that wrote it");
   if (load_at<std::uint64_t>(p, 56) != checksum64(p, 56))
     throw CorruptCheckpointError(where, "header checksum mismatch: the header is damaged");
   if (load_at<std::uint32_t>(p, 12) != kHeaderBytes) throw CorruptCheckpointError(where, "unexpected header size");

@@ -11,7 +11,10 @@
 
 namespace reprise::core {
 
-constexpr std::uint32_t kFormatVersion = 2;  // 2: the payload checksum is the stored chunks' digests
+// 2: the payload checksum is the stored chunks' digests; 3: a full version may leave chunks out (they read as zeros,
+// digest 0). Version 2 files are read too (each is a version 3 file whose full versions store every chunk).
+constexpr std::uint32_t kFormatVersion = 3;
+constexpr std::uint32_t kOldestFormatVersion = 2;
 constexpr std::size_t kHeaderBytes = 64;
 
 struct Header {

@@ -180,8 +180,17 @@ Manifest decode_manifest(const std::byte* data, std::size_t bytes, const std::st
     for (std::size_t k = 0; k < r.chunks.size(); ++k)
       if (r.chunks[k] >= r.digests.size() || (k > 0 && r.chunks[k] <= r.chunks[k - 1]))
         rd.fail("region '" + r.name + "': stored chunk list is not ascending within the region");
-    if (m.kind == VersionKind::Full && r.chunks.size() != r.digests.size())
-      rd.fail("region '" + r.name + "': a full version must store every chunk");
+    if (m.kind == VersionKind::Full && r.chunks.size() != r.digests.size()) {
+      // A chunk a full version leaves out reads as zeros (a runtime region's room); its digest says so with 0.
+      for (std::size_t k = 0, c = 0; c < r.digests.size(); ++c) {
+        if (k < r.chunks.size() && r.chunks[k] == c) {
+          ++k;
+        } else if (r.digests[c] != 0) {
+          rd.fail("region '" + r.name + "': chunk " + std::to_string(c) +
+                  " is left out of a full version but its digest is not 0 (a chunk left out reads as zeros)");
+        }
+      }
+    }
     if (r.payload_offset != offset) rd.fail("region '" + r.name + "': payload offset out of sequence");
     offset += r.stored_bytes();
     m.regions.push_back(std::move(r));

@@ -22,8 +22,10 @@ struct RegionRecord {
   gpu::DigestKind digest_kind = gpu::DigestKind::Xxh3;
   std::uint32_t chunk_bytes = 0;
   std::vector<std::uint64_t> digests;  ///< digest of every chunk of the region at this version
-  std::vector<std::uint32_t> chunks;   ///< chunks stored in this version, ascending (all of them when full)
-  std::uint64_t payload_offset = 0;    ///< where this region's chunks start in the payload
+  /// Chunks stored in this version, ascending. A full version may leave chunks out: they read as zeros, and their
+  /// digest is 0 (a runtime region's room, protect_deferred); a differential one stores those that changed.
+  std::vector<std::uint32_t> chunks;
+  std::uint64_t payload_offset = 0;  ///< where this region's chunks start in the payload
 
   std::uint64_t chunk_count() const { return digests.size(); }
   std::uint64_t chunk_length(std::uint32_t index) const;

@@ -80,38 +80,67 @@ void verify_chain(const RestoreChain& chain, const std::vector<Region>& regions)
   }
 }
 
+namespace {
+
+// The chunks of a full version's region that it leaves out (they read as zeros).
+std::vector<std::uint32_t> left_out(const RegionRecord& r) {
+  std::vector<std::uint32_t> out;
+  std::size_t k = 0;
+  for (std::uint32_t c = 0; c < r.chunk_count(); ++c) {
+    if (k < r.chunks.size() && r.chunks[k] == c)
+      ++k;
+    else
+      out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
 void apply_chain(const RestoreChain& chain, const std::vector<Region>& regions, gpu::Backend* backend,
                  std::size_t staging_bytes) {
   std::unique_ptr<gpu::Stream> stream;
   gpu::Buffer staging, indices;
+  std::vector<std::byte> zeros;
+  // Writes `chunks` of a device region from `src` (their bytes one after the other; `zero`: zeros, not `src`), in
+  // rounds of whole chunks that fit the staging budget.
+  const auto to_device = [&](const Region& region, const RegionRecord& r, const std::vector<std::uint32_t>& chunks,
+                             const std::byte* src, bool zero) {
+    if (!backend) throw RestoreError("region '" + region.name + "' is in device memory but no device backend");
+    if (!stream) stream = backend->create_stream(false);
+    const std::size_t per_round = std::max<std::size_t>(1, staging_bytes / r.chunk_bytes);
+    const std::size_t round = std::min(per_round, chunks.size());
+    if (round == 0) return;
+    if (staging.size() < round * r.chunk_bytes) staging = backend->alloc_device(round * r.chunk_bytes);
+    if (indices.size() < round * sizeof(std::uint32_t)) indices = backend->alloc_device(round * sizeof(std::uint32_t));
+    if (zero && zeros.size() < round * r.chunk_bytes) zeros.assign(round * r.chunk_bytes, std::byte{0});
+    for (std::size_t j = 0; j < chunks.size(); j += round) {
+      const std::size_t n = std::min(round, chunks.size() - j);
+      std::size_t bytes = 0;
+      for (std::size_t k = j; k < j + n; ++k) bytes += r.chunk_length(chunks[k]);
+      backend->copy_to_device(staging.data(), zero ? zeros.data() : src + j * r.chunk_bytes, bytes, *stream);
+      backend->copy_to_device(indices.data(), chunks.data() + j, n * sizeof(std::uint32_t), *stream);
+      backend->unpack(region.data, region.bytes, r.chunk_bytes, indices.as<std::uint32_t>(),
+                      static_cast<std::uint32_t>(n), staging.data(), *stream);
+      backend->synchronize(*stream);
+    }
+  };
   for (const Region& region : regions) {
     for (const StoredVersion& sv : chain.versions) {
       const RegionRecord* r = sv.manifest.find(region.name);
       const std::byte* src = sv.payload->data() + r->payload_offset;
+      // The chunks a full version leaves out are zeros (docs/FORMAT.md), whatever the region held.
+      const std::vector<std::uint32_t> zero =
+          sv.manifest.kind == VersionKind::Full ? left_out(*r) : std::vector<std::uint32_t>{};
       if (region.space == MemorySpace::Host) {
+        for (std::uint32_t c : zero)
+          std::memset(static_cast<std::byte*>(region.data) + std::size_t{c} * r->chunk_bytes, 0, r->chunk_length(c));
         kernels::unpack_host(region.data, region.bytes, r->chunk_bytes, r->chunks.data(),
                              static_cast<std::uint32_t>(r->chunks.size()), src);
         continue;
       }
-      if (!backend) throw RestoreError("region '" + region.name + "' is in device memory but no device backend");
-      if (!stream) stream = backend->create_stream(false);
-      // Rounds of whole chunks that fit the staging budget.
-      const std::size_t per_round = std::max<std::size_t>(1, staging_bytes / r->chunk_bytes);
-      const std::size_t round = std::min(per_round, r->chunks.size());
-      if (round == 0) continue;
-      if (staging.size() < round * r->chunk_bytes) staging = backend->alloc_device(round * r->chunk_bytes);
-      if (indices.size() < round * sizeof(std::uint32_t))
-        indices = backend->alloc_device(round * sizeof(std::uint32_t));
-      for (std::size_t j = 0; j < r->chunks.size(); j += round) {
-        const std::size_t n = std::min(round, r->chunks.size() - j);
-        std::size_t bytes = 0;
-        for (std::size_t k = j; k < j + n; ++k) bytes += r->chunk_length(r->chunks[k]);
-        backend->copy_to_device(staging.data(), src + j * r->chunk_bytes, bytes, *stream);
-        backend->copy_to_device(indices.data(), r->chunks.data() + j, n * sizeof(std::uint32_t), *stream);
-        backend->unpack(region.data, region.bytes, r->chunk_bytes, indices.as<std::uint32_t>(),
-                        static_cast<std::uint32_t>(n), staging.data(), *stream);
-        backend->synchronize(*stream);
-      }
+      to_device(region, *r, zero, nullptr, true);
+      to_device(region, *r, r->chunks, src, false);
     }
   }
 }

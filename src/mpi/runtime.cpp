@@ -58,7 +58,7 @@ MpiRuntime::MpiRuntime(Parts parts) : Runtime(std::move(parts.config), std::move
       "reprise.log",
       [&c] {
         protocol::LogRegion::Plan p = c.take_log_plan();
-        return Deferred{p.bytes, std::move(p.changed), p.all, std::move(p.write)};
+        return Deferred{p.bytes, std::move(p.changed), p.all, std::move(p.write), p.used};
       },
       [&c](std::optional<std::size_t> bytes) { return c.locate_log_region(bytes); });
   record_finish_state("started", coord_->rank());

@@ -74,6 +74,7 @@ std::pair<void*, std::size_t> LogRegion::locate(std::optional<std::size_t> bytes
   if (bytes) {
     bytes_.assign(*bytes, std::byte{0});  // restore() writes all of it
     size_ = *bytes;
+    used_ = SIZE_MAX;
     compact_ = true;
   }
   return {bytes_.data(), bytes_.size()};
@@ -137,6 +138,7 @@ LogRegion::Plan LogRegion::plan(const Capture& c, std::size_t ranks) {
   p.bytes = size_;
   p.all = all;
   p.changed = {{0, kRegionHeader}, {from, bump_ + tail}};
+  p.used = used_ = bump_ + tail;
   std::lock_guard<std::mutex> lock(mutex_);
   Pending& mine = pending_.emplace_back(std::move(w));
   p.write = [this, &mine] { return run(mine); };
@@ -151,6 +153,7 @@ void LogRegion::abandon(const Plan& p) {
       if (&w == p.id) w.done = true;
   }
   compact_ = true;
+  used_ = SIZE_MAX;
   settle();
 }
 
@@ -158,6 +161,7 @@ LogRegion::Plan LogRegion::unchanged() {
   settle();
   Plan p;
   p.bytes = size_;
+  p.used = used_;
   p.write = [this] { return bytes_.data(); };
   return p;
 }

@@ -58,12 +58,14 @@ class LogRegion {
  public:
   /// What a plan writes: the region's size after it, the byte ranges [from, to) it may change (the rest keeps the
   /// bytes of the plans before), every byte when `all`; `write` writes them and returns the region's memory.
+  /// `used`: the bytes from the start read() looks at (header, payloads, index, orphan record); past them is room.
   struct Plan {
     std::size_t bytes = 0;
     std::vector<std::pair<std::size_t, std::size_t>> changed;
     bool all = false;
     std::function<const std::byte*()> write;
     const void* id = nullptr;  // (abandon())
+    std::size_t used = SIZE_MAX;
   };
   LogRegion() = default;
   LogRegion(const LogRegion&) = delete;
@@ -118,6 +120,7 @@ class LogRegion {
   std::size_t size_ = kFirstSize;                                      // its size after the last plan
   std::map<std::pair<int, std::uint64_t>, std::size_t> offset_;        // (dest, seq) -> payload offset
   std::size_t bump_ = 64;                                              // where the next payload goes
+  std::size_t used_ = SIZE_MAX;  // the last plan's `used` (all of it when not known: restored, abandoned)
   bool compact_ = true;
   bool fit_ = false;
   std::mutex mutex_;

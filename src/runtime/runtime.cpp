@@ -595,7 +595,10 @@ struct Runtime::Impl {
       const std::byte* base = part.write();
       core::RegionRecord& r = job.manifest.regions[part.region];
       std::vector<std::uint64_t>& ref = *part.reference;
-      ref.resize(r.chunk_count());
+      if (job.manifest.kind == core::VersionKind::Full)
+        ref.assign(r.chunk_count(), 0);  // (the digest of a chunk a full version leaves out: it reads as zeros)
+      else
+        ref.resize(r.chunk_count());
       for (std::uint32_t c : r.chunks)
         ref[c] = core::xxh3_digest(base + std::size_t{c} * r.chunk_bytes, r.chunk_length(c));
       r.digests = ref;
@@ -1013,13 +1016,15 @@ Dirty Runtime::Impl::digest_and_compare(Job& job) {
   return dirty;
 }
 
-// A deferred region's chunks its plan may change (all of them in a full version).
+// A deferred region's chunks its plan may change: in a full version (or when every byte may have changed) all of
+// those that hold data (Deferred::used); the room behind them reads back as zeros (docs/FORMAT.md).
 std::vector<std::uint32_t> Runtime::Impl::deferred_chunks(std::size_t entry, bool full) {
   const std::size_t n = kernels::chunk_count(entries[entry].region.bytes, cfg.chunk_bytes);
   std::vector<std::uint32_t> chunks;
   const Deferred& d = planned_for(entry);
   if (full || d.all) {
-    chunks.resize(n);
+    const std::size_t used = std::min(d.used, entries[entry].region.bytes);
+    chunks.resize(std::min(n, (used + cfg.chunk_bytes - 1) / cfg.chunk_bytes));
     std::iota(chunks.begin(), chunks.end(), 0u);
     return chunks;
   }
@@ -1049,7 +1054,9 @@ void Runtime::Impl::promote(Job& job, Dirty& dirty) {
   for (std::size_t i = 0; i < entries.size(); ++i) {
     core::RegionRecord& r = m.regions[i];
     if (r.chunks.size() == r.chunk_count()) continue;
-    if (std::holds_alternative<core::HostTracker>(entries[i].tracker)) {
+    if (entries[i].plan) {
+      dirty[i] = deferred_chunks(i, true);
+    } else if (std::holds_alternative<core::HostTracker>(entries[i].tracker)) {
       dirty[i].resize(r.chunk_count());
       std::iota(dirty[i].begin(), dirty[i].end(), 0u);
     } else {

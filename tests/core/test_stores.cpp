@@ -11,6 +11,7 @@
 #include "core/format.hpp"
 #include "core/restore.hpp"
 #include "core/version_store.hpp"
+#include "gpu/backend.hpp"
 #include "reprise/errors.hpp"
 #include "support/test_support.hpp"
 
@@ -467,6 +468,58 @@ TEST(MergeChainRun, TheNewestBytesOfEveryChunkTheRunStored) {
   const std::vector<int> at30{1, 6, 7, 4};
   for (int c = 0; c < 4; ++c) EXPECT_EQ(std::to_integer<int>(back.payload->data()[c * 4096]), at30[c]) << c;
   EXPECT_THROW(merge_chain_run({stored(f10), stored(d30)}), std::invalid_argument);  // 30 is not built on 10
+}
+
+// Format 3: a full version may leave chunks out (the room of a runtime region); they read as zeros, their digest is
+// 0, and a left-out chunk with another digest is refused. Restores zero them in host and (host twin) device regions
+// whatever the region held; a differential version on it and a merged run keep them out.
+TEST(FullVersion, ChunksItLeavesOutReadAsZeros) {
+  const auto left_out = [](Sample s, std::initializer_list<std::uint32_t> out) {
+    for (std::uint32_t c : out) s.manifest.regions[0].digests[c] = 0;
+    s.sum = payload_checksum(s.manifest);
+    return s;
+  };
+  const Sample f10 = left_out(chunk_version(10, {1, 2, 0, 0}, {0, 1}, 10), {2, 3});
+  Sample d20 = left_out(chunk_version(20, {1, 5, 0, 9}, {1, 3}, 10), {2});
+  d20.manifest.chain_index = 1;
+  test::ScratchDir dir;
+  auto files = make_directory_store(dir.path(), 0);
+  files->put(f10.manifest, f10.payload, f10.sum);
+  files->put(d20.manifest, d20.payload, d20.sum);
+  for (const auto kind : {MemorySpace::Host, MemorySpace::Device}) {
+    for (const std::uint64_t v : {10u, 20u}) {
+      RestoreChain chain = load_chain(*files, v);  // every stored chunk checked against its digest
+      std::vector<std::byte> data(4 * 4096, std::byte{0xab});
+      std::vector<Region> regions{Region{"data", data.data(), data.size(), kind, nullptr}};
+      for (StoredVersion& sv : chain.versions) sv.manifest.regions[0].space = kind;
+      verify_chain(chain, regions);
+      const auto backend = gpu::make_backend(DeviceBackendKind::HostTwin, "the test");
+      apply_chain(chain, regions, kind == MemorySpace::Device ? backend.get() : nullptr, 4096);
+      const std::vector<int> want = v == 10 ? std::vector<int>{1, 2, 0, 0} : std::vector<int>{1, 5, 0, 9};
+      for (int c = 0; c < 4; ++c)
+        for (const std::size_t at : {std::size_t{0}, std::size_t{4095}})
+          EXPECT_EQ(std::to_integer<int>(data[c * 4096 + at]), want[c])
+              << to_string(kind) << " version " << v << " chunk " << c;
+    }
+  }
+  const auto stored = [](const Sample& s) { return StoredVersion{s.manifest, s.payload, {}}; };
+  const StoredVersion merged = merge_chain_run({stored(f10), stored(d20)});
+  EXPECT_EQ(merged.manifest.kind, VersionKind::Full);
+  EXPECT_EQ(merged.manifest.regions[0].chunks, (std::vector<std::uint32_t>{0, 1, 3}));
+  test::ScratchDir dir2;
+  auto merged_files = make_directory_store(dir2.path(), 0);
+  merged_files->put(merged.manifest, merged.payload, payload_checksum(merged.manifest));
+  EXPECT_EQ(merged_files->load(20).manifest.regions[0].chunks, (std::vector<std::uint32_t>{0, 1, 3}));
+  // A left-out chunk whose digest is not 0 is damage, not room.
+  Manifest bad = f10.manifest;
+  bad.regions[0].digests[3] = 12345;
+  const auto bytes = encode_manifest(bad);
+  try {
+    decode_manifest(bytes.data(), bytes.size(), "v10");
+    FAIL() << "a left-out chunk with a digest was accepted";
+  } catch (const CorruptCheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("chunk 3 is left out of a full version"), std::string::npos) << e.what();
+  }
 }
 
 // Differential versions waiting one behind the other go into one file: the files' chain is built on what was

@@ -664,6 +664,69 @@ TEST(Runtime, DeferredRegionIsWrittenByTheBackgroundThreadAndStaysDifferential) 
   }
 }
 
+// A deferred region's room (the bytes behind Deferred::used, which its reader never looks at) stays out of full
+// versions: they carry the chunks that hold data, and a restore gives the room back as zeros. A differential version
+// still carries what its plan changed.
+TEST(Runtime, AFullVersionOfADeferredRegionLeavesItsRoomOut) {
+  test::ScratchDir dir;
+  Config c;
+  c.dir = dir.path();
+  c.chunk_bytes = kChunk;
+  c.full_every = 100;
+  std::vector<unsigned char> blob(6 * kChunk, 0x77);  // 0x77: room, whatever the writer left there
+  std::vector<std::vector<unsigned char>> kept;
+  {
+    ResizingRuntime rt(c);
+    std::size_t used = 2 * kChunk + 10;
+    std::vector<std::pair<std::size_t, std::size_t>> changed;
+    rt.protect_deferred(
+        "blob",
+        [&] {
+          ResizingRuntime::Deferred d;
+          d.bytes = blob.size();
+          d.changed = changed;
+          d.used = used;
+          d.write = [&blob, used] {
+            for (std::size_t i = 0; i < used; ++i) blob[i] = static_cast<unsigned char>(i % 251);
+            return reinterpret_cast<const std::byte*>(blob.data());
+          };
+          return d;
+        },
+        locate_in(blob));
+    rt.checkpoint(1);
+    rt.wait();
+    kept.push_back(blob);
+    used = 5 * kChunk;  // grows into the room: the plan says which bytes changed
+    changed = {{2 * kChunk, 5 * kChunk}};
+    rt.checkpoint(2);
+    rt.wait();
+    kept.push_back(blob);
+    const auto m = rt.metrics();
+    ASSERT_EQ(m.size(), 2u);
+    EXPECT_TRUE(m[0].full);
+    EXPECT_EQ(m[0].chunks_dirty, 3u) << "the 3 chunks that hold data, not the region's 6";
+    EXPECT_EQ(m[0].bytes_dirty, 3 * kChunk);
+    EXPECT_FALSE(m[1].full);
+    EXPECT_EQ(m[1].chunks_dirty, 3u);
+  }
+  const std::size_t used_at[] = {2 * kChunk + 10, 5 * kChunk};
+  for (std::uint64_t v : {1u, 2u}) {
+    blob.assign(7, 9);  // a new process
+    ResizingRuntime rt(c);
+    rt.protect_deferred(
+        "blob", [] { return ResizingRuntime::Deferred{}; }, locate_in(blob));
+    EXPECT_EQ(rt.restore(v), v);
+    ASSERT_EQ(blob.size(), 6 * kChunk);
+    const std::size_t used = used_at[v - 1];
+    EXPECT_TRUE(std::equal(blob.begin(), blob.begin() + static_cast<std::ptrdiff_t>(used), kept[v - 1].begin()))
+        << "version " << v;
+    const std::size_t stored_end = (used + kChunk - 1) / kChunk * kChunk;
+    EXPECT_TRUE(std::all_of(blob.begin() + static_cast<std::ptrdiff_t>(stored_end), blob.end(),
+                            [](unsigned char b) { return b == 0; }))
+        << "version " << v << ": the room left out reads as zeros";
+  }
+}
+
 // Occurrences of `what` in `text`.
 std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;
