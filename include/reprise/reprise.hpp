@@ -115,17 +115,19 @@ class Runtime {
   /// long before a restore of a version that recorded that size, and says where it is.
   using Locate = std::function<std::pair<void*, std::size_t>(std::optional<std::size_t>)>;
   void protect_resizable(const std::string& name, Locate locate);
-  /// A host region of the runtime's own whose bytes a checkpoint writes off the application's thread (reprise::Comm's
-  /// message log snapshot: its payloads are copied on the background thread, not inside checkpoint()). After the
+  /// A host region of the runtime's own whose bytes a checkpoint writes off the application's thread, straight into
+  /// the version (reprise::Comm's message log snapshot: its payloads go from the log's segments into the version on
+  /// the background thread, not inside checkpoint(), and the region has no memory of its own). After the
   /// coordination's before_capture hook, `plan()` says the region's size and which bytes may have changed since the
-  /// last plan, without writing them; the background thread runs the plan's `write` (in the order of the versions,
-  /// before anything else of that version), digests the chunks the changed ranges touch and packs them. `locate`
-  /// serves restores, as protect_resizable's; it is asked only while no version is in flight.
+  /// last plan, without writing them; the background thread has the plan's `fill` write the chunks the changed
+  /// ranges touch into the version's payload, and digests them there. `locate` serves restores, as
+  /// protect_resizable's; it is asked only while no version is in flight.
   struct Deferred {
-    std::size_t bytes = 0;                                     ///< the region's size once written
+    std::size_t bytes = 0;                                     ///< the region's size as of this plan
     std::vector<std::pair<std::size_t, std::size_t>> changed;  ///< [from, to) byte ranges; the rest is unchanged
     bool all = false;                                          ///< every byte may have changed
-    std::function<const std::byte*()> write;                   ///< writes the region, returns its bytes
+    /// Writes the region's bytes [offset, offset + n) as of this plan into `dst` (the background thread).
+    std::function<void(std::size_t offset, std::size_t n, std::byte* dst)> fill;
     /// The bytes from the start that hold data; the rest is room the reader ignores. A full version (and one with
     /// `all`) stores only the chunks that hold data: the others read back as zeros (docs/FORMAT.md).
     std::size_t used = SIZE_MAX;

@@ -198,7 +198,7 @@ class CommState {
   /// replacement process gets the log it owes replays from). `bytes`: the size recorded in a version about to be
   /// restored.
   std::pair<void*, std::size_t> locate_log_region(std::optional<std::size_t> bytes);
-  /// Where the newest capture goes in that region (protocol::LogRegion::plan, made at the group barrier); its write
+  /// Where the newest capture goes in that region (protocol::LogRegion::plan, made at the group barrier); its fill
   /// runs on the checkpoint's background thread. A plan that changes nothing when no capture was taken since.
   protocol::LogRegion::Plan take_log_plan();
   /// restore(version) rewrote the regions: the protocol state comes back from them.

@@ -64,7 +64,7 @@ void CommState::barrier_result(const std::vector<const std::uint64_t*>& member, 
   p_->raise_phase(phase);
   log_copies_done();  // the snapshot's payloads are read below
   // Capture into the regions (counters and views; log snapshot and orphan record), keeping the capture in memory.
-  // The log region's payloads are copied by the checkpoint's background thread (take_log_plan).
+  // The log region's payloads go into the version on the checkpoint's background thread (take_log_plan).
   counters_.write(*p_);
   drop_log_plan();
   log_plan_ = log_region_.plan(captures_[version] = p_->capture(), groups_.ranks());
@@ -152,7 +152,7 @@ void CommState::flood_ask(int from) {
 std::map<std::string, std::size_t> CommState::memory_use() const {
   return {{"message_log", p_->log().held_bytes()},
           {"log_pool", p_->log().pooled_bytes()},
-          {"log_region", log_region_.bytes()},
+          {"log_region", log_region_.held_bytes()},
           {"comm_staging", staging_pool_->pooled_bytes()}};
 }
 

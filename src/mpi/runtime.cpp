@@ -53,12 +53,13 @@ MpiRuntime::MpiRuntime(Parts parts) : Runtime(std::move(parts.config), std::move
   protect_resizable("reprise.channels",
                     [&c](std::optional<std::size_t> bytes) { return c.locate_counter_region(bytes); });
   // The message log snapshot and orphan record: a replacement replays from the log its predecessor checkpointed.
-  // Its payloads are copied, digested and packed by the checkpoint's background thread, not inside checkpoint().
+  // Its payloads go from the log's segments straight into the version, on the checkpoint's background thread, not
+  // inside checkpoint().
   protect_deferred(
       "reprise.log",
       [&c] {
         protocol::LogRegion::Plan p = c.take_log_plan();
-        return Deferred{p.bytes, std::move(p.changed), p.all, std::move(p.write), p.used};
+        return Deferred{p.bytes, std::move(p.changed), p.all, std::move(p.fill), p.used};
       },
       [&c](std::optional<std::size_t> bytes) { return c.locate_log_region(bytes); });
   record_finish_state("started", coord_->rank());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <set>
 #include <string>
 
@@ -70,20 +71,155 @@ Capture CounterRegion::read() const {
   return c;
 }
 
+// The region as of one plan: where every live payload, the index and the orphan record are (a capture's), or the
+// bytes of a restored region. Immutable once planned, except for the header and the index and orphan record, which
+// the first fill lays out (once, on the background thread: work in the number of entries).
+struct LogRegion::Layout {
+  std::size_t size = 0, used = SIZE_MAX;
+  std::size_t index = 0, ranks = 0;                   // where the index goes; the orphan record's job size
+  std::vector<logging::Entry> entries;                // the capture's (they keep its segments)
+  std::vector<std::size_t> offsets;                   // per entry
+  OrphanRecord orphans;                               // the capture's
+  std::shared_ptr<const std::vector<std::byte>> raw;  // a restored region (no capture)
+  bool planned = false;                               // false: no plan yet, all zeros
+
+  void fill(std::size_t offset, std::size_t n, std::byte* dst) const;
+
+ private:
+  void lay_out() const;
+  mutable std::once_flag laid_out_;
+  mutable std::vector<std::byte> head_, tail_;  // the header; the index and orphan record (at `index`)
+  mutable std::vector<std::size_t> order_;      // entries by offset
+};
+
+void LogRegion::Layout::lay_out() const {
+  std::call_once(laid_out_, [this] {
+    order_.resize(entries.size());
+    for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = i;
+    std::sort(order_.begin(), order_.end(), [this](std::size_t a, std::size_t b) { return offsets[a] < offsets[b]; });
+    auto put = [this](std::uint64_t v) {
+      const auto* b = reinterpret_cast<const std::byte*>(&v);
+      tail_.insert(tail_.end(), b, b + 8);
+    };
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const logging::Entry& e = entries[i];
+      put(static_cast<std::uint64_t>(e.dest));
+      put(e.seq);
+      put(e.phase);
+      put(static_cast<std::uint64_t>(static_cast<std::int64_t>(e.tag)));
+      put(e.bytes);
+      put(offsets[i]);
+    }
+    put(ranks);
+    auto next = orphans.begin();
+    for (std::size_t q = 0; q < ranks; ++q) {
+      if (next == orphans.end() || next->first != static_cast<int>(q)) {
+        put(0);
+        continue;
+      }
+      put(next->second.size());
+      for (const auto& [seq, phase] : next->second) {
+        put(seq);
+        put(phase);
+      }
+      ++next;
+    }
+    const std::uint64_t header[6] = {
+        kRegionMagic, index, entries.size(), index + tail_.size(), XXH3_64bits(tail_.data(), tail_.size()), 0};
+    head_.assign(kRegionHeader, std::byte{0});
+    std::memcpy(head_.data(), header, sizeof header);
+  });
+}
+
+void LogRegion::Layout::fill(std::size_t offset, std::size_t n, std::byte* dst) const {
+  const std::size_t end = offset + n;
+  if (raw || !planned) {
+    const std::size_t have = raw && offset < raw->size() ? std::min(end, raw->size()) - offset : 0;
+    if (have) std::memcpy(dst, raw->data() + offset, have);
+    std::memset(dst + have, 0, n - have);
+    return;
+  }
+  lay_out();
+  std::size_t at = offset;  // written up to here
+  // The part of [from, from + bytes) inside the range, after zeros for the gap before it.
+  const auto put = [&](std::size_t from, std::size_t bytes, const std::byte* src) {
+    const std::size_t lo = std::max(from, at), hi = std::min(from + bytes, end);
+    if (lo >= hi) return;
+    std::memset(dst + (at - offset), 0, lo - at);
+    std::memcpy(dst + (lo - offset), src + (lo - from), hi - lo);
+    at = hi;
+  };
+  put(0, head_.size(), head_.data());
+  // The first entry that ends after `offset` (entries are disjoint, in offset order).
+  auto it = std::partition_point(order_.begin(), order_.end(),
+                                 [&](std::size_t i) { return offsets[i] + entries[i].bytes <= offset; });
+  for (; it != order_.end() && offsets[*it] < end; ++it) put(offsets[*it], entries[*it].bytes, entries[*it].data());
+  put(index, tail_.size(), tail_.data());
+  if (at < end) std::memset(dst + (at - offset), 0, end - at);
+}
+
+struct LogRegion::Dropped {
+  std::mutex mutex;
+  std::vector<std::shared_ptr<const Layout>> layouts;
+  void drop() {  // (the application's thread)
+    std::vector<std::shared_ptr<const Layout>> gone;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      gone.swap(layouts);
+    }
+  }
+};
+
+LogRegion::LogRegion() : dropped_(std::make_shared<Dropped>()) {}
+
+LogRegion::~LogRegion() {
+  dropped_->drop();
+}
+
+// A plan's fill keeps its layout; when the last copy of the plan goes, the layout goes to `dropped_`, not away.
+LogRegion::Plan LogRegion::plan_of(std::shared_ptr<const Layout> l) {
+  struct Keep {
+    Keep(std::shared_ptr<const Layout> l, std::shared_ptr<Dropped> d) : layout(std::move(l)), dropped(std::move(d)) {}
+    Keep(const Keep&) = delete;
+    Keep& operator=(const Keep&) = delete;
+    std::shared_ptr<const Layout> layout;
+    std::shared_ptr<Dropped> dropped;
+    ~Keep() {
+      std::lock_guard<std::mutex> lock(dropped->mutex);
+      dropped->layouts.push_back(std::move(layout));
+    }
+  };
+  Plan p;
+  p.bytes = l->size;
+  p.used = l->used;
+  p.id = l.get();
+  auto keep = std::make_shared<Keep>(std::move(l), dropped_);
+  p.fill = [keep](std::size_t offset, std::size_t n, std::byte* dst) { keep->layout->fill(offset, n, dst); };
+  return p;
+}
+
 std::pair<void*, std::size_t> LogRegion::locate(std::optional<std::size_t> bytes) {
   if (bytes) {
-    bytes_.assign(*bytes, std::byte{0});  // restore() writes all of it
+    restored_ = std::make_shared<std::vector<std::byte>>(*bytes, std::byte{0});  // restore() writes all of it
     size_ = *bytes;
-    used_ = SIZE_MAX;
     compact_ = true;
+    auto l = std::make_shared<Layout>();
+    l->size = size_;
+    l->raw = restored_;
+    last_ = std::move(l);
+    before_last_.reset();
+  } else if (!restored_ || restored_->size() != size_) {
+    restored_ = std::make_shared<std::vector<std::byte>>(size_);
+    if (last_) last_->fill(0, size_, restored_->data());
   }
-  return {bytes_.data(), bytes_.size()};
+  return {restored_->data(), restored_->size()};
 }
 
 LogRegion::Plan LogRegion::plan(const Capture& c, std::size_t ranks) {
-  settle();
+  dropped_->drop();
+  restored_.reset();  // (a layout made from it keeps it while a plan references that)
   const std::vector<logging::Entry>& live = c.log.entries;
-  // Released entries leave the map (their bytes stay, unchanged); new ones need room behind the others.
+  // Released entries leave the map (their holes stay); new ones need room behind the others.
   std::set<std::pair<int, std::uint64_t>> keys;
   for (const auto& e : live) keys.insert({e.dest, e.seq});
   for (auto it = offset_.begin(); it != offset_.end();) it = keys.count(it->first) ? std::next(it) : offset_.erase(it);
@@ -101,18 +237,17 @@ LogRegion::Plan LogRegion::plan(const Capture& c, std::size_t ranks) {
   const bool fit = std::exchange(fit_, false);
   const bool all = compact_ || bump_ + add + tail > size_;
   if (all) {
-    offset_.clear();  // rewrite compactly from the start
+    offset_.clear();  // lay out compactly from the start
     bump_ = kRegionHeader;
     compact_ = false;
     add = added();
   }
   const std::size_t need = bump_ + add + tail;
   // Room for growth (each change of size makes a full version): half as much again, in 64 KiB steps, and at least
-  // twice the size it had. A region rewritten from the start that needs less than a quarter of its size shrinks to
+  // twice the size it had. A region laid out from the start that needs less than a quarter of its size shrinks to
   // half as much again as it needs (after a burst of messages the log is released, and every full version would
   // otherwise carry the burst's room, here and at the buddy). For a full version (fit_next) it takes that size when
-  // it grows, or when that is at least a quarter smaller (not for less: a smaller region is new memory, a page fault
-  // per 4 KiB on the checkpoint's background thread).
+  // it grows, or when that is at least a quarter smaller.
   constexpr std::size_t kStep = std::size_t{64} << 10;
   auto room = [&](std::size_t want) { return want <= kFirstSize ? kFirstSize : (want + kStep - 1) / kStep * kStep; };
   if (const std::size_t fitted = room(need + need / 2); fit && (need > size_ || 4 * fitted <= 3 * size_)) {
@@ -122,113 +257,61 @@ LogRegion::Plan LogRegion::plan(const Capture& c, std::size_t ranks) {
   } else if (all && need < size_ / 4) {
     size_ = std::min(size_, room(need + need / 2));
   }
-  Pending w;
-  w.capture = c;
-  w.size = size_;
-  w.ranks = ranks;
+  auto l = std::make_shared<Layout>();
+  l->size = size_;
+  l->ranks = ranks;
+  l->entries = live;
+  l->orphans = c.orphan_record;
+  l->planned = true;
   const std::size_t from = bump_;
   for (const auto& e : live) {
     auto [it, fresh] = offset_.try_emplace({e.dest, e.seq}, bump_);
     if (fresh) bump_ += align64(e.bytes);
-    w.offsets.push_back(it->second);
-    w.fresh.push_back(fresh);
+    l->offsets.push_back(it->second);
   }
-  w.index = bump_;
-  Plan p;
-  p.bytes = size_;
+  l->index = bump_;
+  l->used = bump_ + tail;
+  before_last_ = std::exchange(last_, l);
+  Plan p = plan_of(std::move(l));
   p.all = all;
   p.changed = {{0, kRegionHeader}, {from, bump_ + tail}};
-  p.used = used_ = bump_ + tail;
-  std::lock_guard<std::mutex> lock(mutex_);
-  Pending& mine = pending_.emplace_back(std::move(w));
-  p.write = [this, &mine] { return run(mine); };
-  p.id = &mine;
   return p;
 }
 
 void LogRegion::abandon(const Plan& p) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (Pending& w : pending_)
-      if (&w == p.id) w.done = true;
+  if (last_ && p.id == last_.get()) {
+    last_ = std::move(before_last_);
+    before_last_.reset();
+    if (last_) size_ = last_->size;
   }
   compact_ = true;
-  used_ = SIZE_MAX;
-  settle();
+}
+
+std::size_t LogRegion::held_bytes() const {
+  std::set<const std::vector<std::byte>*> held;
+  if (restored_) held.insert(restored_.get());
+  for (const auto* l : {last_.get(), before_last_.get()})
+    if (l && l->raw) held.insert(l->raw.get());
+  std::size_t n = 0;
+  for (const auto* v : held) n += v->size();
+  return n;
 }
 
 LogRegion::Plan LogRegion::unchanged() {
-  settle();
-  Plan p;
-  p.bytes = size_;
-  p.used = used_;
-  p.write = [this] { return bytes_.data(); };
+  dropped_->drop();
+  std::shared_ptr<Layout> blank;
+  if (!last_) {
+    blank = std::make_shared<Layout>();
+    blank->size = size_;
+  }
+  Plan p = plan_of(last_ ? last_ : std::move(blank));
+  p.id = nullptr;
   return p;
 }
 
-void LogRegion::write(const Capture& c, std::size_t ranks) {
-  plan(c, ranks).write();
-  settle();
-}
-
-void LogRegion::settle() {
-  std::list<Pending> written;  // destroyed here, outside the lock
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    auto at = it++;
-    if (at->done) written.splice(written.end(), pending_, at);
-  }
-}
-
-const std::byte* LogRegion::run(Pending& w) {
-  if (w.size < bytes_.size())
-    std::vector<std::byte>(w.size).swap(bytes_);  // shrunk (a rewrite from the start): its memory is returned
-  else if (bytes_.size() != w.size)
-    bytes_.resize(w.size, std::byte{0});
-  std::byte* const base = bytes_.data();
-  const std::vector<logging::Entry>& live = w.capture.log.entries;
-  for (std::size_t i = 0; i < live.size(); ++i)
-    if (w.fresh[i] && live[i].bytes) std::memcpy(base + w.offsets[i], live[i].data(), live[i].bytes);
-  std::byte* p = base + w.index;
-  auto put = [&p](std::uint64_t v) {
-    std::memcpy(p, &v, 8);
-    p += 8;
-  };
-  for (std::size_t i = 0; i < live.size(); ++i) {
-    const logging::Entry& e = live[i];
-    put(static_cast<std::uint64_t>(e.dest));
-    put(e.seq);
-    put(e.phase);
-    put(static_cast<std::uint64_t>(static_cast<std::int64_t>(e.tag)));
-    put(e.bytes);
-    put(w.offsets[i]);
-  }
-  put(w.ranks);
-  auto next = w.capture.orphan_record.begin();
-  for (std::size_t q = 0; q < w.ranks; ++q) {
-    if (next == w.capture.orphan_record.end() || next->first != static_cast<int>(q)) {
-      put(0);
-      continue;
-    }
-    put(next->second.size());
-    for (const auto& [seq, phase] : next->second) {
-      put(seq);
-      put(phase);
-    }
-    ++next;
-  }
-  const std::uint64_t end = static_cast<std::uint64_t>(p - base);
-  const std::uint64_t header[6] = {
-      kRegionMagic, w.index, live.size(), end, XXH3_64bits(base + w.index, end - w.index), 0};
-  std::memcpy(base, header, sizeof header);
-  std::lock_guard<std::mutex> lock(mutex_);
-  w.done = true;
-  return base;
-}
-
 void LogRegion::read(Capture& c, logging::MessageLog& log, std::size_t ranks) const {
-  const std::byte* const base = bytes_.data();
-  const std::size_t size = bytes_.size();
+  const std::byte* const base = restored_ ? restored_->data() : nullptr;
+  const std::size_t size = restored_ ? restored_->size() : 0;
   auto corrupt = [&](const std::string& what) {
     return CorruptCheckpointError("region 'reprise.log'", what + " (region of " + std::to_string(size) + " bytes)");
   };

@@ -6,9 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <map>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -41,61 +40,62 @@ class CounterRegion {
 };
 
 /// "reprise.log": the log snapshot and the orphan record of the newest capture. Append-stable, so that a
-/// differential version carries only what changed: a payload is written once, at an offset it keeps while it is
-/// live (released ones leave their bytes, unchanged); new payloads go behind the others, then the index (per entry
-/// dest, seq, phase, tag, bytes, offset) and the orphan record (u64 ranks, per rank u64 k and k (seq, phase)
-/// pairs); a 64-byte header at the start says where the index is and checksums it (XXH3). When new payloads do not
-/// fit, everything is rewritten compactly from the start, and the region grows (by half again, in 64 KiB steps;
-/// that version is a full one) when even that does not fit, or shrinks when that needs less than a quarter of it.
+/// differential version carries only what changed: a payload goes once to an offset it keeps while it is live
+/// (released ones leave a hole); new payloads go behind the others, then the index (per entry dest, seq, phase, tag,
+/// bytes, offset) and the orphan record (u64 ranks, per rank u64 k and k (seq, phase) pairs); a 64-byte header at
+/// the start says where the index is and checksums it (XXH3). When new payloads do not fit, everything is laid out
+/// compactly from the start, and the region grows (by half again, in 64 KiB steps; that version is a full one) when
+/// even that does not fit, or shrinks when that needs less than a quarter of it.
 ///
-/// Written in two steps, so that a checkpoint copies no payload on the application's thread: plan() decides where
-/// everything goes and which bytes change (work in the number of entries, not in their bytes), and the plan's
-/// write, on the checkpoint's background thread, copies the payloads from the snapshot's segments. Plans are
-/// written in the order they were made, each before the next plan's write; locate() and read() only while no write
-/// is pending. The snapshot a plan references is dropped by the thread that plans (the next plan, rewrite_next()
-/// or the region's end), never by the writer: a log segment is freed by the log's own thread only.
+/// The region has no memory of its own: a plan (made on the application's thread, work in the number of entries,
+/// not in their bytes) fixes where everything goes and which bytes change, and its `fill` writes any range of the
+/// region as of that plan straight from the capture's log segments into the version's payload, on the checkpoint's
+/// background thread. A version's log payloads are copied once, from the log into the version. What a fill writes
+/// where no live entry is (a released entry's hole, padding, room) is zeros; a reader never looks there. Only a
+/// restore gives the region memory (locate(bytes)), until the next plan.
 class LogRegion {
  public:
-  /// What a plan writes: the region's size after it, the byte ranges [from, to) it may change (the rest keeps the
-  /// bytes of the plans before), every byte when `all`; `write` writes them and returns the region's memory.
+  /// What a plan writes: the region's size after it, the byte ranges [from, to) it changes (the rest keeps what the
+  /// reader looks at from the plans before), every byte when `all`. `fill(offset, n, dst)` writes the region's bytes
+  /// [offset, offset + n) as of this plan into `dst`, from any thread, any number of times, while the plan lives.
   /// `used`: the bytes from the start read() looks at (header, payloads, index, orphan record); past them is room.
   struct Plan {
     std::size_t bytes = 0;
     std::vector<std::pair<std::size_t, std::size_t>> changed;
     bool all = false;
-    std::function<const std::byte*()> write;
+    std::function<void(std::size_t offset, std::size_t n, std::byte* dst)> fill;
     const void* id = nullptr;  // (abandon())
     std::size_t used = SIZE_MAX;
   };
-  LogRegion() = default;
+  LogRegion();
+  ~LogRegion();
   LogRegion(const LogRegion&) = delete;
   LogRegion& operator=(const LogRegion&) = delete;
 
-  /// The region's memory; `bytes`: the size recorded in a version about to be restored into it (it is resized,
-  /// and the next plan rewrites everything: the restored offsets are not this process's).
+  /// Memory for a restore of a version that recorded `bytes` (zeros until the restore writes them; the next plan
+  /// lays everything out again: the restored offsets are not this process's). Without `bytes`: that memory, or,
+  /// when there is none, the region as of the last plan, made anew. Held until the next plan.
   std::pair<void*, std::size_t> locate(std::optional<std::size_t> bytes = std::nullopt);
   /// Where the log snapshot and orphan record of `c` (a capture of a job of `ranks` processes) go. `c`'s entries
-  /// are kept until the plan is written.
+  /// (their segments) are kept while the plan, or a later unchanged() one, lives.
   Plan plan(const Capture& c, std::size_t ranks);
-  /// A plan that changes nothing (no capture since the last plan).
+  /// A plan that changes nothing (no capture since the last plan): its fill writes the region as of the last one.
   Plan unchanged();
-  /// A plan whose write will never run (its checkpoint did not happen): its capture is dropped, and the next plan
-  /// rewrites everything (this one's bookkeeping assumed its bytes were there).
+  /// A plan whose version will never be stored (its checkpoint did not happen): the region is as of the plan before,
+  /// and the next plan lays everything out again (this one's bookkeeping assumed its bytes were stored).
   void abandon(const Plan& p);
-  /// plan() and its write at once.
-  void write(const Capture& c, std::size_t ranks);
-  /// The log snapshot (copied into `log`'s memory, not live) and the orphan record of the region as restored.
-  /// CorruptCheckpointError when the region is truncated or damaged, or holds an orphan record for another
-  /// number of ranks than `ranks`.
+  /// The log snapshot (copied into `log`'s memory, not live) and the orphan record of the region as restored
+  /// (locate(bytes), then written). CorruptCheckpointError when the region is truncated or damaged, or holds an
+  /// orphan record for another number of ranks than `ranks`.
   void read(Capture& c, logging::MessageLog& log, std::size_t ranks) const;
-  /// Its size after the last plan (the memory it holds once written).
+  /// Its size after the last plan.
   std::size_t bytes() const { return size_; }
-  /// The next plan rewrites everything from the start (after a restore, or a start over).
-  void rewrite_next() {
-    compact_ = true;
-    settle();
-  }
-  /// The next plan's version is a full one anyway: it rewrites everything from the start, without the bytes of
+  /// The memory it holds: a restored region's, while the last two plans' layouts keep it (the plans' entries are
+  /// the log's memory).
+  std::size_t held_bytes() const;
+  /// The next plan lays everything out from the start (after a restore, or a start over).
+  void rewrite_next() { compact_ = true; }
+  /// The next plan's version is a full one anyway: it lays everything out from the start, without the holes of
   /// released entries, and sizes the region to half as much again as that needs (growing it, or shrinking it by a
   /// quarter or more), so that the full version, here and at the buddy, carries little more room than growth needs.
   void fit_next() {
@@ -103,28 +103,22 @@ class LogRegion {
     rewrite_next();
   }
 
- private:
-  // A planned write: the capture it copies from, each entry's offset and whether it is new there.
-  struct Pending {
-    Capture capture;
-    std::vector<std::size_t> offsets;
-    std::vector<bool> fresh;
-    std::size_t index = 0, size = 0, ranks = 0;
-    bool done = false;
-  };
-  const std::byte* run(Pending& w);
-  void settle();  // drops the written plans' captures (the planning thread)
+  struct Layout;  // a plan's region: immutable once planned (capture_regions.cpp)
 
-  static constexpr std::size_t kFirstSize = 4096;                      // (and the least it shrinks to)
-  std::vector<std::byte> bytes_ = std::vector<std::byte>(kFirstSize);  // the writes' (and restores') memory
-  std::size_t size_ = kFirstSize;                                      // its size after the last plan
-  std::map<std::pair<int, std::uint64_t>, std::size_t> offset_;        // (dest, seq) -> payload offset
-  std::size_t bump_ = 64;                                              // where the next payload goes
-  std::size_t used_ = SIZE_MAX;  // the last plan's `used` (all of it when not known: restored, abandoned)
+ private:
+  static constexpr std::size_t kFirstSize = 4096;                // (and the least it shrinks to)
+  std::size_t size_ = kFirstSize;                                // its size after the last plan
+  std::map<std::pair<int, std::uint64_t>, std::size_t> offset_;  // (dest, seq) -> payload offset
+  std::size_t bump_ = 64;                                        // where the next payload goes
   bool compact_ = true;
   bool fit_ = false;
-  std::mutex mutex_;
-  std::list<Pending> pending_;  // planned, oldest first; `done` once written
+  std::shared_ptr<const Layout> last_, before_last_;  // the region as of the last plan, and the one before
+  std::shared_ptr<std::vector<std::byte>> restored_;  // a restore's memory (locate), until the next plan
+  // The layouts whose plans are gone (wherever the last copy of a plan went: the background thread), dropped by the
+  // next plan: a log segment is freed by the log's own thread only.
+  struct Dropped;
+  std::shared_ptr<Dropped> dropped_;
+  Plan plan_of(std::shared_ptr<const Layout> l);
 };
 
 }  // namespace reprise::protocol

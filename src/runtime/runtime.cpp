@@ -69,11 +69,11 @@ struct HostPart {
   std::vector<DrainSegment> segments;  // staging_offset = offset in `bytes`
 };
 
-// A deferred region's part of a version (Runtime::protect_deferred): its plan's write, and the digests of the
+// A deferred region's part of a version (Runtime::protect_deferred): its plan's fill, and the digests of the
 // region's last version, both the background thread's.
 struct DeferredPart {
   std::size_t region;  // index in the manifest
-  std::function<const std::byte*()> write;
+  std::function<void(std::size_t, std::size_t, std::byte*)> fill;
   std::shared_ptr<std::vector<std::uint64_t>> reference;
 };
 
@@ -89,7 +89,7 @@ struct Job {
   gpu::Buffer staging;
   std::vector<DrainSegment> segments;
   std::uint64_t device_bytes = 0;       // staging the device chunks need (0: no device region)
-  std::vector<DeferredPart> deferred;   // written, digested and packed by the background thread
+  std::vector<DeferredPart> deferred;   // filled into the payload and digested by the background thread
   std::size_t in_flight = 0;            // host memory of this version counted in versions_in_flight
   std::vector<std::uint64_t> obsolete;  // versions of an abandoned timeline, released before storing
   CheckpointMetrics metrics;
@@ -109,6 +109,7 @@ struct Runtime::Impl {
     Runtime::Follow follow;  // a view variable followed (protect(View&))
     Runtime::Plan plan;      // a region written off the application's thread (protect_deferred)
     std::shared_ptr<std::vector<std::uint64_t>> reference;  // its last version's digests (the background's)
+    bool store_all = false;  // a planned version of it was not stored: the next stores every chunk in use
   };
   struct Known {
     core::VersionKind kind;
@@ -336,7 +337,7 @@ struct Runtime::Impl {
   bool full_due();
   Dirty digest_and_compare(Job& job);
   std::vector<std::uint32_t> deferred_chunks(std::size_t entry, bool full);
-  void write_unqueued_plans();
+  void unqueued_plans();
   Deferred& planned_for(std::size_t entry) {
     return std::find_if(planned.begin(), planned.end(), [&](const auto& p) { return p.first == entry; })->second;
   }
@@ -524,8 +525,6 @@ struct Runtime::Impl {
 
   void process(Job& job) {
     const bool full = job.manifest.kind == core::VersionKind::Full;
-    // First, whatever happens next: the plans of later versions build on what this one writes.
-    const std::vector<const std::byte*> deferred = write_deferred(job);
     {
       std::lock_guard<std::mutex> lock(mutex);
       if (full) chain_broken = false;
@@ -535,7 +534,7 @@ struct Runtime::Impl {
     }
     for (std::uint64_t v : job.obsolete) store->release(v);
     ensure_payload(job);
-    pack_deferred(job, deferred);
+    pack_deferred(job);
     // The store gets the version while the drain fills it: the buddy level sends each part as soon as it is in
     // host memory. What the drain does not write (host regions, earlier synchronous rounds) is ready now.
     std::unique_ptr<core::PutStream> put = store->begin_put(job.manifest, job.payload);
@@ -587,35 +586,24 @@ struct Runtime::Impl {
     done.push_back(job.metrics);
   }
 
-  // The deferred regions written (Runtime::protect_deferred), and the digests of the chunks their plans may have
-  // changed; the others keep their last version's digests.
-  std::vector<const std::byte*> write_deferred(Job& job) {
-    std::vector<const std::byte*> where;
+  // The chunks of the deferred regions (Runtime::protect_deferred) that this version stores, filled by their plans
+  // straight into the payload and digested there; the other chunks keep their last version's digests.
+  void pack_deferred(Job& job) {
     for (DeferredPart& part : job.deferred) {
-      const std::byte* base = part.write();
       core::RegionRecord& r = job.manifest.regions[part.region];
       std::vector<std::uint64_t>& ref = *part.reference;
       if (job.manifest.kind == core::VersionKind::Full)
         ref.assign(r.chunk_count(), 0);  // (the digest of a chunk a full version leaves out: it reads as zeros)
       else
         ref.resize(r.chunk_count());
-      for (std::uint32_t c : r.chunks)
-        ref[c] = core::xxh3_digest(base + std::size_t{c} * r.chunk_bytes, r.chunk_length(c));
-      r.digests = ref;
-      where.push_back(base);
-    }
-    return where;
-  }
-
-  void pack_deferred(Job& job, const std::vector<const std::byte*>& where) {
-    for (std::size_t k = 0; k < job.deferred.size(); ++k) {
-      const core::RegionRecord& r = job.manifest.regions[job.deferred[k].region];
       std::byte* dst = job.payload->data() + r.payload_offset;
       for (std::uint32_t c : r.chunks) {
-        const std::uint64_t n = r.chunk_length(c);
-        std::memcpy(dst, where[k] + std::size_t{c} * r.chunk_bytes, n);
+        const std::size_t n = r.chunk_length(c);
+        part.fill(std::size_t{c} * r.chunk_bytes, n, dst);
+        ref[c] = core::xxh3_digest(dst, n);
         dst += n;
       }
+      r.digests = ref;
     }
   }
 
@@ -898,18 +886,15 @@ void Runtime::checkpoint(std::uint64_t version) {
     d.seal(job);
     d.record(job, t0);
   } catch (...) {
-    d.write_unqueued_plans();
+    d.unqueued_plans();
     throw;
   }
 }
 
-// A checkpoint that failed after deferred regions were planned: their plans are written here, after the versions
-// in flight, since the next plans build on them (no version carries them).
-void Runtime::Impl::write_unqueued_plans() {
-  if (std::none_of(planned.begin(), planned.end(), [](const auto& p) { return bool(p.second.write); })) return;
-  wait_queue(0);
-  for (auto& [entry, d] : planned)
-    if (d.write) std::exchange(d.write, nullptr)();
+// A checkpoint that failed after deferred regions were planned: no version stores what their plans changed, so the
+// next version of each stores every chunk in use (the plans after build on this one's layout).
+void Runtime::Impl::unqueued_plans() {
+  for (const auto& p : planned) entries[p.first].store_all = true;  // (also when it failed after queueing: more)
   planned.clear();
 }
 
@@ -1022,7 +1007,7 @@ std::vector<std::uint32_t> Runtime::Impl::deferred_chunks(std::size_t entry, boo
   const std::size_t n = kernels::chunk_count(entries[entry].region.bytes, cfg.chunk_bytes);
   std::vector<std::uint32_t> chunks;
   const Deferred& d = planned_for(entry);
-  if (full || d.all) {
+  if (full || d.all || entries[entry].store_all) {
     const std::size_t used = std::min(d.used, entries[entry].region.bytes);
     chunks.resize(std::min(n, (used + cfg.chunk_bytes - 1) / cfg.chunk_bytes));
     std::iota(chunks.begin(), chunks.end(), 0u);
@@ -1080,7 +1065,8 @@ void Runtime::Impl::pack(Job& job, const Dirty& dirty) {
       has_device = true;
       job.device_bytes += m.regions[i].stored_bytes() + gpu::kDeviceAlign;  // (with its segment's padding)
     } else if (entries[i].plan) {
-      job.deferred.push_back({i, std::exchange(planned_for(i).write, nullptr), entries[i].reference});
+      job.deferred.push_back({i, std::exchange(planned_for(i).fill, nullptr), entries[i].reference});
+      entries[i].store_all = false;
     } else {
       host_dirty += m.regions[i].stored_bytes();
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -102,24 +103,42 @@ TEST(CounterRegion, ADamagedRegionIsACorruptCheckpoint) {
   }
 }
 
+// The region as of a plan, [0, upto) of it filled (the rest zeros: room a full version leaves out).
+std::vector<std::byte> image_of(const LogRegion::Plan& p, std::size_t upto = SIZE_MAX) {
+  std::vector<std::byte> v(p.bytes);
+  p.fill(0, std::min(upto, p.bytes), v.data());
+  return v;
+}
+
 // A replacement's view: the region's bytes arrive in a version, and it reads them into its own log (`log`, which
 // the entries read reference).
-Capture read_back(LogRegion& region, logging::MessageLog& log) {
-  const auto [data, size] = region.locate();
+Capture read_back(const std::vector<std::byte>& image, logging::MessageLog& log, std::size_t ranks = 4) {
   LogRegion restored;
-  std::memcpy(restored.locate(size).first, data, size);
+  std::memcpy(restored.locate(image.size()).first, image.data(), image.size());
   Capture back;
-  restored.read(back, log, 4);
+  restored.read(back, log, ranks);
   return back;
+}
+
+void expect_entries_of(const Capture& read, const Capture& c, const std::string& where) {
+  ASSERT_EQ(read.log.entries.size(), c.log.entries.size()) << where;
+  for (std::size_t i = 0; i < c.log.entries.size(); ++i) {
+    ASSERT_EQ(read.log.entries[i].dest, c.log.entries[i].dest) << where;
+    ASSERT_EQ(read.log.entries[i].seq, c.log.entries[i].seq) << where;
+    ASSERT_EQ(read.log.entries[i].phase, c.log.entries[i].phase) << where;
+    ASSERT_EQ(read.log.entries[i].bytes, c.log.entries[i].bytes) << where;
+    ASSERT_EQ(std::memcmp(read.log.entries[i].data(), c.log.entries[i].data(), c.log.entries[i].bytes), 0) << where;
+  }
+  EXPECT_EQ(read.orphan_record, c.orphan_record) << where;
 }
 
 TEST(LogRegion, RoundTripsTheLogSnapshotAndTheOrphanRecord) {
   Process p = sender(5, 300);
   const Capture mine = p.capture();
   LogRegion region;
-  region.write(mine, 4);
+  const auto image = image_of(region.plan(mine, 4));
   logging::MessageLog log;
-  Capture back = read_back(region, log);
+  Capture back = read_back(image, log);
   ASSERT_EQ(back.log.entries.size(), 5u);
   for (std::size_t i = 0; i < 5; ++i) {
     const auto& e = back.log.entries[i];
@@ -139,81 +158,82 @@ TEST(LogRegion, RoundTripsTheLogSnapshotAndTheOrphanRecord) {
 TEST(LogRegion, IsAppendStableSoThatOnlyNewPayloadsChange) {
   Process p = sender(3, 256);
   LogRegion region;
-  region.write(p.capture(), 4);
-  const auto [data, size] = region.locate();
-  const std::vector<std::byte> before(static_cast<std::byte*>(data), static_cast<std::byte*>(data) + size);
+  const LogRegion::Plan first = region.plan(p.capture(), 4);
+  const auto before = image_of(first);
   const auto more = payload(256, 99);
   p.send(2, 7, more.data(), more.size());
-  region.write(p.capture(), 4);
-  const auto after = region.locate();
-  ASSERT_EQ(after.second, size) << "room enough: the region keeps its size";
-  // The three payloads (64-byte header, then 256 bytes each) are where they were.
-  EXPECT_EQ(std::memcmp(static_cast<std::byte*>(after.first) + 64, before.data() + 64, 3 * 256), 0);
-  EXPECT_EQ(std::memcmp(static_cast<std::byte*>(after.first) + 64 + 3 * 256, more.data(), 256), 0);
+  const LogRegion::Plan second = region.plan(p.capture(), 4);
+  const auto after = image_of(second);
+  ASSERT_EQ(after.size(), before.size()) << "room enough: the region keeps its size";
+  EXPECT_FALSE(second.all);
+  // The three payloads (64-byte header, then 256 bytes each) are where they were; the new one behind them, where
+  // the plan says bytes change.
+  EXPECT_EQ(std::memcmp(after.data() + 64, before.data() + 64, 3 * 256), 0);
+  EXPECT_EQ(std::memcmp(after.data() + 64 + 3 * 256, more.data(), 256), 0);
+  EXPECT_EQ(second.changed.back().first, 64u + 3 * 256);
 }
 
 TEST(LogRegion, GrowsWhenTheLogOutgrowsIt) {
   Process p = sender(40, 1000);
   LogRegion region;
-  const std::size_t first = region.locate().second;
-  region.write(p.capture(), 4);
-  EXPECT_GT(region.locate().second, first);
-  EXPECT_EQ(region.locate().second % (64 * 1024), 0u) << "grows in 64 KiB steps";
+  const std::size_t first = region.bytes();
+  const LogRegion::Plan plan = region.plan(p.capture(), 4);
+  EXPECT_GT(plan.bytes, first);
+  EXPECT_EQ(plan.bytes, region.bytes());
+  EXPECT_TRUE(plan.all);
+  EXPECT_EQ(plan.bytes % (64 * 1024), 0u) << "grows in 64 KiB steps";
 }
 
-// After a burst the log is released: the next rewrite from the start that needs under a quarter of the region
-// shrinks it (to half as much again as it needs), gives its memory back, and the region still reads back.
+// After a burst the log is released: the next layout from the start that needs under a quarter of the region
+// shrinks it (to half as much again as it needs), and the region still reads back.
 TEST(LogRegion, ShrinksWhenARewriteNeedsAQuarterOfIt) {
   Process p = sender(200, 1000);
   LogRegion region;
-  region.write(p.capture(), 4);
+  (void)region.plan(p.capture(), 4);
   const std::size_t big = region.bytes();
   ASSERT_GE(big, 200u * 1024);
   Capture few = p.capture();
   few.log.entries.resize(2);  // the rest released
-  region.write(few, 4);
-  EXPECT_EQ(region.bytes(), big) << "appends that fit rewrite nothing: no shrink";
+  (void)region.plan(few, 4);
+  EXPECT_EQ(region.bytes(), big) << "appends that fit lay out nothing again: no shrink";
   region.rewrite_next();
-  region.write(few, 4);
+  const LogRegion::Plan shrunk = region.plan(few, 4);
   EXPECT_LT(region.bytes(), big / 4);
   EXPECT_GE(region.bytes(), 2u * 1000);
-  EXPECT_EQ(region.locate().second, region.bytes());
+  EXPECT_EQ(shrunk.bytes, region.bytes());
   logging::MessageLog log;
-  Capture back = read_back(region, log);
+  Capture back = read_back(image_of(shrunk), log);
   ASSERT_EQ(back.log.entries.size(), 2u);
   EXPECT_EQ(std::memcmp(back.log.entries[1].data(), payload(1000, 1).data(), 1000), 0);
-  // A rewrite that needs more than a quarter keeps the size.
+  // A layout from the start that needs more than a quarter keeps the size.
   region.rewrite_next();
   const std::size_t small = region.bytes();
-  region.write(few, 4);
+  (void)region.plan(few, 4);
   EXPECT_EQ(region.bytes(), small);
 }
 
-// Before a full version (fit_next) the region is rewritten from the start without the released entries' bytes and
-// sized to half as much again as it needs when that is a quarter smaller or more (a smaller region is new memory:
-// not for less); the next plans append again.
+// Before a full version (fit_next) the region is laid out from the start without the released entries' holes and
+// sized to half as much again as it needs when that is a quarter smaller or more; the next plans append again.
 TEST(LogRegion, AFullVersionFitsItToHalfAgainWhatItNeeds) {
   Process p = sender(200, 1000);
   LogRegion region;
-  region.write(p.capture(), 4);
+  (void)region.plan(p.capture(), 4);
   const std::size_t first = region.bytes();
   Capture c = p.capture();
   c.log.entries.resize(150);  // a quarter released: half again what is left is not a quarter smaller
-  region.write(c, 4);
+  (void)region.plan(c, 4);
   region.fit_next();
   LogRegion::Plan fit = region.plan(c, 4);
-  EXPECT_TRUE(fit.all) << "rewritten from the start";
-  fit.write();
+  EXPECT_TRUE(fit.all) << "laid out from the start";
   EXPECT_EQ(region.bytes(), first);
   c.log.entries.resize(100);  // half released
   region.fit_next();
   fit = region.plan(c, 4);
   EXPECT_TRUE(fit.all);
-  fit.write();
-  EXPECT_LE(region.bytes(), first * 3 / 4) << "the released entries' bytes and the room beyond half again are gone";
+  EXPECT_LE(region.bytes(), first * 3 / 4) << "the released entries' holes and the room beyond half again are gone";
   EXPECT_GE(region.bytes(), 100u * 1024 * 3 / 2);
   logging::MessageLog log;
-  Capture back = read_back(region, log);
+  Capture back = read_back(image_of(fit), log);
   ASSERT_EQ(back.log.entries.size(), 100u);
   EXPECT_EQ(std::memcmp(back.log.entries[99].data(), payload(1000, 99).data(), 1000), 0);
   // Appends fit in the room and change only what is new.
@@ -222,23 +242,17 @@ TEST(LogRegion, AFullVersionFitsItToHalfAgainWhatItNeeds) {
   c.log.entries.resize(120);
   const LogRegion::Plan next = region.plan(c, 4);
   EXPECT_FALSE(next.all);
-  next.write();
   EXPECT_EQ(region.bytes(), fitted);
 }
 
 TEST(LogRegion, ATruncatedOrDamagedRegionIsRefusedAndSaysWhy) {
   Process p = sender(2, 100);
   LogRegion region;
-  region.write(p.capture(), 4);
-  const auto [data, size] = region.locate();
-  const std::vector<std::byte> good(static_cast<std::byte*>(data), static_cast<std::byte*>(data) + size);
+  const std::vector<std::byte> good = image_of(region.plan(p.capture(), 4));
   const auto read_of = [](const std::vector<std::byte>& bytes, std::size_t ranks) -> std::string {
-    LogRegion r;
-    std::memcpy(r.locate(bytes.size()).first, bytes.data(), bytes.size());
     logging::MessageLog log;
-    Capture c;
     try {
-      r.read(c, log, ranks);
+      (void)read_back(bytes, log, ranks);
     } catch (const CorruptCheckpointError& e) {
       return e.what();
     }
@@ -256,64 +270,108 @@ TEST(LogRegion, ATruncatedOrDamagedRegionIsRefusedAndSaysWhy) {
   flipped[index + 3] ^= std::byte{0x40};  // a bit of the index
   EXPECT_NE(read_of(flipped, 4).find("checksum"), std::string::npos);
   EXPECT_NE(read_of(good, 8).find("an orphan record for 4 ranks in a job of 8"), std::string::npos);
+  LogRegion never;  // no restore wrote it
+  Capture c;
+  logging::MessageLog log;
+  EXPECT_THROW(never.read(c, log, 4), CorruptCheckpointError);
 }
 
-// A checkpoint plans the region on the application's thread and writes it on its background thread: the plan's
-// ranges hold every byte its write changes (the runtime stores only the chunks they touch), writes run on another
-// thread in the order of the plans, and the region read back from the bytes the plan says are in use (a full
-// version leaves the rest out) is the capture's, through sends, releases, growth and an abandoned plan.
-TEST(LogRegion, APlanSaysEveryByteItsWriteChangesAndIsWrittenElsewhere) {
+// What a chain of versions restores: a checkpoint plans the region on the application's thread, and its background
+// thread has the plan fill the chunks the changed ranges touch (all chunks in use when `all`, zeros behind) into
+// the version. Applied one after the other as a restore does, those chunks read back as the newest capture, through
+// sends, releases, growth, an abandoned plan and a plan with no capture since the last one; most plans change only
+// what is new, and a plan's fill runs on another thread, after later plans were made.
+TEST(LogRegion, ThePlansFilledChunksRestoreEveryCapture) {
+  constexpr std::size_t kChunk = 256;
   Process p = sender(2, 300);
   LogRegion region;
-  std::vector<std::byte> image(static_cast<std::byte*>(region.locate().first),
-                               static_cast<std::byte*>(region.locate().first) + region.locate().second);
+  std::vector<std::byte> image;  // the region as a restore of the chain so far gives it
   int compacted = 0, partial = 0, roomy = 0;
+  std::size_t stored = 0, logged = 0;
+  struct Made {
+    LogRegion::Plan plan;
+    Capture capture;
+    int step;
+  };
+  // The version of a plan stored, as the runtime does: its chunks filled on the background thread, then applied.
+  const auto store = [&](const Made& m) {
+    const LogRegion::Plan& plan = m.plan;
+    ASSERT_LE(plan.used, plan.bytes);
+    std::vector<std::byte> filled(plan.bytes);
+    std::vector<std::size_t> chunks;
+    const bool all = plan.all || plan.bytes != image.size();  // (a new size makes a full version)
+    if (all) {
+      for (std::size_t ch = 0; ch * kChunk < plan.used; ++ch) chunks.push_back(ch);
+    } else {
+      for (const auto& [from, to] : plan.changed)
+        for (std::size_t ch = from / kChunk; to > from && ch <= (to - 1) / kChunk; ++ch) chunks.push_back(ch);
+    }
+    std::thread([&] {
+      for (std::size_t ch : chunks) {
+        const std::size_t at = ch * kChunk;
+        plan.fill(at, std::min(kChunk, plan.bytes - at), filled.data() + at);
+      }
+    }).join();
+    if (all) image.assign(plan.bytes, std::byte{0});
+    for (std::size_t ch : chunks) {
+      const std::size_t at = ch * kChunk, n = std::min(kChunk, plan.bytes - at);
+      std::memcpy(image.data() + at, filled.data() + at, n);
+      stored += n;
+    }
+    (all ? compacted : partial) += 1;
+    roomy += plan.used < plan.bytes ? 1 : 0;
+    logging::MessageLog log;
+    expect_entries_of(read_back(image, log), m.capture, "step " + std::to_string(m.step));
+  };
+  std::optional<Made> waiting;  // stored one step late: after the next plan was made
   for (int step = 0; step < 40; ++step) {
     for (int k = 0; k < 1 + step % 4; ++k) {
       const auto data = payload(100 + static_cast<std::size_t>(step * 37 + k * 11) % 900, step * 8 + k);
       p.send(2, 7, data.data(), data.size());
+      logged += data.size();
     }
     if (step % 3 == 2) p.apply_view(2, View{static_cast<std::uint64_t>(step * 2), 0});  // 2's group committed
-    const Capture c = p.capture();
-    if (step == 20) region.abandon(region.plan(c, 4));  // a checkpoint that did not happen
-    LogRegion::Plan plan = region.plan(c, 4);
-    const std::byte* written = nullptr;
-    std::thread([&] { written = plan.write(); }).join();
-    ASSERT_EQ(written, static_cast<const std::byte*>(region.locate().first));
-    ASSERT_EQ(region.locate().second, plan.bytes);
+    if (step == 20) region.abandon(region.plan(p.capture(), 4));  // a checkpoint that did not happen
+    Made m{step == 30 ? region.unchanged() : region.plan(p.capture(), 4), {}, step};
+    if (step == 30) {
+      EXPECT_TRUE(m.plan.changed.empty()) << "no capture since the last plan";
+      m.capture = waiting->capture;
+    } else {
+      m.capture = p.capture();
+    }
     if (step == 20) {
-      EXPECT_TRUE(plan.all) << "the plan after an abandoned one rewrites everything";
+      EXPECT_TRUE(m.plan.all) << "the plan after an abandoned one lays everything out again";
     }
-    (plan.all ? compacted : partial) += 1;
-    if (!plan.all) {
-      ASSERT_EQ(plan.bytes, image.size()) << "a changed size rewrites everything";
-      for (std::size_t i = 0; i < image.size(); ++i) {
-        if (image[i] == written[i]) continue;
-        const bool said = std::any_of(plan.changed.begin(), plan.changed.end(),
-                                      [&](const auto& r) { return r.first <= i && i < r.second; });
-        ASSERT_TRUE(said) << "step " << step << ": byte " << i << " changed outside the plan's ranges";
-      }
-    }
-    image.assign(written, written + plan.bytes);
-    // Read back with only the bytes the plan says are in use; the room behind them as a full version restores it
-    // (zeros).
-    ASSERT_LE(plan.used, plan.bytes);
-    roomy += plan.used < plan.bytes ? 1 : 0;
-    LogRegion back;
-    std::memcpy(back.locate(image.size()).first, image.data(), plan.used);
-    logging::MessageLog log;
-    Capture read;
-    back.read(read, log, 4);
-    ASSERT_EQ(read.log.entries.size(), c.log.entries.size()) << "step " << step;
-    for (std::size_t i = 0; i < c.log.entries.size(); ++i) {
-      ASSERT_EQ(read.log.entries[i].seq, c.log.entries[i].seq);
-      ASSERT_EQ(read.log.entries[i].bytes, c.log.entries[i].bytes);
-      ASSERT_EQ(std::memcmp(read.log.entries[i].data(), c.log.entries[i].data(), c.log.entries[i].bytes), 0);
-    }
+    if (waiting) store(*waiting);
+    waiting = std::move(m);
+    EXPECT_EQ(region.held_bytes(), 0u) << "the region has no memory of its own";
   }
+  store(*waiting);
   EXPECT_GT(partial, 20) << "most plans change only what is new";
   EXPECT_GE(compacted, 2);
   EXPECT_GT(roomy, 20) << "most plans leave room behind what they use";
+  EXPECT_LT(stored, 3 * logged) << "the versions carry what is new, not the whole log each time";
+}
+
+// A restore gives the region memory, for the restore to write and read() to read, until the plans no longer need it;
+// a plan with no capture since then fills what was restored.
+TEST(LogRegion, ARestoredRegionIsHeldUntilTheNextPlans) {
+  Process p = sender(3, 500);
+  LogRegion region;
+  const std::vector<std::byte> image = image_of(region.plan(p.capture(), 4));
+  LogRegion restored;
+  std::memcpy(restored.locate(image.size()).first, image.data(), image.size());
+  EXPECT_EQ(restored.held_bytes(), image.size());
+  EXPECT_EQ(image_of(restored.unchanged()), image) << "no capture since the restore: the restored bytes";
+  Capture c;
+  logging::MessageLog log;
+  restored.read(c, log, 4);
+  const LogRegion::Plan next = restored.plan(c, 4);
+  EXPECT_TRUE(next.all) << "the restored offsets are not this process's map";
+  (void)restored.plan(c, 4);
+  EXPECT_EQ(restored.held_bytes(), 0u);
+  logging::MessageLog log2;
+  expect_entries_of(read_back(image_of(next), log2), c, "after the restore");
 }
 
 TEST(GroupChannels, EmptyChannelsGiveTheGroupsMaximumPhase) {

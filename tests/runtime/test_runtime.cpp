@@ -604,8 +604,8 @@ TEST(Runtime, ResizableRegionTravelsWithItsVersionsAtTheirOwnSize) {
 }
 
 // A region written off the application's thread (reprise::Comm's log snapshot): its plan says the size and what
-// may change; the background thread writes it, digests those chunks and packs them. Versions stay differential,
-// carry only the chunks the plans touch, and restore bit for bit, also at another size.
+// may change; the background thread has it fill those chunks into the version and digests them. Versions stay
+// differential, carry only the chunks the plans touch, and restore bit for bit, also at another size.
 TEST(Runtime, DeferredRegionIsWrittenByTheBackgroundThreadAndStaysDifferential) {
   test::ScratchDir dir;
   Config c;
@@ -625,11 +625,16 @@ TEST(Runtime, DeferredRegionIsWrittenByTheBackgroundThreadAndStaysDifferential) 
           ResizingRuntime::Deferred d;
           d.bytes = size;
           d.changed = {{at, at + 1}};
-          d.write = [&blob, size, at, value, &writers] {
-            writers.push_back(std::this_thread::get_id());
-            blob.resize(size, 3);
-            blob[at] = value;
-            return reinterpret_cast<const std::byte*>(blob.data());
+          // The region as of this plan: the writer's memory, resized and with one byte changed, the first time a
+          // chunk of it is asked for.
+          d.fill = [&blob, size, at, value, &writers, done = std::make_shared<bool>(false)](
+                       std::size_t offset, std::size_t n, std::byte* dst) {
+            if (!std::exchange(*done, true)) {
+              writers.push_back(std::this_thread::get_id());
+              blob.resize(size, 3);
+              blob[at] = value;
+            }
+            std::memcpy(dst, blob.data() + offset, n);
           };
           return d;
         },
@@ -686,9 +691,9 @@ TEST(Runtime, AFullVersionOfADeferredRegionLeavesItsRoomOut) {
           d.bytes = blob.size();
           d.changed = changed;
           d.used = used;
-          d.write = [&blob, used] {
+          d.fill = [&blob, used](std::size_t offset, std::size_t n, std::byte* dst) {
             for (std::size_t i = 0; i < used; ++i) blob[i] = static_cast<unsigned char>(i % 251);
-            return reinterpret_cast<const std::byte*>(blob.data());
+            std::memcpy(dst, blob.data() + offset, n);
           };
           return d;
         },
