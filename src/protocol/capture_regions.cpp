@@ -288,12 +288,9 @@ void LogRegion::abandon(const Plan& p) {
 }
 
 std::size_t LogRegion::held_bytes() const {
-  std::set<const std::vector<std::byte>*> held;
-  if (restored_) held.insert(restored_.get());
-  for (const auto* l : {last_.get(), before_last_.get()})
-    if (l && l->raw) held.insert(l->raw.get());
-  std::size_t n = 0;
-  for (const auto* v : held) n += v->size();
+  std::size_t n = restored_ ? restored_->size() : 0;
+  for (const auto* l : {last_.get(), before_last_.get()})  // (one of them at most, after a restore)
+    if (l && l->raw && l->raw != restored_) n += l->raw->size();
   return n;
 }
 

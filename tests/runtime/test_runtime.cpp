@@ -732,6 +732,75 @@ TEST(Runtime, AFullVersionOfADeferredRegionLeavesItsRoomOut) {
   }
 }
 
+// A checkpoint that fails after a deferred region was planned (here: the plan of the region after it throws): no
+// version stores that plan's changes, so the next version stores every chunk the region uses, not only what its own
+// plan changed, and restores what the region held then.
+TEST(Runtime, AFailedCheckpointAfterADeferredPlanLosesNoneOfItsChanges) {
+  test::ScratchDir dir;
+  Config c;
+  c.dir = dir.path();
+  c.chunk_bytes = kChunk;
+  c.full_every = 100;
+  c.full_at_dirty_percent = 0;  // (every chunk stored: not promoted to a full version)
+  std::vector<unsigned char> blob(4 * kChunk, 1);
+  std::vector<unsigned char> kept;
+  {
+    ResizingRuntime rt(c);
+    std::size_t at = 0;
+    bool fail_next = false;
+    rt.protect_deferred(
+        "blob",
+        [&] {
+          ResizingRuntime::Deferred d;
+          d.bytes = blob.size();
+          d.changed = {{at, at + 1}};
+          d.fill = [&blob](std::size_t offset, std::size_t n, std::byte* dst) {
+            std::memcpy(dst, blob.data() + offset, n);
+          };
+          return d;
+        },
+        locate_in(blob));
+    rt.protect_deferred(
+        "other",
+        [&] {
+          if (std::exchange(fail_next, false)) throw Error("the second region's plan failed");
+          ResizingRuntime::Deferred d;
+          d.bytes = 8;
+          d.fill = [](std::size_t, std::size_t n, std::byte* dst) { std::memset(dst, 5, n); };
+          return d;
+        },
+        [](std::optional<std::size_t>) {
+          static std::vector<unsigned char> other(8);
+          return std::make_pair(static_cast<void*>(other.data()), other.size());
+        });
+    rt.checkpoint(1);
+    rt.wait();
+    at = kChunk + 3;  // planned, never stored
+    blob[at] = 20;
+    fail_next = true;
+    EXPECT_THROW(rt.checkpoint(2), Error);
+    at = 2 * kChunk + 3;
+    blob[at] = 30;
+    rt.checkpoint(3);
+    rt.wait();
+    kept = blob;
+    const auto m = rt.metrics();
+    ASSERT_EQ(m.size(), 2u);
+    EXPECT_FALSE(m[1].full);
+    EXPECT_EQ(m[1].chunks_dirty, 4u) << "every chunk the region uses, not only the one its plan changed";
+  }
+  blob.assign(7, 9);
+  ResizingRuntime rt(c);
+  rt.protect_deferred(
+      "blob", [] { return ResizingRuntime::Deferred{}; }, locate_in(blob));
+  std::vector<unsigned char> other;
+  rt.protect_deferred(
+      "other", [] { return ResizingRuntime::Deferred{}; }, locate_in(other));
+  EXPECT_EQ(rt.restore(3), 3u);
+  EXPECT_EQ(blob, kept);
+  EXPECT_EQ(blob[kChunk + 3], 20) << "the change of the failed checkpoint's plan";
+}
+
 // Occurrences of `what` in `text`.
 std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;
