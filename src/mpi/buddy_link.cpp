@@ -253,7 +253,7 @@ void BuddyLink::progress_loop() {
         } else if (st.MPI_TAG == kFloor) {
           std::uint64_t floor[2] = {0, 0};  // {floor, mark}
           REPRISE_MPI_CHECK(polled::recv(floor, 2, MPI_UINT64_T, src, kFloor, job_.data_, MPI_STATUS_IGNORE));
-          job_.commit_.on_floor(floor[0], floor[1]);  // applied by the main thread (GroupCommit::report_commit)
+          job_.commit_.on_floor(floor[0], floor[1]);
         } else if (st.MPI_TAG == kPutHead) {
           fast_until = {};  // it came
           bool reused = false, passed_over = false;

@@ -548,10 +548,19 @@ std::unique_ptr<core::VersionStore> MpiCoordination::own_store() const {
   return core::make_write_behind_store(core::make_directory_store(cfg_.dir, rank_), 2, hold, slow);
 }
 
+// The Runtime destroys its store next: the progress thread stops applying job floors to it (GroupCommit::on_floor).
+void MpiCoordination::release_store() {
+  const std::lock_guard<std::mutex> lock(store_mutex_);
+  store_ = nullptr;
+}
+
 // The store of this rank's versions: its own (memory or files) and, through the buddy link, its buddy's copy.
 std::unique_ptr<core::VersionStore> MpiCoordination::make_store(const Config&) {
   auto store = buddy_.make_store(std::move(local_));
-  store_ = store.get();
+  {
+    const std::lock_guard<std::mutex> lock(store_mutex_);
+    store_ = store.get();
+  }
   // A version common to every rank must survive the groups' own releases where something restores one: the
   // files of a relaunch (REPRISE_DIR), and with a coordinated rollback also the buddies' copies.
   store_->hold_for_job(commit_.holds_job_floor(), !group_rollback_);

@@ -99,6 +99,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
     room_ = make_room;
   }
   bool buddy_over_budget() const override { return buddy_over_budget_; }
+  void release_store() override;
 
   // ---- CommHost (reprise::Comm's) --------------------------------------------------------------------------
   gpu::Backend& device() override;
@@ -182,6 +183,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   std::unique_ptr<core::VersionStore> local_;  // until make_store() wraps it
   std::unique_ptr<core::VersionStore> own_store() const;  // what local_ is (memory, files)
   protocol::BuddyStore* store_ = nullptr;                 // owned by the Runtime
+  std::mutex store_mutex_;  // the progress thread's use of store_ (GroupCommit::on_floor) against release_store()
   std::function<void()> quiesce_;
   std::function<void()> restored_hook_;  // on_restore
   std::vector<MPI_Comm> retired_;        // communicators of earlier epochs

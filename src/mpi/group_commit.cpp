@@ -106,10 +106,10 @@ void GroupCommit::agree(std::optional<std::uint64_t> capture) {
   }
 }
 
-// At every checkpoint: the job floor last received applies (here, on the main thread: the store belongs to the
-// Runtime, which destroys it while the progress thread may still run). At a group's first rank: its group's
-// commit enters the groups' reduction tree when it is newer than the last one (after a repair every group reports
-// again: the tree starts over).
+// At every checkpoint: the job floor last received applies to the message log's views and the files' pin mark (the
+// store had it when it arrived: on_floor). At a group's first rank: its group's commit enters the groups'
+// reduction tree when it is newer than the last one (after a repair every group reports again: the tree starts
+// over).
 void GroupCommit::report_commit() {
   if (!holds_job_floor()) return;
   if (const std::int64_t f = floor_received_; f >= 0) {
@@ -211,15 +211,20 @@ void GroupCommit::floor_out(const FloorStep& step) {
   on_floor(*out.floor, out.mark);
 }
 
-// Every rank's progress thread: a floor from its parent in the tree (protocol::floor_children), kept for the main
-// thread and passed on to its children. (A floor lost with a failed rank only leaves its subtree with an older
-// one, which keeps more versions, never fewer; after the repair every group reports again.)
+// Every rank's progress thread: a floor from its parent in the tree (protocol::floor_children), passed on to its
+// children and applied to the store now: the chains before it go here and at the buddy without waiting for the
+// next checkpoint (with every checkpoint forced by the log bound, that wait kept about one more version on both
+// sides). The message log's views and the writers' mark take it at the next agreement (report_commit). (A floor
+// lost with a failed rank only leaves its subtree with an older one, which keeps more versions, never fewer; after
+// the repair every group reports again.)
 void GroupCommit::on_floor(std::uint64_t floor, std::uint64_t mark) {
   mark_received_ = std::max<std::uint64_t>(mark_received_, mark);  // (before the floor: the main thread reads both)
   floor_received_ = static_cast<std::int64_t>(floor);
   const std::uint64_t both[2] = {floor, mark};
   for (int r : protocol::floor_children(job_.rank_, job_.size_))
     REPRISE_MPI_CHECK(polled::send(both, 2, MPI_UINT64_T, r, kFloor, job_.data_));
+  const std::lock_guard<std::mutex> lock(job_.store_mutex_);  // (the Runtime may be destroying it: release_store)
+  if (job_.store_) job_.store_->set_job_floor(floor);
 }
 
 // A group's first rank, on the progress thread: a child group's report.

@@ -37,8 +37,8 @@ class GroupCommit {
 
   // The progress thread's part (a group's first rank: its child groups' reports; every rank: the floor).
   void on_floor_report(int src);
-  /// The floor and the writers' mark (protocol::FloorNode::Out): applied at the next checkpoint, forwarded down the
-  /// tree now.
+  /// The floor and the writers' mark (protocol::FloorNode::Out): forwarded down the tree and applied to the store
+  /// now, to the message log's views and the writers at the next checkpoint.
   void on_floor(std::uint64_t floor, std::uint64_t mark);
 
   // Repairs.

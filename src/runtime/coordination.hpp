@@ -65,6 +65,9 @@ class Coordination {
   /// prepared); it answers whether the rank has room, giving up its memory kept for reuse first where the buffer is
   /// needed (core::BufferPool::NewMemory). Any thread.
   virtual void attach_room(const std::function<bool(std::size_t, bool)>& /*make_room*/) {}
+  /// The runtime is about to destroy the store make_store() returned (its own threads are done): threads of the
+  /// distributed layer that outlive the runtime stop using it.
+  virtual void release_store() {}
   /// Whether this rank's buddy said, with its last acknowledgement, that it holds more than its own budget (its
   /// copies of this rank's versions count there): the runtime then keeps one chain, as over its own budget.
   virtual bool buddy_over_budget() const { return false; }

@@ -311,6 +311,7 @@ struct Runtime::Impl {
     }
     cv.notify_all();
     worker.join();
+    if (coord) coord->release_store();  // (the store goes below; the progress thread applies job floors to it)
   }
 
   gpu::Backend& device() {
