@@ -995,6 +995,80 @@ TEST(MemoryBudget, AChainLongerThanTwoFullVersionsEndsEarly) {
   EXPECT_EQ(count_of(err, "REPRISE_MEMORY_BUDGET"), count_of(err, "reprise: rank 0: warning:")) << err;
 }
 
+// Chains are cut before the budget is reached: over half of it, a chain whose stored versions add up to more than
+// two full versions ends with a full version (the chain before it is held until that one is committed, here and
+// at the buddy). A full version counts as stored: a region whose data fills 8 of its 64 chunks (the message log's
+// region) has full versions of 8 chunks, and differential ones of 4 end the chain after three (its 64 protected
+// chunks would never end it). With a budget of 32 such chunks the rank stays within it; with a large one (half of it
+// never reached) the chain runs to REPRISE_FULL_EVERY's 16 and nothing is said. Every version restores bit for bit.
+TEST(MemoryBudget, AChainOverHalfTheBudgetEndsAtTwoFullVersionsStored) {
+  const std::size_t chunks = 64, used = 8;
+  for (const std::size_t budget : {32 * kChunk, 4096 * kChunk}) {
+    Config c;
+    c.chunk_bytes = kChunk;
+    c.full_every = 16;
+    c.keep_chains = 1;
+    c.memory_budget_bytes = budget;
+    std::vector<unsigned char> region(chunks * kChunk, 0);
+    std::vector<CheckpointMetrics> metrics;
+    nlohmann::json mem;
+    testing::internal::CaptureStderr();
+    {
+      ResizingRuntime rt(c);
+      std::uint64_t step = 0;
+      rt.protect_deferred(
+          "log",
+          [&] {
+            // Four of the used chunks change at each step (all of them at the first).
+            for (std::size_t k = 0; k < 4; ++k)
+              test::fill_random(region.data() + ((step + k) % used) * kChunk, kChunk, step * 10 + k);
+            ResizingRuntime::Deferred d;
+            d.bytes = region.size();
+            d.used = used * kChunk;
+            for (std::size_t k = 0; k < 4; ++k) {
+              const std::size_t at = ((step + k) % used) * kChunk;
+              d.changed.emplace_back(at, at + kChunk);
+            }
+            d.fill = [snapshot = std::make_shared<std::vector<unsigned char>>(region)](std::size_t offset,
+                                                                                       std::size_t n, std::byte* dst) {
+              std::memcpy(dst, snapshot->data() + offset, n);
+            };
+            return d;
+          },
+          locate_in(region));
+      for (step = 1; step <= 16; ++step) {
+        rt.checkpoint(step);
+        rt.wait();
+      }
+      metrics = rt.metrics();
+      mem = nlohmann::json::parse(rt.memory_json());
+      const std::vector<unsigned char> last = region;
+      std::fill(region.begin(), region.end(), 0);
+      EXPECT_EQ(rt.restore(), 16u);
+      EXPECT_EQ(std::vector<unsigned char>(region.begin(), region.begin() + used * kChunk),
+                std::vector<unsigned char>(last.begin(), last.begin() + used * kChunk));
+    }
+    const std::string err = testing::internal::GetCapturedStderr();
+    ASSERT_EQ(metrics.size(), 16u);
+    std::size_t early = 0;
+    for (std::size_t i = 1; i < metrics.size(); ++i) {
+      if (metrics[i].full && !metrics[i].promoted) ++early;
+      if (metrics[i].full) {
+        EXPECT_EQ(metrics[i].bytes_dirty, used * kChunk) << "a full version stores the used chunks";
+      }
+    }
+    if (budget == 32 * kChunk) {
+      EXPECT_GE(early, 3u) << "the chain did not end after three differential versions over half the budget";
+      EXPECT_EQ(count_of(err, "a full version comes before REPRISE_FULL_EVERY's (16)"), 1u) << err;
+      EXPECT_LE(mem["peak_bytes"].get<std::size_t>(), budget) << mem.dump();
+    } else {
+      EXPECT_EQ(early, 0u) << "a chain ended early under half the budget";
+      EXPECT_EQ(count_of(err, "REPRISE_FULL_EVERY"), 0u) << err;
+    }
+    EXPECT_EQ(count_of(err, "REPRISE_MEMORY_BUDGET"), count_of(err, "reprise: rank 0: warning:")) << err;
+  }
+}
+
 // A budget smaller than what the rank must hold however much it gives up (here: less than one version of its
 // data, so the newest version alone passes it): besides the reductions, it says once how much it holds apart from
 // buffers kept for reuse, of what, and the budget to raise to (that, in MiB, rounded up); the versions
