@@ -260,9 +260,13 @@ void BuddyLink::progress_loop() {
           ReceiveCheck check;
           check.verify = true;
           check.damage = [&](const core::Manifest& m) { return corrupt_due(src, m.version); };
+          struct Arrived {  // (also when the receive throws)
+            std::atomic<std::size_t>& bytes;
+            ~Arrived() { bytes = 0; }
+          } arrived{arriving_};
           Received r =
               recv_version(job_.data_, src, kPutHead, kPutPiece, "version shipped by rank " + std::to_string(src),
-                           ward_pool_, &reused, &passed_over, check);
+                           ward_pool_, &reused, &passed_over, check, &arriving_);
           ++(reused ? reused_ : fresh_);
           if (passed_over) ++passed_over_;
           const std::uint64_t v = r.manifest.version;
@@ -277,7 +281,12 @@ void BuddyLink::progress_loop() {
           const std::size_t bytes = r.payload->size();
           const bool full = r.manifest.kind == core::VersionKind::Full;
           const std::uint32_t chain_index = r.manifest.chain_index;
-          ward_store(src).put(r.manifest, std::move(r.payload), r.checksum);
+          {
+            core::VersionStore& store = ward_store(src);
+            std::lock_guard<std::mutex> lock(wards_mutex_);  // (counted once: in the store, not as arriving)
+            store.put(r.manifest, std::move(r.payload), r.checksum);
+            arriving_ = 0;
+          }
           // Over the memory budget, its wards' copies included: the owner is told (it keeps one chain, so these
           // copies shrink as it releases the others), and the receive buffers kept for reuse go.
           const bool over = job_.over_budget_with_wards(memory_bytes());
@@ -339,8 +348,9 @@ void BuddyLink::for_each_ward(const std::function<void(int, core::VersionStore&)
 }
 
 std::size_t BuddyLink::copies_bytes() {
-  std::size_t n = 0;
-  for_each_ward([&](int, core::VersionStore& s) { n += s.memory_bytes(); });
+  std::lock_guard<std::mutex> lock(wards_mutex_);
+  std::size_t n = arriving_;
+  for (auto& [ward, store] : wards_) n += store->memory_bytes();
   return n;
 }
 

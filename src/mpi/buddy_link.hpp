@@ -50,7 +50,8 @@ class BuddyLink {
   void for_each_ward(const std::function<void(int, core::VersionStore&)>& f);
   /// Host memory the wards' copies hold, with the receive buffers kept for reuse.
   std::size_t memory_bytes();
-  /// What the wards' stores hold (memory_bytes() without the receive buffers).
+  /// What the wards' stores hold, and a version arriving for one of them (memory_bytes() without the receive
+  /// buffers kept for reuse).
   std::size_t copies_bytes();
   /// Frees receive buffers kept for reuse, up to `bytes`; returns how much. Any thread.
   std::size_t shed(std::size_t bytes);
@@ -85,6 +86,9 @@ class BuddyLink {
   std::thread progress_;
   std::mutex wards_mutex_;
   std::map<int, std::unique_ptr<core::VersionStore>> wards_;
+  // The buffer of a ward's version being received (recv_version): counted with the copies, so that the budget sees
+  // it while it arrives, not from its store on only. Set to 0 under wards_mutex_ as the store takes it.
+  std::atomic<std::size_t> arriving_{0};
   // Payload buffers of the versions held for wards, recycled: a version released goes back to the pool and the
   // next one is received into it, not into fresh memory first touched by the receive on the progress thread.
   std::shared_ptr<core::BufferPool> ward_pool_ = std::make_shared<core::BufferPool>(8);

@@ -80,12 +80,16 @@ MpiCoordination::MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
   logging::LogOptions log_options;
   log_options.bound_bytes = cfg.log_bound_bytes;
   log_options.segment_bytes = core::log_segment_bytes(cfg);
-  // Before the log takes a new segment, the rank's memory kept for reuse goes first over its budget (make_room).
+  // Before the log takes a new segment, the rank's memory kept for reuse goes first over its budget (make_room);
+  // the segment counts at once in what the other threads sample (memory_now), not from the next reading only.
   logging::MessageLog::Allocate segments = log_memory();
   if (!segments) segments = logging::host_segment_memory;
   auto budgeted = [this, segments](std::size_t bytes) {
     make_room(bytes, false);
-    return segments(bytes);
+    gpu::Buffer b = segments(bytes);
+    std::lock_guard<std::mutex> lock(comm_use_mutex_);
+    log_new_ += b.size();
+    return b;
   };
   comm_state_ = std::make_unique<CommState>(*this, rank_, layout_.group_map(), log_options, budgeted);
   comm_state_->gate_views_on_job_floor(commit_.holds_job_floor());
@@ -385,6 +389,7 @@ std::map<std::string, std::size_t> MpiCoordination::memory_use() {
   {
     std::lock_guard<std::mutex> lock(comm_use_mutex_);
     comm_use_ = comm_state_->memory_use();
+    log_new_ = 0;  // (in the reading now)
   }
   return memory_now();
 }
@@ -394,6 +399,7 @@ std::map<std::string, std::size_t> MpiCoordination::memory_now() {
   {
     std::lock_guard<std::mutex> lock(comm_use_mutex_);
     use = comm_use_;
+    if (log_new_) use["message_log"] += log_new_;
   }
   // The wards' copies, and the buffers kept to receive their next versions.
   const std::size_t copies = buddy_.copies_bytes(), all = buddy_.memory_bytes();
@@ -406,7 +412,7 @@ std::map<std::string, std::size_t> MpiCoordination::memory_now() {
 // Buffers kept for reuse, freed for new memory: the wards' receive buffers first (as large as versions), then the
 // message log's free segments.
 // The log's part of memory_now() stays the application thread's last reading (its segments move between the log
-// and the pool on that thread), less what was freed here since.
+// and the pool on that thread), plus the new segments taken since, less what was freed here since.
 std::size_t MpiCoordination::shed(std::size_t bytes) {
   std::size_t freed = buddy_.shed(bytes);
   if (freed >= bytes) return freed;

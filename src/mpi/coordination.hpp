@@ -170,6 +170,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   std::atomic<bool> buddy_over_budget_{false};
   std::mutex comm_use_mutex_;
   std::map<std::string, std::size_t> comm_use_;  // reprise::Comm's part of memory_use(), as last read
+  std::size_t log_new_ = 0;  // new log segments' bytes since that reading (taken on the application's thread)
   std::mutex room_mutex_;
   std::function<bool(std::size_t, bool)> room_;  // attach_room()'s
   // (Under the lock: attach_room(nullptr) waits for a call under way.)

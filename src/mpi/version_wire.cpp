@@ -23,7 +23,7 @@ void send_version(MPI_Comm comm, int dest, int head_tag, int piece_tag, const co
 
 Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const std::string& where,
                       const std::shared_ptr<core::BufferPool>& pool, bool* reused, bool* passed_over,
-                      const ReceiveCheck& check) {
+                      const ReceiveCheck& check, std::atomic<std::size_t>* arriving) {
   MPI_Status st;
   REPRISE_MPI_CHECK(polled::probe(src, head_tag, comm, &st));
   int count = 0;
@@ -35,6 +35,7 @@ Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const
   r.manifest = core::decode_head_manifest(h, head.data() + core::kHeaderBytes, where);
   r.payload = pool ? core::take_pooled(pool, h.payload_bytes, reused, passed_over)
                    : std::make_shared<core::HostBytes>(h.payload_bytes);
+  if (arriving) *arriving = std::max(r.payload->size(), r.payload->touched());
   std::optional<core::PayloadChecker> checker;
   if (check.verify) checker.emplace(r.manifest, r.payload->data());
   const std::size_t damaged_at = check.damage && check.damage(r.manifest) ? h.payload_bytes / 2 : SIZE_MAX;

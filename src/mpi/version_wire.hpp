@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -66,9 +67,12 @@ struct ReceiveCheck {
 
 /// The next version from `src`. `pool`: the payload buffer comes from it (and goes back when the store drops
 /// the version); `reused` says whether it was one already touched, `passed_over` whether it is new although the
-/// pool kept buffers (BufferPool::take). `where` names the sender in errors.
+/// pool kept buffers (BufferPool::take). `where` names the sender in errors. `arriving`: set to the payload
+/// buffer's bytes once it is taken (memory that no pool nor store counts while the version arrives); the caller
+/// sets it back to 0 when a store holds the version or it is dropped.
 Received recv_version(MPI_Comm comm, int src, int head_tag, int piece_tag, const std::string& where,
                       const std::shared_ptr<core::BufferPool>& pool = nullptr, bool* reused = nullptr,
-                      bool* passed_over = nullptr, const ReceiveCheck& check = {});
+                      bool* passed_over = nullptr, const ReceiveCheck& check = {},
+                      std::atomic<std::size_t>* arriving = nullptr);
 
 }  // namespace reprise::mpi

@@ -53,8 +53,9 @@ class Coordination {
   virtual std::size_t fit_budget(std::size_t /*excess*/) { return 0; }
   /// What the rank held when the runtime last added up its memory (its own parts and memory_use()'s); any thread.
   virtual void memory_sampled(std::size_t /*bytes*/) {}
-  /// memory_use() from any thread: the application thread's parts as it last read them (less what shed() freed
-  /// of them since), the others (the wards' copies and their receive buffers) read now.
+  /// memory_use() from any thread: the application thread's parts as it last read them (plus the new log memory
+  /// taken since, less what shed() freed of them since), the others (the wards' copies, a ward's version as it
+  /// arrives, their receive buffers) read now.
   virtual std::map<std::string, std::size_t> memory_now() { return {}; }
   /// Gives back `bytes` of memory kept only for reuse that any thread may free, where it holds that much (the
   /// buffers kept to receive the wards' versions, then the message log's free segments, whole: the last one freed
