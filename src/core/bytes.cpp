@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
@@ -24,7 +25,7 @@ std::unique_ptr<std::byte, std::function<void(std::byte*)>> owned_mapping(void* 
 }
 }  // namespace
 
-HostBytes::HostBytes(std::size_t bytes) : size_(bytes), capacity_(bytes), touched_(bytes) {
+HostBytes::HostBytes(std::size_t bytes) : size_(bytes), capacity_(bytes), touched_(bytes), own_(true) {
   if (bytes >= kMapMin) {
     const std::size_t n = page_round(bytes);
     void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -48,6 +49,19 @@ void HostBytes::resize_within(std::size_t bytes) {
   if (bytes > capacity_) throw std::length_error("HostBytes::resize_within beyond capacity");
   size_ = bytes;
   touched_ = std::max(touched_, bytes);
+}
+
+std::size_t HostBytes::release_unused() {
+  if (!own_ || !data_ || touched_ <= size_) return 0;
+  // Offsets from data() of the first and past the last whole page of the part past size() that was touched.
+  const std::size_t misalign = reinterpret_cast<std::uintptr_t>(data_.get()) % kPage;
+  const std::size_t from = page_round(misalign + size_) - misalign;
+  const std::size_t to = (misalign + std::min(touched_, capacity_)) / kPage * kPage - misalign;
+  if (misalign + std::min(touched_, capacity_) < kPage || to <= from ||
+      ::madvise(data_.get() + from, to - from, MADV_DONTNEED) != 0)
+    return 0;
+  touched_ = std::max(size_, from);
+  return to - from;
 }
 
 void HostBytes::grow(std::size_t capacity) {

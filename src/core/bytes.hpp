@@ -35,6 +35,11 @@ class HostBytes {
   std::size_t touched() const { return touched_; }
   /// A mapping: grow() can enlarge it.
   bool growable() const { return mapped_ && data_; }
+  /// Gives back to the system the whole pages past size() that were touched (a buffer sized for a larger
+  /// version, or prepared with headroom), where this buffer's memory is its own (not pinned, not from elsewhere):
+  /// they read as zeros if touched again, at the cost of a first touch. Returns the bytes given back; touched()
+  /// drops by as much. Not while another thread reads touched().
+  std::size_t release_unused();
   /// Enlarges a mapping to at least `capacity` bytes (mremap: the pages already touched stay, without a copy;
   /// new ones are backed on first touch). May move data(). Throws std::bad_alloc when the system refuses,
   /// std::logic_error for a buffer that is not growable.
@@ -47,6 +52,7 @@ class HostBytes {
   std::size_t touched_ = 0;
   bool pinned_ = false;
   bool mapped_ = false;
+  bool own_ = false;  // memory this class allocated (release_unused() may give pages of it back)
 };
 
 /// Recycles HostBytes. take() returns a buffer of at least `bytes`: a kept one already touched that far (the

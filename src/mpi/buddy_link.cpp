@@ -281,6 +281,9 @@ void BuddyLink::progress_loop() {
           const std::size_t bytes = r.payload->size();
           const bool full = r.manifest.kind == core::VersionKind::Full;
           const std::uint32_t chain_index = r.manifest.chain_index;
+          // Over half the budget the copy holds only its own pages, as the owner's stored version does (the
+          // runtime's release_unused): the buffer it came into may have served a larger version.
+          if (job_.over_half_budget_with_wards(memory_bytes())) r.payload->release_unused();
           {
             core::VersionStore& store = ward_store(src);
             std::lock_guard<std::mutex> lock(wards_mutex_);  // (counted once: in the store, not as arriving)

@@ -435,6 +435,12 @@ std::size_t MpiCoordination::room_for_wards() const {
   return budget > rest ? budget - rest : 0;
 }
 
+// On the progress thread, a ward's version arrived: whether the rank holds more than half its budget.
+bool MpiCoordination::over_half_budget_with_wards(std::size_t wards) const {
+  const std::size_t budget = budget_;
+  return budget != 0 && held_besides_wards_ + wards > budget / 2;
+}
+
 // On the progress thread, a ward's version stored: whether the rank now holds more than its budget.
 bool MpiCoordination::over_budget_with_wards(std::size_t wards) const {
   const std::size_t budget = budget_;

@@ -179,6 +179,7 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
     return !room_ || room_(bytes, head_start);
   }
   bool over_budget_with_wards(std::size_t wards) const;
+  bool over_half_budget_with_wards(std::size_t wards) const;
   bool over_budget() const { return over_budget_with_wards(wards_sampled_); }  // at the last sample
   std::size_t room_for_wards() const;          // what the budget leaves for the wards' copies and receive buffers
   std::unique_ptr<core::VersionStore> local_;  // until make_store() wraps it

@@ -565,6 +565,7 @@ struct Runtime::Impl {
       job.metrics.streamed_bytes = before_last;
     }
     const auto t1 = Clock::now();
+    release_unused(*job.payload);
     put->finish(core::payload_checksum(job.manifest));  // from the chunks' digests: no pass over the payload
     in_flight -= std::exchange(job.in_flight, 0);       // the store holds it now
     // The new version stored, the old ones not yet released: this rank's peak.
@@ -655,6 +656,15 @@ struct Runtime::Impl {
                     mib(budget) +
                     ": later inter-group messages are logged into new memory (a page fault "
                     "per 4 KiB in the send); raise REPRISE_MEMORY_BUDGET");
+  }
+
+  // Over half the memory budget, a version's buffer about to be stored gives back the pages it touched past the
+  // version's end (core::HostBytes::release_unused): a buffer kept for reuse serves a version up to half its size
+  // (BufferPool::take's waste bound) and is prepared with a quarter of headroom, so stored versions held up to a
+  // third more memory than their bytes (0.7 to 2.5 MiB of 7 to 9 MiB at a store's largest in bench/memory_budget.py
+  // at 16 MiB). Only then: a buffer given back to the pool with fewer pages touches them again when it is reused.
+  void release_unused(core::HostBytes& payload) {
+    if (budget && sample() > budget / 2) payload.release_unused();
   }
 
   // Over half the memory budget (`held`: the rank's memory with `m` stored), when the chain that `m` ends holds

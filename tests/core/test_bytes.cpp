@@ -1,5 +1,6 @@
 // HostBytes and BufferPool: recycled version buffers (a fresh allocation costs a page fault per 4 KiB).
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <cstring>
 #include <vector>
@@ -213,6 +214,48 @@ TEST(BufferPool, PooledBufferReturnsWhenTheLastHolderDropsIt) {
   EXPECT_EQ(b->size(), 4000u);
   pool.reset();
   b.reset();  // the pool is gone: freed (ASan would report a leak or a use after free)
+}
+
+// Pages of [p, p + bytes) resident in memory (mincore), p page-aligned.
+std::size_t resident_pages(const std::byte* p, std::size_t bytes) {
+  const std::size_t pages = (bytes + 4095) / 4096;
+  std::vector<unsigned char> in(pages);
+  EXPECT_EQ(::mincore(const_cast<std::byte*>(p), bytes, in.data()), 0);
+  std::size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n;
+}
+
+// A buffer that served a larger version (or was prepared with headroom) gives back the whole pages past its
+// size that were touched, under a memory budget: they leave memory (mincore) and touched() says so; the version's
+// bytes stay; memory that is not its own (pinned, from elsewhere) is left alone.
+TEST(HostBytes, ReleaseUnusedGivesBackThePagesPastItsSize) {
+  HostBytes b(4 * MiB);  // a mapping
+  std::memset(b.data(), 7, b.size());
+  ASSERT_EQ(resident_pages(b.data(), 4 * MiB), 1024u);
+  b.resize_within(MiB + 100);  // the next version is smaller
+  EXPECT_EQ(b.touched(), 4 * MiB);
+  EXPECT_EQ(b.release_unused(), 4 * MiB - MiB - 4096);
+  EXPECT_EQ(b.touched(), MiB + 4096) << "to the end of the version's last page";
+  EXPECT_EQ(resident_pages(b.data(), 4 * MiB), 257u);
+  EXPECT_EQ(b.data()[MiB + 99], std::byte{7});
+  EXPECT_EQ(b.release_unused(), 0u) << "nothing more";
+  b.resize_within(2 * MiB);  // a larger one again: the pages read as zeros, touched again
+  EXPECT_EQ(b.data()[2 * MiB - 1], std::byte{0});
+  EXPECT_EQ(b.touched(), 2 * MiB);
+
+  HostBytes small(512 * 1024);  // heap memory: its whole pages past the size go too
+  std::memset(small.data(), 1, small.size());
+  small.resize_within(1000);
+  EXPECT_GE(small.release_unused(), 512u * 1024 - 2 * 4096);
+  EXPECT_EQ(small.data()[999], std::byte{1});
+
+  std::vector<std::byte> elsewhere(64 * 1024);
+  HostBytes foreign(
+      elsewhere.data(), elsewhere.size(), [](std::byte*) {}, false);
+  foreign.resize_within(100);
+  EXPECT_EQ(foreign.release_unused(), 0u) << "not its own memory";
+  EXPECT_EQ(foreign.touched(), elsewhere.size());
 }
 
 }  // namespace
