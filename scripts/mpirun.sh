@@ -124,6 +124,20 @@ hang_stacks() {  # hang_stacks ROOT_PID NAME
     [ "$(cat /proc/"$p"/comm 2> /dev/null)" = "${name:0:15}" ] && procs+=("$p")
   done
   log "still running after $after s of $timeout_s: the stacks of its ${#procs[@]} $name processes follow"
+  # Only replacements left (processes of a spawned job, PMIX_NAMESPACE ...@2 and on), none of the job's own
+  # (...@1): their spawn never completed (seen: both in PMIx_Init), and the survivors, whose recovery limit ended
+  # them inside MPI_Comm_spawn, could not say so through a launcher that no longer forwards their output.
+  local own=0 ns
+  for p in "${procs[@]}"; do
+    ns=$(tr '\0' '\n' < /proc/"$p"/environ 2> /dev/null | sed -n 's/^PMIX_NAMESPACE=//p')
+    [[ "$ns" == *@1 ]] && own=$((own + 1))
+  done
+  if [ "${#procs[@]}" -gt 0 ] && [ "$own" -eq 0 ]; then
+    log "only replacements spawned after a failure are left (${#procs[@]} processes), none of the job's own;" \
+        "a spawn that never returns after failures is a known weakness of Open MPI 5.0.x's ULFM" \
+        "(open-mpi/ompi#12585, open-mpi/ompi#13325): spare processes (REPRISE_SPARES) take failed ranks' places" \
+        "without spawning"
+  fi
   command -v gdb > /dev/null || { log "no gdb here: no stacks (scripts/setup.sh installs it)"; return 0; }
   for p in "${procs[@]}"; do
     log "--- pid $p ($(tr '\0' '\n' < /proc/"$p"/environ 2> /dev/null | grep -E '^OMPI_COMM_WORLD_RANK=|^PMIX_NAMESPACE=' |
