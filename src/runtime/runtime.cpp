@@ -162,6 +162,7 @@ struct Runtime::Impl {
   // seen against it. The distributed layer's application-thread part is read on that thread and kept for the others.
   std::size_t budget = 0;
   std::atomic<std::size_t> staging_held{0}, bounce_bytes{0}, in_flight{0}, arena_bytes{0}, peak{0};
+  std::atomic<std::size_t> last_total{0};  // the last sample()'s total
   std::atomic<std::size_t> shed_bytes{0};  // buffers kept for reuse freed by make_room()
   std::atomic<std::size_t> told{0};        // the budget a warning said to raise to (0: none)
   // The components at the peak (the distributed layer's as last read on the application's thread): what to shrink.
@@ -186,6 +187,7 @@ struct Runtime::Impl {
       std::lock_guard<std::mutex> lock(peak_mutex);
       coord_parts = c;
     }
+    last_total = total;
     if (coord) coord->memory_sampled(total);
     std::size_t p = peak.load();
     while (total > p && !peak.compare_exchange_weak(p, total)) {
@@ -663,8 +665,9 @@ struct Runtime::Impl {
   // (BufferPool::take's waste bound) and is prepared with a quarter of headroom, so stored versions held up to a
   // third more memory than their bytes (0.7 to 2.5 MiB of 7 to 9 MiB at a store's largest in bench/memory_budget.py
   // at 16 MiB). Only then: a buffer given back to the pool with fewer pages touches them again when it is reused.
+  // (By the last sample: the one after this version is stored comes next, no other pass over the stores here.)
   void release_unused(core::HostBytes& payload) {
-    if (budget && sample() > budget / 2) payload.release_unused();
+    if (budget && last_total.load() > budget / 2) payload.release_unused();
   }
 
   // Over half the memory budget (`held`: the rank's memory with `m` stored), when the chain that `m` ends holds
