@@ -453,7 +453,7 @@ bool MpiCoordination::over_budget_with_wards(std::size_t wards) const {
 // 1 MiB segments. A sixteenth, because a logged byte is held many times over: in the log, in its region (the
 // capture), in each of this rank's versions that carries it (a chain, and the version in flight) and in the buddy's
 // copies of them; an eighth left the heaviest ranks at 1.1 to 1.2 times a 32 MiB budget and 2.7 to 3.1 times an 8 MiB
-// one (bench/memory_budget.py, docs/CONFIGURATION.md). Below two segments a bound is passed whenever an entry is live
+// one (bench/memory_budget.py, docs/MEMORY.md). Below two segments a bound is passed whenever an entry is live
 // (every step forced).
 void MpiCoordination::memory_budget(std::size_t bytes) {
   budget_ = bytes;
