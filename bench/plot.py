@@ -250,11 +250,13 @@ def plot_sim(data, stem, outdir):
 def plot_commit(data, stem, outdir):
     shares = data["shares"]
     fig, ax = plt.subplots(figsize=(6, 4))
-    width = 0.27
     keys = [("visible_seconds", "app-visible"), ("commit_latency_seconds", "commit latency (after checkpoint())"),
-            ("transfer_seconds_model", "transfer model (bytes / MPI bandwidth)")]
+            ("transfer_seconds_model", "transfer model (bytes / MPI bandwidth at the start)")]
+    if all("transfer_seconds" in s for s in shares):  # (2026-12-06 on: the same bytes by MPI alone, beside them)
+        keys.append(("transfer_seconds", "the same bytes by MPI alone, after them"))
+    width = 0.8 / len(keys)
     for j, (key, label) in enumerate(keys):
-        xs = [i + (j - 1) * width for i in range(len(shares))]
+        xs = [i + (j - (len(keys) - 1) / 2) * width for i in range(len(shares))]
         ax.bar(xs, [1e3 * s[key + "_median"] for s in shares], width, label=label)
         for x, s in zip(xs, shares):
             ax.plot([x] * len(s[key]), [1e3 * v for v in s[key]], "k.", ms=3)
