@@ -38,7 +38,10 @@ class WholePut final : public PutStream {
   WholePut(VersionStore& store, const Manifest& m, std::shared_ptr<const HostBytes> payload)
       : store_(store), manifest_(m), payload_(std::move(payload)) {}
   void ready(std::size_t, std::size_t) override {}
-  void finish(std::uint64_t sum) override { store_.put(manifest_, payload_, sum); }
+  void finish(std::uint64_t sum) override {
+    stored();
+    store_.put(manifest_, payload_, sum);
+  }
 
  private:
   VersionStore& store_;

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/bytes.hpp"
@@ -40,6 +42,19 @@ class PutStream {
   virtual std::size_t handed_on() const { return 0; }
   /// Whether ready() does anything: only then does the drain report its parts one by one.
   virtual bool streams() const { return false; }
+  /// `f` runs once, inside finish(), right before the version starts to count in the store's memory_bytes() (also
+  /// when storing it then fails): a caller that counts the payload as its own until then (the runtime's
+  /// versions_in_flight) stops there, so that no sample of both counts it twice.
+  void on_stored(std::function<void()> f) { on_stored_ = std::move(f); }
+
+ protected:
+  /// For finish(): call right before the version goes where memory_bytes() counts it.
+  void stored() {
+    if (auto f = std::exchange(on_stored_, nullptr)) f();
+  }
+
+ private:
+  std::function<void()> on_stored_;
 };
 
 /// Which fixed-size pieces of a payload can go, in order: a piece goes once every byte of it and of every piece

@@ -101,9 +101,11 @@ class BuddyStore::Put final : public core::PutStream {
     try {
       ship_->finish(checksum);
     } catch (...) {
+      stored();
       store_.local_->put(manifest_, payload_, checksum);
       throw;
     }
+    stored();
     store_.local_->put(manifest_, payload_, checksum);
     if (ship_->acknowledged()) {
       std::lock_guard<std::mutex> lock(store_.mutex_);

@@ -568,8 +568,10 @@ struct Runtime::Impl {
     }
     const auto t1 = Clock::now();
     release_unused(*job.payload);
+    // Counted in versions_in_flight until the store counts it (no sample on another thread counts it twice).
+    put->on_stored([&] { in_flight -= std::exchange(job.in_flight, 0); });
     put->finish(core::payload_checksum(job.manifest));  // from the chunks' digests: no pass over the payload
-    in_flight -= std::exchange(job.in_flight, 0);       // the store holds it now
+    in_flight -= std::exchange(job.in_flight, 0);       // (a store that did not say)
     // The new version stored, the old ones not yet released: this rank's peak.
     const std::size_t stored_total = sample();
     const bool over_budget = budget && stored_total > budget;

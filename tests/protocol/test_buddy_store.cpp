@@ -164,6 +164,37 @@ TEST(BuddyStore, AStreamedVersionReachesTheBuddyPartByPartAndIsStoredAtFinish) {
   EXPECT_FALSE(p->streams());  // the drain does not report its parts to it
 }
 
+// PutStream::on_stored runs once, inside finish(), just before the local store holds the version (the runtime moves
+// the version's bytes from versions_in_flight to own_versions there): after the buddy's acknowledgement, also when
+// the ship fails, and in the default begin_put before its put().
+TEST(BuddyStore, SaysOnceJustBeforeTheLocalStoreHoldsTheVersion) {
+  for (const bool up : {true, false}) {
+    auto ship = std::make_shared<InProcessShipper>();
+    ship->up = up;
+    BuddyStore store(core::make_memory_store(), ship);
+    Sample x = make_version(10, 10);
+    auto put = store.begin_put(x.manifest, x.payload);
+    put->ready(0, 16384);
+    std::vector<std::size_t> held_then;  // the local store's memory when on_stored ran
+    put->on_stored([&] { held_then.push_back(store.memory_bytes()); });
+    EXPECT_TRUE(held_then.empty());
+    put->finish(x.sum);
+    ASSERT_EQ(held_then.size(), 1u) << "up " << up;
+    EXPECT_EQ(held_then[0], 0u) << "up " << up;
+    EXPECT_GE(store.memory_bytes(), 16384u);
+    EXPECT_EQ(store.list(), (std::vector<std::uint64_t>{10}));
+    EXPECT_EQ(ship->shipped, up ? 1 : 0);
+  }
+  auto plain = core::make_memory_store();
+  Sample x = make_version(10, 10);
+  auto p = plain->begin_put(x.manifest, x.payload);
+  std::vector<std::size_t> held_then;
+  p->on_stored([&] { held_then.push_back(plain->memory_bytes()); });
+  p->finish(x.sum);
+  EXPECT_EQ(held_then, (std::vector<std::size_t>{0}));
+  EXPECT_GE(plain->memory_bytes(), 16384u);
+}
+
 // One node with a persistent level: no buddy. A version counts once it is in the files; a new store over the same
 // directory (a relaunch) finds it; nothing is said about a buddy.
 TEST(BuddyStore, FilesOnlyCountsAVersionOnceItIsInFiles) {
