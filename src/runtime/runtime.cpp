@@ -77,6 +77,45 @@ struct DeferredPart {
   std::shared_ptr<std::vector<std::uint64_t>> reference;
 };
 
+// Host memory of a version that no store holds yet, counted in the runtime's versions_in_flight from the moment its
+// buffer is taken (a sample on another thread then sees it, and make_room frees enough for what comes next) until
+// the store counts it (PutStream::on_stored), the job moves on or is dropped: nothing counted stays counted.
+class InFlight {
+ public:
+  InFlight() = default;
+  explicit InFlight(std::atomic<std::size_t>* total) : total_(total) {}
+  InFlight(InFlight&& o) noexcept : total_(o.total_), bytes_(std::exchange(o.bytes_, 0)) {}
+  InFlight& operator=(InFlight&& o) noexcept {
+    if (this != &o) {
+      release();
+      total_ = o.total_;
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+  ~InFlight() { release(); }
+  /// Counts `b` (pinned memory is the arena's, counted there); returns the bytes counted.
+  std::size_t add(const core::HostBytes* b) {
+    if (!total_ || !b || b->pinned()) return 0;
+    const std::size_t n = b->touched();
+    bytes_ += n;
+    *total_ += n;
+    return n;
+  }
+  /// No longer counts `n` of what add() counted (a buffer the version no longer holds).
+  void drop(std::size_t n) {
+    n = std::min(n, bytes_);
+    bytes_ -= n;
+    if (total_) *total_ -= n;
+  }
+  void release() { drop(bytes_); }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  std::atomic<std::size_t>* total_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
 struct Job {
   core::Manifest manifest;
   std::uint64_t payload_bytes = 0;
@@ -90,7 +129,8 @@ struct Job {
   std::vector<DrainSegment> segments;
   std::uint64_t device_bytes = 0;       // staging the device chunks need (0: no device region)
   std::vector<DeferredPart> deferred;   // filled into the payload and digested by the background thread
-  std::size_t in_flight = 0;            // host memory of this version counted in versions_in_flight
+  InFlight in_flight;                   // its host memory, in versions_in_flight until a store holds it
+  std::size_t host_part_counted = 0;    // of which the host part's buffer
   std::vector<std::uint64_t> obsolete;  // versions of an abandoned timeline, released before storing
   CheckpointMetrics metrics;
   Clock::time_point started;
@@ -487,9 +527,9 @@ struct Runtime::Impl {
       }
       try {
         process(job);
-        in_flight -= std::exchange(job.in_flight, 0);
+        job.in_flight.release();
       } catch (...) {
-        in_flight -= std::exchange(job.in_flight, 0);
+        job.in_flight.release();
         std::lock_guard<std::mutex> lock(mutex);
         if (!error) error = std::current_exception();
         force_full = true;
@@ -569,9 +609,9 @@ struct Runtime::Impl {
     const auto t1 = Clock::now();
     release_unused(*job.payload);
     // Counted in versions_in_flight until the store counts it (no sample on another thread counts it twice).
-    put->on_stored([&] { in_flight -= std::exchange(job.in_flight, 0); });
+    put->on_stored([&] { job.in_flight.release(); });
     put->finish(core::payload_checksum(job.manifest));  // from the chunks' digests: no pass over the payload
-    in_flight -= std::exchange(job.in_flight, 0);       // (a store that did not say)
+    job.in_flight.release();                            // (a store that did not say)
     // The new version stored, the old ones not yet released: this rank's peak.
     const std::size_t stored_total = sample();
     const bool over_budget = budget && stored_total > budget;
@@ -618,10 +658,12 @@ struct Runtime::Impl {
   void ensure_payload(Job& job) {
     if (job.payload) return;
     job.payload = take_payload(job.payload_bytes, true);
+    job.in_flight.add(job.payload.get());
     job.metrics.payload_pinned = job.payload->pinned();
     for (const DrainSegment& s : job.host_part.segments)
       std::memcpy(job.payload->data() + s.payload_offset, job.host_part.bytes->data() + s.staging_offset, s.bytes);
     job.host_part = HostPart{};
+    job.in_flight.drop(std::exchange(job.host_part_counted, 0));
   }
 
   // What a restore checks of the payloads it loads: every stored chunk against its digest, once
@@ -975,6 +1017,7 @@ Job Runtime::Impl::new_version(std::uint64_t version, Clock::time_point t0) {
   const bool full = regions_changed || full_due();
   Job job;
   job.started = t0;
+  job.in_flight = InFlight(&in_flight);
   core::Manifest& m = job.manifest;
   m.rank = static_cast<std::uint32_t>(cfg.rank);
   m.version = version;
@@ -1097,10 +1140,13 @@ void Runtime::Impl::pack(Job& job, const Dirty& dirty) {
     }
   }
   job.host_only = !has_device;
-  if (!has_device)
+  if (!has_device) {
     job.payload = take_payload(job.payload_bytes, false, &job.metrics.payload_warm);
-  else if (host_dirty)
+    job.in_flight.add(job.payload.get());
+  } else if (host_dirty) {
     job.host_part.bytes = take_payload(host_dirty, false, &job.metrics.payload_warm);
+    job.host_part_counted = job.in_flight.add(job.host_part.bytes.get());
+  }
   if (!host_dirty) job.metrics.payload_warm = false;  // (no host chunk packed)
   std::size_t host_used = 0;
   for (std::size_t i = 0; i < entries.size(); ++i) {
@@ -1221,9 +1267,6 @@ void Runtime::Impl::record(Job& job, Clock::time_point t0) {
   mt.device_backend = backend ? backend->name() : "";
   mt.payload_pinned = job.payload ? job.payload->pinned() : false;
   mt.app_visible_seconds = seconds_since(t0);
-  for (const auto* b : {job.payload.get(), job.host_part.bytes.get()})
-    if (b && !b->pinned()) job.in_flight += b->touched();
-  in_flight += job.in_flight;
   {
     std::lock_guard<std::mutex> lock(mutex);
     queue.push_back(std::move(job));

@@ -1051,18 +1051,22 @@ TEST(MemoryBudget, AStoredVersionOverHalfTheBudgetHoldsOnlyItsPages) {
   EXPECT_GT(slack[0], 0u) << "without pressure the versions were expected to hold their buffers' headroom";
 }
 
-// A memory store whose put() holds the version (memory_bytes() counts it) and then waits for the test to let it go:
-// the moment at which a store holds a version that was in flight.
+// A memory store that waits for the test to let it go, in put() once it holds the version (memory_bytes() counts it:
+// the moment at which a store holds a version that was in flight), or at begin_put() (the version's payload taken
+// and filled, not yet stored).
 class HeldPutStore final : public core::VersionStore {
  public:
   std::string describe() const override { return inner_->describe(); }
   std::string locate(std::uint64_t v) const override { return inner_->locate(v); }
+  explicit HeldPutStore(bool at_begin) : at_begin_(at_begin) {}
   void put(const core::Manifest& m, std::shared_ptr<const core::HostBytes> p, std::uint64_t sum) override {
     inner_->put(m, std::move(p), sum);
-    std::unique_lock<std::mutex> lock(mutex_);
-    inside_ = true;
-    cv_.notify_all();
-    cv_.wait(lock, [this] { return go_; });
+    if (!at_begin_) hold();
+  }
+  std::unique_ptr<core::PutStream> begin_put(const core::Manifest& m,
+                                             std::shared_ptr<const core::HostBytes> p) override {
+    if (at_begin_) hold();
+    return VersionStore::begin_put(m, std::move(p));
   }
   std::vector<std::uint64_t> list() const override { return inner_->list(); }
   core::Manifest load_manifest(std::uint64_t v) const override { return inner_->load_manifest(v); }
@@ -1080,6 +1084,13 @@ class HeldPutStore final : public core::VersionStore {
   }
 
  private:
+  void hold() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    inside_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return go_; });
+  }
+  const bool at_begin_;
   std::unique_ptr<core::VersionStore> inner_ = core::make_memory_store();
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -1087,12 +1098,16 @@ class HeldPutStore final : public core::VersionStore {
 };
 class HeldPutCoordination final : public KeptBuffersCoordination {
  public:
+  explicit HeldPutCoordination(bool at_begin = false) : at_begin_(at_begin) {}
   std::unique_ptr<core::VersionStore> make_store(const Config&) override {
-    auto s = std::make_unique<HeldPutStore>();
+    auto s = std::make_unique<HeldPutStore>(at_begin_);
     store = s.get();
     return s;
   }
   HeldPutStore* store = nullptr;
+
+ private:
+  const bool at_begin_;
 };
 
 // A version moves from versions_in_flight to own_versions at once: a sample taken on another thread while the store
@@ -1122,6 +1137,36 @@ TEST(MemoryBudget, AVersionBeingStoredCountsOnce) {
   EXPECT_GE(parts["own_versions"].get<std::size_t>(), bytes) << mem.dump();
   EXPECT_EQ(parts["versions_in_flight"].get<std::size_t>(), 0u) << mem.dump();
   EXPECT_LT(mem["peak_bytes"].get<std::size_t>(), 2 * bytes) << mem.dump();
+}
+
+// A version's buffer counts from the moment it is taken. With device data the background thread takes the payload
+// the drain fills (pageable here, REPRISE_PINNED_PAYLOAD=0); until 2026-12-06 versions_in_flight counted only the
+// host part packed at checkpoint time, none here, so the payload counted nowhere until it was stored.
+TEST(MemoryBudget, AVersionsBufferCountsFromItsTake) {
+  const std::size_t bytes = 64 * kChunk;
+  Config c;
+  c.chunk_bytes = kChunk;
+  c.device_backend = DeviceBackendKind::HostTwin;
+  c.pinned_payload = false;
+  c.pinned_piece_bytes = 8192;
+  std::vector<unsigned char> field(bytes);
+  test::fill_random(field.data(), field.size(), 2);
+  auto co = std::make_unique<HeldPutCoordination>(true);
+  HeldPutCoordination* held = co.get();
+  nlohmann::json mem;
+  {
+    CoordinatedRuntime rt(c, std::move(co));
+    rt.protect("field", field.data(), field.size(), MemorySpace::Device);
+    rt.checkpoint(1);
+    ASSERT_NE(held->store, nullptr);
+    held->store->wait_inside();
+    mem = nlohmann::json::parse(rt.memory_json());
+    held->store->let_go();
+    rt.wait();
+  }
+  const auto& parts = mem["components"];
+  EXPECT_GE(parts["versions_in_flight"].get<std::size_t>(), bytes) << mem.dump();
+  EXPECT_EQ(parts["own_versions"].get<std::size_t>(), 0u) << mem.dump();
 }
 
 TEST(MemoryBudget, AChainOverHalfTheBudgetEndsAtTwoFullVersionsStored) {
