@@ -128,14 +128,15 @@ HostBytes BufferPool::take(std::size_t bytes, bool* reused, bool* passed_over) {
     if (passed_over) *passed_over = !out.data() && (!free_.empty() || reserved_.data());
   }
   if (out.data()) {
-    if (out.touched() < bytes) about_to_touch(bytes, false);  // (the pool no longer counts it)
-    if (out.capacity() < bytes) out.grow(bytes);              // outside the lock: only the new pages are new memory
+    std::optional<Announced> grows;
+    if (out.touched() < bytes) grows.emplace(*this, bytes, false);  // (the pool no longer counts it)
+    if (out.capacity() < bytes) out.grow(bytes);  // outside the lock: only the new pages are new memory
     out.resize_within(bytes);
     if (reused) *reused = true;
-    return out;
+    return out;  // (counted by the taker from here)
   }
   if (reused) *reused = false;
-  about_to_touch(bytes, false);  // (needed whatever it answers)
+  Announced fresh(*this, bytes, false);  // (needed whatever it answers)
   return allocate_ ? allocate_(bytes) : HostBytes(bytes);
 }
 
@@ -186,14 +187,24 @@ void BufferPool::prepare(std::size_t bytes) {
     }
     // Only a head start: none where the memory budget has no room for it.
     if (!b.data()) {
-      if (about_to_touch(with_headroom(bytes), true)) give(fresh_touched(bytes));
+      Announced fresh(*this, with_headroom(bytes), true);
+      if (!fresh.room()) return;
+      HostBytes made = fresh_touched(bytes);
+      fresh.done();
+      give(std::move(made));
       return;
     }
-    if (b.touched() < with_headroom(bytes) && !about_to_touch(with_headroom(bytes), true)) {
-      give(std::move(b));
-      return;
+    std::optional<Announced> grows;
+    if (b.touched() < with_headroom(bytes)) {
+      grows.emplace(*this, with_headroom(bytes), true);
+      if (!grows->room()) {
+        grows.reset();
+        give(std::move(b));
+        return;
+      }
     }
     warm_up(b, bytes);
+    if (grows) grows->done();
     give(std::move(b));
   } catch (const std::bad_alloc&) {  // only a head start: the version allocates its buffer, and reports failure
   }
@@ -210,7 +221,8 @@ void BufferPool::reserve(std::size_t bytes) {
       grown = std::exchange(reserved_, HostBytes());  // grown: only the new part is touched
   }
   HostBytes fresh;
-  if (!about_to_touch(with_headroom(bytes), true)) {  // no room within the memory budget: no head start
+  Announced made(*this, with_headroom(bytes), true);
+  if (!made.room()) {  // no room within the memory budget: no head start
     if (grown.data()) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!reserved_.data()) std::swap(reserved_, grown);
@@ -223,6 +235,7 @@ void BufferPool::reserve(std::size_t bytes) {
   } else {
     fresh = fresh_touched(bytes);
   }
+  made.done();
   std::lock_guard<std::mutex> lock(mutex_);
   const auto p = pick_locked(bytes);
   if (!(p && p->warm)) std::swap(reserved_, fresh);

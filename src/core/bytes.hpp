@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace reprise::core {
@@ -95,7 +96,15 @@ class BufferPool {
   /// whether the rank has room for it, giving up other memory kept only for reuse first where it is needed (it may
   /// trim this pool too); a head start without room is not made, take() goes on. Set before the pool is shared.
   using NewMemory = std::function<bool(std::size_t bytes, bool head_start)>;
-  void on_new_memory(NewMemory hook) { new_memory_ = std::move(hook); }
+  /// Called once what a `true` answer allowed is counted where it lives again (back in this pool, or returned by
+  /// take(): its taker counts it from there), also when making it failed; just before, so that no sample counts it
+  /// twice. A budget counts the bytes it allowed until then: memory being touched for a buffer is in no pool and no
+  /// version, and two threads that each found room for a buffer would otherwise both make theirs.
+  using NewMemoryCounted = std::function<void(std::size_t bytes)>;
+  void on_new_memory(NewMemory hook, NewMemoryCounted counted = nullptr) {
+    new_memory_ = std::move(hook);
+    counted_ = std::move(counted);
+  }
 
  private:
   // The kept buffer that take(bytes) would use (an index in free_, free_.size() for reserved_) and whether it is
@@ -116,9 +125,28 @@ class BufferPool {
   std::size_t limit_ = SIZE_MAX;  // limit()
   Allocate allocate_;
   NewMemory new_memory_;
-  bool about_to_touch(std::size_t bytes, bool head_start) const {
-    return !new_memory_ || bytes == 0 || new_memory_(bytes, head_start);
-  }
+  NewMemoryCounted counted_;
+  // The answer of the hook for one buffer; the counted hook runs once after a `true` (done(), or at the end of the
+  // scope when making the buffer threw).
+  class Announced {
+   public:
+    Announced(const BufferPool& pool, std::size_t bytes, bool head_start)
+        : pool_(pool), bytes_(bytes), room_(!pool.new_memory_ || bytes == 0 || pool.new_memory_(bytes, head_start)) {
+      owed_ = room_ && pool.new_memory_ && bytes > 0;
+    }
+    Announced(const Announced&) = delete;
+    Announced& operator=(const Announced&) = delete;
+    ~Announced() { done(); }
+    bool room() const { return room_; }
+    void done() {
+      if (std::exchange(owed_, false) && pool_.counted_) pool_.counted_(bytes_);
+    }
+
+   private:
+    const BufferPool& pool_;
+    std::size_t bytes_;
+    bool room_, owed_ = false;
+  };
 };
 
 /// A buffer from `pool` (take(bytes, reused)) that goes back to the pool when its last holder drops it; freed

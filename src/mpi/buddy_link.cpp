@@ -358,7 +358,8 @@ std::size_t BuddyLink::copies_bytes() {
 }
 
 BuddyLink::BuddyLink(MpiCoordination& job) : job_(job) {
-  ward_pool_->on_new_memory([this](std::size_t bytes, bool head_start) { return job_.make_room(bytes, head_start); });
+  ward_pool_->on_new_memory([this](std::size_t bytes, bool head_start) { return job_.make_room(bytes, head_start); },
+                            [this](std::size_t bytes) { job_.memory_counted(bytes); });
 }
 
 std::size_t BuddyLink::shed(std::size_t bytes) {

@@ -85,8 +85,15 @@ MpiCoordination::MpiCoordination(MPI_Comm user, Config& cfg) : cfg_(cfg) {
   logging::MessageLog::Allocate segments = log_memory();
   if (!segments) segments = logging::host_segment_memory;
   auto budgeted = [this, segments](std::size_t bytes) {
-    make_room(bytes, false);
+    struct Counted {  // what make_room allowed counts in the log's part from here (also when allocating threw)
+      MpiCoordination& c;
+      std::size_t n;
+      ~Counted() {
+        if (n) c.memory_counted(n);
+      }
+    } allowed{*this, make_room(bytes, false) ? bytes : 0};
     gpu::Buffer b = segments(bytes);
+    if (allowed.n) memory_counted(std::exchange(allowed.n, 0));
     std::lock_guard<std::mutex> lock(comm_use_mutex_);
     log_new_ += b.size();
     return b;

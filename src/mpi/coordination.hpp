@@ -94,9 +94,11 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   void memory_sampled(std::size_t bytes) override;
   std::map<std::string, std::size_t> memory_now() override;
   std::size_t shed(std::size_t bytes) override;
-  void attach_room(const std::function<bool(std::size_t, bool)>& make_room) override {
+  void attach_room(const std::function<bool(std::size_t, bool)>& make_room,
+                   const std::function<void(std::size_t)>& counted) override {
     std::lock_guard<std::mutex> lock(room_mutex_);
     room_ = make_room;
+    counted_ = counted;
   }
   bool buddy_over_budget() const override { return buddy_over_budget_; }
   void release_store() override;
@@ -173,10 +175,16 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   std::size_t log_new_ = 0;  // new log segments' bytes since that reading (taken on the application's thread)
   std::mutex room_mutex_;
   std::function<bool(std::size_t, bool)> room_;  // attach_room()'s
-  // (Under the lock: attach_room(nullptr) waits for a call under way.)
+  std::function<void(std::size_t)> counted_;
+  // (Under the lock: attach_room(nullptr, nullptr) waits for a call under way.)
   bool make_room(std::size_t bytes, bool head_start) {
     std::lock_guard<std::mutex> lock(room_mutex_);
     return !room_ || room_(bytes, head_start);
+  }
+  // What make_room() allowed is counted where it lives now (a ward's copy, a receive buffer, a log segment).
+  void memory_counted(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(room_mutex_);
+    if (counted_) counted_(bytes);
   }
   bool over_budget_with_wards(std::size_t wards) const;
   bool over_half_budget_with_wards(std::size_t wards) const;

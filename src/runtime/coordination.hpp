@@ -64,8 +64,10 @@ class Coordination {
   /// Called once the runtime is built: `make_room(n, head_start)` before the distributed layer touches new memory
   /// for a buffer of n bytes (a ward's version received into new memory, or, a head start, a receive buffer
   /// prepared); it answers whether the rank has room, giving up its memory kept for reuse first where the buffer is
-  /// needed (core::BufferPool::NewMemory). Any thread.
-  virtual void attach_room(const std::function<bool(std::size_t, bool)>& /*make_room*/) {}
+  /// needed (core::BufferPool::NewMemory); `counted(n)` once what a `true` allowed is counted where it lives (a
+  /// ward's copy, a receive buffer kept; core::BufferPool::NewMemoryCounted). Any thread.
+  virtual void attach_room(const std::function<bool(std::size_t, bool)>& /*make_room*/,
+                           const std::function<void(std::size_t)>& /*counted*/) {}
   /// The runtime is about to destroy the store make_store() returned (its own threads are done): threads of the
   /// distributed layer that outlive the runtime stop using it.
   virtual void release_store() {}

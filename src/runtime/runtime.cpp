@@ -204,6 +204,8 @@ struct Runtime::Impl {
   std::atomic<std::size_t> staging_held{0}, bounce_bytes{0}, in_flight{0}, arena_bytes{0}, peak{0};
   std::atomic<std::size_t> last_total{0};  // the last sample()'s total
   std::atomic<std::size_t> shed_bytes{0};  // buffers kept for reuse freed by make_room()
+  std::mutex room_mutex;                   // make_room()'s answers, one at a time
+  std::atomic<std::size_t> being_made{0};  // allowed by make_room(), not yet counted where it lives
   std::atomic<std::size_t> told{0};        // the budget a warning said to raise to (0: none)
   // The components at the peak (the distributed layer's as last read on the application's thread): what to shrink.
   std::mutex peak_mutex;
@@ -213,7 +215,8 @@ struct Runtime::Impl {
   std::map<std::string, std::size_t> core_use() const {
     return {{"pinned_arena", arena_bytes.load()},     {"bounce_buffers", bounce_bytes.load()},
             {"device_staging", staging_held.load()},  {"payload_pool", payload_pool->held_bytes()},
-            {"versions_in_flight", in_flight.load()}, {"own_versions", store->memory_bytes()}};
+            {"versions_in_flight", in_flight.load()}, {"own_versions", store->memory_bytes()},
+            {"new_buffers", being_made.load()}};
   }
   // The total now (the distributed layer's application-thread part asked afresh on that thread), into the peak.
   std::size_t sample(std::map<std::string, std::size_t>* parts = nullptr, bool app_thread = false) {
@@ -251,7 +254,16 @@ struct Runtime::Impl {
   // layer's (Coordination::shed: the wards' receive buffers, the message log's free segments), as much as the
   // excess, so that memory kept for reuse does not take the rank past its budget; a head start (a buffer prepared
   // ahead) gives nothing up.
+  // One answer at a time, and what it allowed counts (new_buffers) until it is counted where it lives
+  // (new_memory_counted): two threads that each found room for a buffer would otherwise both make theirs.
   bool make_room(std::size_t bytes, bool head_start) {
+    std::lock_guard<std::mutex> lock(room_mutex);
+    if (!room_for(bytes, head_start)) return false;
+    being_made += bytes;
+    return true;
+  }
+  void new_memory_counted(std::size_t bytes) { being_made -= std::min<std::size_t>(bytes, being_made); }
+  bool room_for(std::size_t bytes, bool head_start) {
     const std::size_t total = sample();
     if (total + bytes <= budget) return true;
     if (head_start) return false;
@@ -339,14 +351,16 @@ struct Runtime::Impl {
                                      : core::default_memory_budget(coord ? coord->ranks_on_node() : 1);
     if (coord) coord->memory_budget(budget);
     if (budget) {
-      payload_pool->on_new_memory([this](std::size_t bytes, bool ahead) { return make_room(bytes, ahead); });
-      if (coord) coord->attach_room([this](std::size_t bytes, bool ahead) { return make_room(bytes, ahead); });
+      auto room = [this](std::size_t bytes, bool ahead) { return make_room(bytes, ahead); };
+      auto counted = [this](std::size_t bytes) { new_memory_counted(bytes); };
+      payload_pool->on_new_memory(room, counted);
+      if (coord) coord->attach_room(room, counted);
     }
     worker = core::named_thread("reprise-drain", [this] { worker_loop(); });
   }
 
   ~Impl() {
-    if (coord) coord->attach_room(nullptr);  // (its threads outlive this)
+    if (coord) coord->attach_room(nullptr, nullptr);  // (its threads outlive this)
     {
       std::unique_lock<std::mutex> lock(mutex);
       cv.wait(lock, [&] { return queue.empty() && !busy; });

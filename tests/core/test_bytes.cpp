@@ -172,6 +172,42 @@ TEST(BufferPool, SaysHowMuchNewMemoryATakeOrPrepareTouches) {
   EXPECT_EQ(e.size(), 2 * MiB);
 }
 
+// Once what the hook allowed is counted where it lives (kept in the pool again, or returned by take() to its taker),
+// the pool says so, once per `true`, just before (the buffer is in no count then, never in two): a memory budget
+// counts the allowed bytes until then. Nothing is said after a `false`, nor where no new memory was touched.
+TEST(BufferPool, SaysOnceWhatTheHookAllowedIsCountedAgain) {
+  BufferPool pool(4);
+  bool room = true;
+  std::vector<std::size_t> counted, held_then;
+  pool.on_new_memory([&](std::size_t, bool) { return room; },
+                     [&](std::size_t bytes) {
+                       counted.push_back(bytes);
+                       held_then.push_back(pool.held_bytes());
+                     });
+  HostBytes a = pool.take(2 * MiB);  // new
+  EXPECT_EQ(counted, (std::vector<std::size_t>{2 * MiB}));
+  pool.give(std::move(a));
+  HostBytes b = pool.take(2 * MiB);  // kept, warm: no new memory
+  EXPECT_EQ(counted.size(), 1u);
+  pool.give(std::move(b));
+  pool.prepare(4 * MiB);  // grows the kept one to 5 MiB (with headroom), then keeps it
+  ASSERT_EQ(counted.size(), 2u);
+  EXPECT_EQ(counted[1], 5 * MiB);
+  EXPECT_EQ(held_then[1], 0u) << "said before the grown buffer was kept again";
+  EXPECT_EQ(pool.held_bytes(), 5 * MiB);
+  pool.reserve(4 * MiB);  // the kept one serves it: nothing new
+  EXPECT_EQ(counted.size(), 2u);
+  pool.trim(0);
+  pool.reserve(1 * MiB);  // a new reservation
+  ASSERT_EQ(counted.size(), 3u);
+  EXPECT_EQ(held_then[2], 0u);
+  room = false;  // not allowed: nothing to say
+  pool.trim(0);
+  pool.prepare(2 * MiB);
+  HostBytes c = pool.take(2 * MiB);  // made anyway (needed), not allowed: not said
+  EXPECT_EQ(counted.size(), 3u);
+}
+
 // The first version's buffer, reserved when regions are protected: one reservation at a time (regions protected
 // one by one must not leave a buffer per region behind), taken by the first take() it fits.
 TEST(BufferPool, OneReservationAtATimeServesTheFirstTake) {

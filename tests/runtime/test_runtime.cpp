@@ -887,10 +887,15 @@ class KeptBuffersCoordination : public runtime::Coordination {
     asked.push_back(bytes);
     return n;
   }
-  void attach_room(const std::function<bool(std::size_t, bool)>& f) override { room = f; }
+  void attach_room(const std::function<bool(std::size_t, bool)>& f,
+                   const std::function<void(std::size_t)>& c) override {
+    room = f;
+    counted = c;
+  }
   std::size_t kept = 0;
   std::vector<std::size_t> asked;
   std::function<bool(std::size_t, bool)> room;
+  std::function<void(std::size_t)> counted;
 };
 // Runtime's constructor with a distributed layer is MpiRuntime's (protected).
 struct CoordinatedRuntime : Runtime {
@@ -927,8 +932,13 @@ TEST(MemoryBudget, BuffersKeptForReuseGoBeforeNewMemoryPassesIt) {
     mem = nlohmann::json::parse(rt.memory_json());
     const std::size_t before = mem["total_bytes"].get<std::size_t>();
     // The distributed layer is about to receive 6 MiB into new memory: what passes the budget goes first.
-    co.room(6 * small, false);
+    const bool room = co.room(6 * small, false);
+    // What it allowed counts (new_buffers) until the distributed layer says it is counted where it lives.
     mem = nlohmann::json::parse(rt.memory_json());
+    EXPECT_EQ(mem["components"]["new_buffers"].get<std::size_t>(), room ? 6 * small : 0) << mem.dump();
+    if (room) co.counted(6 * small);
+    mem = nlohmann::json::parse(rt.memory_json());
+    EXPECT_EQ(mem["components"]["new_buffers"].get<std::size_t>(), 0u) << mem.dump();
     const std::size_t freed = mem["reuse_freed_bytes"].get<std::size_t>();
     EXPECT_GE(before - mem["total_bytes"].get<std::size_t>(), before + 6 * small - c.memory_budget_bytes) << mem.dump();
     EXPECT_GT(freed, 0u) << mem.dump();
@@ -1167,6 +1177,26 @@ TEST(MemoryBudget, AVersionsBufferCountsFromItsTake) {
   const auto& parts = mem["components"];
   EXPECT_GE(parts["versions_in_flight"].get<std::size_t>(), bytes) << mem.dump();
   EXPECT_EQ(parts["own_versions"].get<std::size_t>(), 0u) << mem.dump();
+}
+
+// Two buffers made at once on two threads (a payload prepared on the drain thread, a ward's receive buffer on the
+// progress thread) each found room in the budget that only one had: what make_room allowed now counts (new_buffers)
+// until it is counted where it lives, so the second head start finds no room.
+TEST(MemoryBudget, RoomGivenForOneBufferIsNotGivenAgain) {
+  Config c;
+  c.chunk_bytes = kChunk;
+  c.memory_budget_bytes = 100 * kChunk;
+  auto owned = std::make_unique<KeptBuffersCoordination>();
+  KeptBuffersCoordination& co = *owned;
+  CoordinatedRuntime rt(c, std::move(owned));
+  ASSERT_TRUE(co.room && co.counted);
+  EXPECT_TRUE(co.room(60 * kChunk, true));
+  EXPECT_FALSE(co.room(60 * kChunk, true)) << "the first buffer's 60 chunks are not made yet, but allowed";
+  const auto mem = nlohmann::json::parse(rt.memory_json());
+  EXPECT_EQ(mem["components"]["new_buffers"].get<std::size_t>(), 60 * kChunk) << mem.dump();
+  co.counted(60 * kChunk);  // (this layer keeps nothing of it: the room is there again)
+  EXPECT_TRUE(co.room(60 * kChunk, true));
+  co.counted(60 * kChunk);
 }
 
 TEST(MemoryBudget, AChainOverHalfTheBudgetEndsAtTwoFullVersionsStored) {
