@@ -109,7 +109,6 @@ class InFlight {
     if (total_) *total_ -= n;
   }
   void release() { drop(bytes_); }
-  std::size_t bytes() const { return bytes_; }
 
  private:
   std::atomic<std::size_t>* total_ = nullptr;
@@ -262,7 +261,7 @@ struct Runtime::Impl {
     being_made += bytes;
     return true;
   }
-  void new_memory_counted(std::size_t bytes) { being_made -= std::min<std::size_t>(bytes, being_made); }
+  void new_memory_counted(std::size_t bytes) { being_made -= bytes; }  // (after the make_room() that allowed it)
   bool room_for(std::size_t bytes, bool head_start) {
     const std::size_t total = sample();
     if (total + bytes <= budget) return true;

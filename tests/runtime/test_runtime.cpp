@@ -1120,6 +1120,25 @@ class HeldPutCoordination final : public KeptBuffersCoordination {
   const bool at_begin_;
 };
 
+// rt.memory_json() read while the store holds the first checkpoint of `data` (protected in `space`) where
+// HeldPutStore waits: inside put() or, `at_begin`, at begin_put().
+nlohmann::json memory_while_held(const Config& c, std::vector<unsigned char>& data, MemorySpace space, bool at_begin) {
+  auto co = std::make_unique<HeldPutCoordination>(at_begin);
+  HeldPutCoordination* held = co.get();
+  CoordinatedRuntime rt(c, std::move(co));
+  rt.protect("field", data.data(), data.size(), space);
+  rt.checkpoint(1);
+  if (!held->store) {
+    ADD_FAILURE() << "the runtime made no store";
+    return {};
+  }
+  held->store->wait_inside();
+  nlohmann::json mem = nlohmann::json::parse(rt.memory_json());
+  held->store->let_go();
+  rt.wait();
+  return mem;
+}
+
 // A version moves from versions_in_flight to own_versions at once: a sample taken on another thread while the store
 // already holds it (here inside its put(), held there) counts it once. It counted twice until the runtime left
 // versions_in_flight after put() returned, a phantom peak one version high (1.4 MiB of 16.8 at the heaviest rank
@@ -1130,19 +1149,7 @@ TEST(MemoryBudget, AVersionBeingStoredCountsOnce) {
   c.chunk_bytes = kChunk;
   std::vector<unsigned char> data(bytes);
   test::fill_random(data.data(), data.size(), 1);
-  auto co = std::make_unique<HeldPutCoordination>();
-  HeldPutCoordination* held = co.get();
-  nlohmann::json mem;
-  {
-    CoordinatedRuntime rt(c, std::move(co));
-    rt.protect("field", data.data(), data.size(), MemorySpace::Host);
-    rt.checkpoint(1);
-    ASSERT_NE(held->store, nullptr);
-    held->store->wait_inside();
-    mem = nlohmann::json::parse(rt.memory_json());
-    held->store->let_go();
-    rt.wait();
-  }
+  const nlohmann::json mem = memory_while_held(c, data, MemorySpace::Host, false);
   const auto& parts = mem["components"];
   EXPECT_GE(parts["own_versions"].get<std::size_t>(), bytes) << mem.dump();
   EXPECT_EQ(parts["versions_in_flight"].get<std::size_t>(), 0u) << mem.dump();
@@ -1161,19 +1168,7 @@ TEST(MemoryBudget, AVersionsBufferCountsFromItsTake) {
   c.pinned_piece_bytes = 8192;
   std::vector<unsigned char> field(bytes);
   test::fill_random(field.data(), field.size(), 2);
-  auto co = std::make_unique<HeldPutCoordination>(true);
-  HeldPutCoordination* held = co.get();
-  nlohmann::json mem;
-  {
-    CoordinatedRuntime rt(c, std::move(co));
-    rt.protect("field", field.data(), field.size(), MemorySpace::Device);
-    rt.checkpoint(1);
-    ASSERT_NE(held->store, nullptr);
-    held->store->wait_inside();
-    mem = nlohmann::json::parse(rt.memory_json());
-    held->store->let_go();
-    rt.wait();
-  }
+  const nlohmann::json mem = memory_while_held(c, field, MemorySpace::Device, true);
   const auto& parts = mem["components"];
   EXPECT_GE(parts["versions_in_flight"].get<std::size_t>(), bytes) << mem.dump();
   EXPECT_EQ(parts["own_versions"].get<std::size_t>(), 0u) << mem.dump();
