@@ -29,15 +29,20 @@ class BuddyLink::Stream : public protocol::ShipStream {
         data_(c.data_),
         buddy_(c.layout_.buddy_of(c.rank_)),
         frontier_(payload_->size(), kPieceBytes),
-        die_mid_(c.should_die(m.version, protocol::KillPoint::Drain)) {
+        die_mid_(c.should_die(m.version, protocol::KillPoint::Drain)),
+        head_(std::make_shared<const std::vector<std::byte>>(core::encode_head(m, 0))) {  // (checksum: in the trailer)
     if (c_.down_) {
       dead_ = true;
       return;
     }
     c_.buddy_.expect_ward();
+    // The head is not waited for: larger than an eager message (the chunks' digests), it completes only once the
+    // buddy's progress thread took it, and the pieces would wait for that round trip before being posted.
     guarded([&] {
-      const std::vector<std::byte> head = core::encode_head(m_, 0);  // the checksum follows in the trailer
-      REPRISE_MPI_CHECK(polled::send(head.data(), static_cast<int>(head.size()), MPI_BYTE, buddy_, kPutHead, data_));
+      MPI_Request r = MPI_REQUEST_NULL;
+      REPRISE_MPI_CHECK(
+          MPI_Isend(head_->data(), static_cast<int>(head_->size()), MPI_BYTE, buddy_, kPutHead, data_, &r));
+      requests_.push_back(r);
     });
   }
   ~Stream() override { abandon(); }
@@ -115,21 +120,23 @@ class BuddyLink::Stream : public protocol::ShipStream {
     }
   }
   // After a failure: sends still in flight on the revoked communicator complete with an error; one that does
-  // not keeps the payload alive for good (MPI may still read it).
+  // not keeps the head and the payload alive for good (MPI may still read them).
   void abandon() {
+    bool pending = false;
     for (auto& r : requests_) {
       for (int i = 0; i < 20000 && r != MPI_REQUEST_NULL; ++i) {
         int flag = 0;
         if (MPI_Test(&r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag) r = MPI_REQUEST_NULL;
       }
-      if (r != MPI_REQUEST_NULL) {
-        static std::mutex m;
-        static std::vector<std::shared_ptr<const core::HostBytes>> kept;
-        std::lock_guard<std::mutex> lock(m);
-        kept.push_back(payload_);
-      }
+      pending = pending || r != MPI_REQUEST_NULL;
     }
     requests_.clear();
+    if (!pending) return;
+    static std::mutex m;
+    static std::vector<std::shared_ptr<const void>> kept;
+    std::lock_guard<std::mutex> lock(m);
+    kept.push_back(payload_);
+    kept.push_back(head_);
   }
 
   MpiCoordination& c_;
@@ -139,9 +146,10 @@ class BuddyLink::Stream : public protocol::ShipStream {
   int buddy_;
   core::PieceFrontier frontier_;
   bool die_mid_;
+  std::shared_ptr<const std::vector<std::byte>> head_;  // (sent without waiting: kept as the payload is)
   bool dead_ = false, acked_ = false;
   std::size_t posted_ = 0, handed_ = 0;
-  std::deque<MPI_Request> requests_;  // pieces in flight, oldest first
+  std::deque<MPI_Request> requests_;  // the head and the pieces in flight, oldest first
 };
 
 // The owner side of the buddy link (background thread).
