@@ -82,6 +82,10 @@ class Comm {
   bool test(Request& request, std::size_t& bytes);
   void sendrecv(const void* send_buf, std::size_t send_bytes, int dest, int send_tag, void* recv_buf,
                 std::size_t recv_bytes, int src, int recv_tag);
+  /// The protocol's progress while the caller polls test() in a loop (wait() makes it itself): a failure the
+  /// runtime's threads detected (may throw Rollback), a recovery's control messages, replays and held sends on
+  /// their way. Without it such a loop could wait for ranks that wait for this one.
+  void poll();
 
   /// The same with the buffer's memory space said (MemorySpace::Device: CUDA device memory; without it Comm asks
   /// CUDA where a buffer lives when a GPU is usable). With a CUDA-aware MPI (Config::cuda_aware_mpi) a device

@@ -137,6 +137,9 @@ void Comm::waitall(std::vector<Request>& rs) {
   for (auto& r : rs)
     if (r.pending()) s_->wait(r);
 }
+void Comm::poll() {
+  s_->poll();
+}
 bool Comm::test(Request& r) {
   return s_->test(r);
 }

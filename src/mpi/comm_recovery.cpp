@@ -336,6 +336,13 @@ void CommState::enter() {
   maybe_poll_views();
 }
 
+void CommState::poll() {
+  if (!unposted_.empty()) post_unposted(false);
+  advance_headers(nullptr);
+  host_.poll_failure();
+  if (control_due()) poll_control();
+}
+
 // Control messages (Notify, restart floors) and background sends matter only while a recovery is under way here: the
 // coordinator's, a release this process waits for, replays or held sends on their way. Otherwise only stale
 // messages of older attempts can come: probed every kPollEvery calls (a wildcard probe costs about as much as

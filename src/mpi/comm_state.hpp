@@ -239,6 +239,8 @@ class CommState {
   /// Runtime entry points of the application: the pending exchange, control messages, and a rolled-back process
   /// waits here for the coordinator's release before it re-executes.
   void enter();
+  /// Comm::poll: what a blocking wait does between its tests (failures, headers, control messages, queued sends).
+  void poll();
   /// Control messages (Notify at the coordinator, restart floors), replays and queued sends: called while waiting.
   void poll_control();
   /// Whether poll_control() has work now (a recovery under way here), or it is time for the occasional probe.
