@@ -138,6 +138,9 @@ class MpiRuntime : public Runtime {
   // learns when the program restored (on_restore).
   friend class interpose::Wrapped;
   void on_restore(std::function<void()> hook);
+  // ... and carries out the program's non-blocking collectives where every run reaches the same point: at every
+  // step() and first at every checkpoint (a forced one included), before the group agrees on it.
+  void before_checkpoint(std::function<void()> hook);
   void collective_point();  // REPRISE_KILL RANK:STEP:collective, as the program enters a collective
   struct Parts;
   explicit MpiRuntime(Parts parts);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "interpose/nonblocking.hpp"
 #include "interpose/serve.hpp"
 #include "interpose/wrapped.hpp"
 
@@ -179,6 +180,7 @@ int check_root(const VComm& c, int root, const char* call) {
 }  // namespace
 
 void allreduce_bits(VComm& c, std::uint64_t& bits) {
+  carry_out_collectives();  // (the communicator calls: after the collectives started before them)
   std::vector<std::byte> acc(sizeof bits);
   std::memcpy(acc.data(), &bits, sizeof bits);
   reduce_to_zero(c, acc, 1, MPI_UINT64_T, MPI_BOR);
@@ -187,6 +189,7 @@ void allreduce_bits(VComm& c, std::uint64_t& bits) {
 }
 
 std::vector<std::int64_t> allgather_ints(VComm& c, const std::vector<std::int64_t>& mine) {
+  carry_out_collectives();  // (the communicator calls: after the collectives started before them)
   const std::size_t each = mine.size() * sizeof(std::int64_t);
   std::vector<std::int64_t> all(mine.size() * static_cast<std::size_t>(c.size));
   if (c.rank == 0) {
@@ -201,82 +204,59 @@ std::vector<std::int64_t> allgather_ints(VComm& c, const std::vector<std::int64_
 
 }  // namespace reprise::interpose
 
-using reprise::interpose::ours;
-using reprise::interpose::serving;
-using reprise::interpose::VComm;
-using reprise::interpose::Wrapped;
-namespace ri = reprise::interpose;
-
-extern "C" int MPI_Barrier(MPI_Comm comm) {
-  if (!serving() || !ours(comm)) return PMPI_Barrier(comm);
-  REPRISE_SERVE("MPI_Barrier", {
-    VComm& c = Wrapped::get().collective(comm, "MPI_Barrier");
-    // Run again before the program restored (Wrapped::replaying): nothing to wait for, its messages of the first
-    // execution are in the version's channel counters.
-    if (!Wrapped::get().replaying()) {
-      std::uint64_t nothing = 0;
-      ri::allreduce_bits(c, nothing);
-    }
-  });
-  return MPI_SUCCESS;
-}
-
-extern "C" int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  if (!serving() || !ours(comm)) return PMPI_Bcast(buf, count, type, root, comm);
-  REPRISE_SERVE("MPI_Bcast", {
-    VComm& c = Wrapped::get().collective(comm, "MPI_Bcast");
-    ri::require_contiguous(type, "MPI_Bcast");
-    ri::bcast(c, buf, ri::bytes_of(count, type), ri::check_root(c, root, "MPI_Bcast"));
-  });
-  return MPI_SUCCESS;
-}
-
-extern "C" int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
-                          MPI_Comm comm) {
-  if (!serving() || !ours(comm)) return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
-  REPRISE_SERVE("MPI_Reduce", {
-    VComm& c = Wrapped::get().collective(comm, "MPI_Reduce");
-
-    ri::check_root(c, root, "MPI_Reduce");
-    const std::size_t bytes = ri::span_of(count, type, "MPI_Reduce");
-    const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    std::vector<std::byte> acc(bytes);
-    if (bytes) std::memcpy(acc.data(), in, bytes);
-    ri::reduce_to_zero(c, acc, count, type, op);
-    if (root != 0) {
-      if (c.rank == 0) ri::send_to(c, root, acc.data(), bytes);
-      if (c.rank == root) ri::recv_from(c, 0, acc.data(), bytes);
-    }
-    if (c.rank == root && bytes) std::memcpy(recvbuf, acc.data(), bytes);
-  });
-  return MPI_SUCCESS;
-}
-
-extern "C" int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
-                             MPI_Comm comm) {
-  if (!serving() || !ours(comm)) return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
-  REPRISE_SERVE("MPI_Allreduce", {
-    VComm& c = Wrapped::get().collective(comm, "MPI_Allreduce");
-
-    const std::size_t bytes = ri::span_of(count, type, "MPI_Allreduce");
-    const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    std::vector<std::byte> acc(bytes);
-    if (bytes) std::memcpy(acc.data(), in, bytes);
-    int commutative = 0;
-    PMPI_Op_commutative(op, &commutative);
-    if (commutative && ri::segmented(c, count, bytes)) {
-      ri::allreduce_segmented(c, acc, count, type, op, ri::extent_of(type));
-    } else {  // a reduction to rank 0 in rank order (as MPI requires of a non-commutative operation), a broadcast
-      ri::reduce_to_zero(c, acc, count, type, op);
-      ri::bcast(c, acc.data(), bytes, 0);
-    }
-    if (bytes) std::memcpy(recvbuf, acc.data(), bytes);
-  });
-  return MPI_SUCCESS;
-}
-
+// ---- The program's collectives: each body serves the blocking call, and later the non-blocking one (nonblocking.hpp)
 namespace reprise::interpose {
 namespace {
+
+void barrier(MPI_Comm comm, const char* call) {
+  VComm& c = Wrapped::get().collective(comm, call);
+  // Run again before the program restored (Wrapped::replaying): nothing to wait for, its messages of the first
+  // execution are in the version's channel counters.
+  if (!Wrapped::get().replaying()) {
+    std::uint64_t nothing = 0;
+    allreduce_bits(c, nothing);
+  }
+}
+
+void bcast_of(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, const char* call) {
+  VComm& c = Wrapped::get().collective(comm, call);
+  require_contiguous(type, call);
+  bcast(c, buf, bytes_of(count, type), check_root(c, root, call));
+}
+
+void reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
+            const char* call) {
+  VComm& c = Wrapped::get().collective(comm, call);
+  check_root(c, root, call);
+  const std::size_t bytes = span_of(count, type, call);
+  const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  std::vector<std::byte> acc(bytes);
+  if (bytes) std::memcpy(acc.data(), in, bytes);
+  reduce_to_zero(c, acc, count, type, op);
+  if (root != 0) {
+    if (c.rank == 0) send_to(c, root, acc.data(), bytes);
+    if (c.rank == root) recv_from(c, 0, acc.data(), bytes);
+  }
+  if (c.rank == root && bytes) std::memcpy(recvbuf, acc.data(), bytes);
+}
+
+void allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+               const char* call) {
+  VComm& c = Wrapped::get().collective(comm, call);
+  const std::size_t bytes = span_of(count, type, call);
+  const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  std::vector<std::byte> acc(bytes);
+  if (bytes) std::memcpy(acc.data(), in, bytes);
+  int commutative = 0;
+  PMPI_Op_commutative(op, &commutative);
+  if (commutative && segmented(c, count, bytes)) {
+    allreduce_segmented(c, acc, count, type, op, extent_of(type));
+  } else {  // a reduction to rank 0 in rank order (as MPI requires of a non-commutative operation), a broadcast
+    reduce_to_zero(c, acc, count, type, op);
+    bcast(c, acc.data(), bytes, 0);
+  }
+  if (bytes) std::memcpy(recvbuf, acc.data(), bytes);
+}
 
 // MPI_Scan and MPI_Exscan: a chain in rank order, rank r receiving x0 op ... op x(r-1) from rank r - 1 (so every
 // operation, commutative or not, combines as MPI requires). N - 1 steps: a prefix is rare in the programs this
@@ -322,47 +302,11 @@ void reduce_scatter(const void* sendbuf, void* recvbuf, const int* recvcounts, M
   }
 }
 
-}  // namespace
-}  // namespace reprise::interpose
-
-extern "C" int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  if (!serving() || !ours(comm)) return PMPI_Scan(sendbuf, recvbuf, count, type, op, comm);
-  REPRISE_SERVE("MPI_Scan", { ri::prefix(sendbuf, recvbuf, count, type, op, comm, false, "MPI_Scan"); });
-  return MPI_SUCCESS;
-}
-
-extern "C" int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  if (!serving() || !ours(comm)) return PMPI_Exscan(sendbuf, recvbuf, count, type, op, comm);
-  REPRISE_SERVE("MPI_Exscan", { ri::prefix(sendbuf, recvbuf, count, type, op, comm, true, "MPI_Exscan"); });
-  return MPI_SUCCESS;
-}
-
-extern "C" int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type,
-                                  MPI_Op op, MPI_Comm comm) {
-  if (!serving() || !ours(comm)) return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
-  REPRISE_SERVE("MPI_Reduce_scatter",
-                { ri::reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, "MPI_Reduce_scatter"); });
-  return MPI_SUCCESS;
-}
-
-extern "C" int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
-                                        MPI_Comm comm) {
-  if (!serving() || !ours(comm)) return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
-  REPRISE_SERVE("MPI_Reduce_scatter_block", {
-    const int n = Wrapped::get().vcomm(comm, "MPI_Reduce_scatter_block").size;
-    const std::vector<int> counts(static_cast<std::size_t>(n), recvcount);
-    ri::reduce_scatter(sendbuf, recvbuf, counts.data(), type, op, comm, "MPI_Reduce_scatter_block");
-  });
-  return MPI_SUCCESS;
-}
-
-namespace {
-
 // Gathers each rank's block to `root` (rank order), at byte offsets `at` of recvbuf (root only).
 void gather_blocks(VComm& c, const void* sendbuf, std::size_t send_bytes, void* recvbuf,
                    const std::vector<std::size_t>& bytes, const std::vector<std::size_t>& at, int root) {
   if (c.rank != root) {
-    ri::send_to(c, root, sendbuf, send_bytes);
+    send_to(c, root, sendbuf, send_bytes);
     return;
   }
   auto* out = static_cast<std::byte*>(recvbuf);
@@ -371,7 +315,7 @@ void gather_blocks(VComm& c, const void* sendbuf, std::size_t send_bytes, void* 
     if (r == root) {
       if (sendbuf != MPI_IN_PLACE && bytes[i]) std::memmove(out + at[i], sendbuf, bytes[i]);
     } else {
-      ri::recv_from(c, r, out + at[i], bytes[i]);
+      recv_from(c, r, out + at[i], bytes[i]);
     }
   }
 }
@@ -379,172 +323,250 @@ void gather_blocks(VComm& c, const void* sendbuf, std::size_t send_bytes, void* 
 // Block sizes and offsets in bytes from counts and displacements (in elements of `type`).
 void layout_of(int n, const int* counts, const int* displs, MPI_Datatype type, std::vector<std::size_t>& bytes,
                std::vector<std::size_t>& at) {
-  const MPI_Aint extent = ri::extent_of(type);
+  const MPI_Aint extent = extent_of(type);
   bytes.resize(static_cast<std::size_t>(n));
   at.resize(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
-    bytes[static_cast<std::size_t>(r)] = ri::bytes_of(counts[r], type);
+    bytes[static_cast<std::size_t>(r)] = bytes_of(counts[r], type);
     at[static_cast<std::size_t>(r)] = static_cast<std::size_t>(displs[r] * extent);
   }
 }
 
-void uniform(int n, int count, std::vector<int>& counts, std::vector<int>& displs) {
-  counts.assign(static_cast<std::size_t>(n), count);
-  displs.resize(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) displs[static_cast<std::size_t>(r)] = r * count;
-}
+// Counts and displacements of blocks of `count` elements each, for the calls without a "v".
+struct Uniform {
+  std::vector<int> counts, displs;
+  Uniform(int n, int count) : counts(static_cast<std::size_t>(n), count), displs(static_cast<std::size_t>(n)) {
+    for (int r = 0; r < n; ++r) displs[static_cast<std::size_t>(r)] = r * count;
+  }
+};
 
-int gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int* recvcounts,
-            const int* displs, MPI_Datatype recvtype, int root, MPI_Comm comm, const char* call) {
-  REPRISE_SERVE(call, {
-    VComm& c = Wrapped::get().collective(comm, call);
-    ri::check_root(c, root, call);
-    if (sendbuf != MPI_IN_PLACE) ri::require_contiguous(sendtype, call);
-    std::vector<std::size_t> bytes, at;
-    if (c.rank == root) {
-      ri::require_contiguous(recvtype, call);
-      layout_of(c.size, recvcounts, displs, recvtype, bytes, at);
-    }
-    gather_blocks(c, sendbuf, sendbuf == MPI_IN_PLACE ? 0 : ri::bytes_of(sendcount, sendtype), recvbuf, bytes, at,
-                  root);
-  });
-  return MPI_SUCCESS;
+void gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int* recvcounts,
+             const int* displs, MPI_Datatype recvtype, int root, MPI_Comm comm, const char* call) {
+  VComm& c = Wrapped::get().collective(comm, call);
+  check_root(c, root, call);
+  if (sendbuf != MPI_IN_PLACE) require_contiguous(sendtype, call);
+  std::vector<std::size_t> bytes, at;
+  if (c.rank == root) {
+    require_contiguous(recvtype, call);
+    layout_of(c.size, recvcounts, displs, recvtype, bytes, at);
+  }
+  gather_blocks(c, sendbuf, sendbuf == MPI_IN_PLACE ? 0 : bytes_of(sendcount, sendtype), recvbuf, bytes, at, root);
 }
 
 // Gather to rank 0, then rank 0 broadcasts every block packed together.
-int allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int* recvcounts,
-               const int* displs, MPI_Datatype recvtype, MPI_Comm comm, const char* call) {
+void allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int* recvcounts,
+                const int* displs, MPI_Datatype recvtype, MPI_Comm comm, const char* call) {
+  VComm& c = Wrapped::get().collective(comm, call);
+  require_contiguous(recvtype, call);
+  std::vector<std::size_t> bytes, at;
+  layout_of(c.size, recvcounts, displs, recvtype, bytes, at);
+  const void* mine = sendbuf;
+  std::size_t mine_bytes = sendbuf == MPI_IN_PLACE ? 0 : bytes_of(sendcount, sendtype);
+  if (sendbuf == MPI_IN_PLACE) {  // this rank's block is already in place
+    mine = static_cast<std::byte*>(recvbuf) + at[static_cast<std::size_t>(c.rank)];
+    mine_bytes = bytes[static_cast<std::size_t>(c.rank)];
+  } else {
+    require_contiguous(sendtype, call);
+  }
+  const std::size_t total = std::accumulate(bytes.begin(), bytes.end(), std::size_t{0});
+  std::vector<std::byte> packed(total);
+  std::vector<std::size_t> packed_at(bytes.size());
+  for (std::size_t i = 1; i < bytes.size(); ++i) packed_at[i] = packed_at[i - 1] + bytes[i - 1];
+  gather_blocks(c, mine, mine_bytes, packed.data(), bytes, packed_at, 0);
+  bcast(c, packed.data(), total, 0);
+  auto* out = static_cast<std::byte*>(recvbuf);
+  for (std::size_t i = 0; i < bytes.size(); ++i)
+    if (bytes[i]) std::memmove(out + at[i], packed.data() + packed_at[i], bytes[i]);
+}
+
+void scatterv(const void* sendbuf, const int* sendcounts, const int* displs, MPI_Datatype sendtype, void* recvbuf,
+              int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, const char* call) {
+  VComm& c = Wrapped::get().collective(comm, call);
+  check_root(c, root, call);
+  if (recvbuf != MPI_IN_PLACE) require_contiguous(recvtype, call);
+  if (c.rank != root) {
+    recv_from(c, root, recvbuf, bytes_of(recvcount, recvtype));
+    return;
+  }
+  require_contiguous(sendtype, call);
+  std::vector<std::size_t> bytes, at;
+  layout_of(c.size, sendcounts, displs, sendtype, bytes, at);
+  const auto* in = static_cast<const std::byte*>(sendbuf);
+  for (int r = 0; r < c.size; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    if (r != root)
+      send_to(c, r, in + at[i], bytes[i]);
+    else if (recvbuf != MPI_IN_PLACE && bytes[i])
+      std::memmove(recvbuf, in + at[i], bytes[i]);
+  }
+}
+
+void alltoallv(const void* sendbuf, const int* sendcounts, const int* sdispls, MPI_Datatype sendtype, void* recvbuf,
+               const int* recvcounts, const int* rdispls, MPI_Datatype recvtype, MPI_Comm comm, const char* call) {
+  VComm& c = Wrapped::get().collective(comm, call);
+  if (sendbuf == MPI_IN_PLACE) refuse(call, "MPI_IN_PLACE is not supported for all-to-all yet");
+  require_contiguous(sendtype, call);
+  require_contiguous(recvtype, call);
+  std::vector<std::size_t> sbytes, sat, rbytes, rat;
+  layout_of(c.size, sendcounts, sdispls, sendtype, sbytes, sat);
+  layout_of(c.size, recvcounts, rdispls, recvtype, rbytes, rat);
+  Comm& m = Wrapped::get().comm();
+  std::vector<Comm::Request> reqs;
+  const auto* in = static_cast<const std::byte*>(sendbuf);
+  auto* out = static_cast<std::byte*>(recvbuf);
+  for (int r = 0; r < c.size; ++r)
+    if (r != c.rank)
+      reqs.push_back(m.irecv(out + rat[static_cast<std::size_t>(r)], rbytes[static_cast<std::size_t>(r)], c.job_rank(r),
+                             collective_tag(c)));
+  for (int r = 0; r < c.size; ++r)
+    if (r != c.rank)
+      reqs.push_back(m.isend(in + sat[static_cast<std::size_t>(r)], sbytes[static_cast<std::size_t>(r)], c.job_rank(r),
+                             collective_tag(c)));
+  const auto me = static_cast<std::size_t>(c.rank);
+  if (sbytes[me]) std::memmove(out + rat[me], in + sat[me], std::min(sbytes[me], rbytes[me]));
+  m.waitall(reqs);
+}
+
+// A non-blocking collective: `body` (one of the above, with the arguments it keeps) kept to be carried out
+// (nonblocking.hpp), its request the program's.
+// Before the program restored after a rollback (Wrapped::replaying) only MPI_Ibarrier may come, with nothing to
+// carry out (as MPI_Barrier); any other is refused now, as its blocking form is (Wrapped::comm).
+int start(MPI_Comm comm, MPI_Request* request, const char* call, std::function<void()> body) {
   REPRISE_SERVE(call, {
-    VComm& c = Wrapped::get().collective(comm, call);
-    ri::require_contiguous(recvtype, call);
-    std::vector<std::size_t> bytes, at;
-    layout_of(c.size, recvcounts, displs, recvtype, bytes, at);
-    const void* mine = sendbuf;
-    std::size_t mine_bytes = sendbuf == MPI_IN_PLACE ? 0 : ri::bytes_of(sendcount, sendtype);
-    if (sendbuf == MPI_IN_PLACE) {  // this rank's block is already in place
-      mine = static_cast<std::byte*>(recvbuf) + at[static_cast<std::size_t>(c.rank)];
-      mine_bytes = bytes[static_cast<std::size_t>(c.rank)];
-    } else {
-      ri::require_contiguous(sendtype, call);
+    Wrapped& w = Wrapped::get();
+    const VComm& c = w.vcomm(comm, call);
+    if (w.replaying()) {
+      if (std::strcmp(call, "MPI_Ibarrier") != 0) w.comm();
+      body = [] {};
     }
-    const std::size_t total = std::accumulate(bytes.begin(), bytes.end(), std::size_t{0});
-    std::vector<std::byte> packed(total);
-    std::vector<std::size_t> packed_at(bytes.size());
-    for (std::size_t i = 1; i < bytes.size(); ++i) packed_at[i] = packed_at[i - 1] + bytes[i - 1];
-    gather_blocks(c, mine, mine_bytes, packed.data(), bytes, packed_at, 0);
-    ri::bcast(c, packed.data(), total, 0);
-    auto* out = static_cast<std::byte*>(recvbuf);
-    for (std::size_t i = 0; i < bytes.size(); ++i)
-      if (bytes[i]) std::memmove(out + at[i], packed.data() + packed_at[i], bytes[i]);
+    auto r = std::make_unique<VRequest>();
+    r->collective = start_collective(c.context, std::move(body));
+    *request = w.adopt(std::move(r));
   });
   return MPI_SUCCESS;
 }
 
-int scatterv(const void* sendbuf, const int* sendcounts, const int* displs, MPI_Datatype sendtype, void* recvbuf,
-             int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, const char* call) {
-  REPRISE_SERVE(call, {
-    VComm& c = Wrapped::get().collective(comm, call);
-    ri::check_root(c, root, call);
-    if (recvbuf != MPI_IN_PLACE) ri::require_contiguous(recvtype, call);
-    if (c.rank != root) {
-      ri::recv_from(c, root, recvbuf, ri::bytes_of(recvcount, recvtype));
-      return MPI_SUCCESS;
-    }
-    ri::require_contiguous(sendtype, call);
-    std::vector<std::size_t> bytes, at;
-    layout_of(c.size, sendcounts, displs, sendtype, bytes, at);
-    const auto* in = static_cast<const std::byte*>(sendbuf);
-    for (int r = 0; r < c.size; ++r) {
-      const auto i = static_cast<std::size_t>(r);
-      if (r != root)
-        ri::send_to(c, r, in + at[i], bytes[i]);
-      else if (recvbuf != MPI_IN_PLACE && bytes[i])
-        std::memmove(recvbuf, in + at[i], bytes[i]);
-    }
-  });
-  return MPI_SUCCESS;
-}
-
-int alltoallv(const void* sendbuf, const int* sendcounts, const int* sdispls, MPI_Datatype sendtype, void* recvbuf,
-              const int* recvcounts, const int* rdispls, MPI_Datatype recvtype, MPI_Comm comm, const char* call) {
-  REPRISE_SERVE(call, {
-    VComm& c = Wrapped::get().collective(comm, call);
-    if (sendbuf == MPI_IN_PLACE) ri::refuse(call, "MPI_IN_PLACE is not supported for all-to-all yet");
-    ri::require_contiguous(sendtype, call);
-    ri::require_contiguous(recvtype, call);
-    std::vector<std::size_t> sbytes, sat, rbytes, rat;
-    layout_of(c.size, sendcounts, sdispls, sendtype, sbytes, sat);
-    layout_of(c.size, recvcounts, rdispls, recvtype, rbytes, rat);
-    reprise::Comm& m = Wrapped::get().comm();
-    std::vector<reprise::Comm::Request> reqs;
-    const auto* in = static_cast<const std::byte*>(sendbuf);
-    auto* out = static_cast<std::byte*>(recvbuf);
-    for (int r = 0; r < c.size; ++r)
-      if (r != c.rank)
-        reqs.push_back(m.irecv(out + rat[static_cast<std::size_t>(r)], rbytes[static_cast<std::size_t>(r)],
-                               c.job_rank(r), ri::collective_tag(c)));
-    for (int r = 0; r < c.size; ++r)
-      if (r != c.rank)
-        reqs.push_back(m.isend(in + sat[static_cast<std::size_t>(r)], sbytes[static_cast<std::size_t>(r)],
-                               c.job_rank(r), ri::collective_tag(c)));
-    const auto me = static_cast<std::size_t>(c.rank);
-    if (sbytes[me]) std::memmove(out + rat[me], in + sat[me], std::min(sbytes[me], rbytes[me]));
-    m.waitall(reqs);
-  });
-  return MPI_SUCCESS;
+int size_of(MPI_Comm comm, const char* call) {
+  return Wrapped::get().vcomm(comm, call).size;
 }
 
 }  // namespace
+}  // namespace reprise::interpose
+
+using reprise::interpose::ours;
+using reprise::interpose::serving;
+namespace ri = reprise::interpose;
+
+// Blocking collectives
+#define REPRISE_COLLECTIVE(call, ...)      \
+  do {                                     \
+    REPRISE_SERVE(call, { __VA_ARGS__; }); \
+    return MPI_SUCCESS;                    \
+  } while (0)
+
+extern "C" int MPI_Barrier(MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Barrier(comm);
+  REPRISE_COLLECTIVE("MPI_Barrier", ri::barrier(comm, "MPI_Barrier"));
+}
+
+extern "C" int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Bcast(buf, count, type, root, comm);
+  REPRISE_COLLECTIVE("MPI_Bcast", ri::bcast_of(buf, count, type, root, comm, "MPI_Bcast"));
+}
+
+extern "C" int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                          MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
+  REPRISE_COLLECTIVE("MPI_Reduce", ri::reduce(sendbuf, recvbuf, count, type, op, root, comm, "MPI_Reduce"));
+}
+
+extern "C" int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                             MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+  REPRISE_COLLECTIVE("MPI_Allreduce", ri::allreduce(sendbuf, recvbuf, count, type, op, comm, "MPI_Allreduce"));
+}
+
+extern "C" int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Scan(sendbuf, recvbuf, count, type, op, comm);
+  REPRISE_COLLECTIVE("MPI_Scan", ri::prefix(sendbuf, recvbuf, count, type, op, comm, false, "MPI_Scan"));
+}
+
+extern "C" int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Exscan(sendbuf, recvbuf, count, type, op, comm);
+  REPRISE_COLLECTIVE("MPI_Exscan", ri::prefix(sendbuf, recvbuf, count, type, op, comm, true, "MPI_Exscan"));
+}
+
+extern "C" int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type,
+                                  MPI_Op op, MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
+  REPRISE_COLLECTIVE("MPI_Reduce_scatter",
+                     ri::reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, "MPI_Reduce_scatter"));
+}
+
+extern "C" int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                                        MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
+  REPRISE_COLLECTIVE("MPI_Reduce_scatter_block", {
+    const ri::Uniform u(ri::size_of(comm, "MPI_Reduce_scatter_block"), recvcount);
+    ri::reduce_scatter(sendbuf, recvbuf, u.counts.data(), type, op, comm, "MPI_Reduce_scatter_block");
+  });
+}
 
 extern "C" int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                            const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
   if (!serving() || !ours(comm))
     return PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
-  return gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, "MPI_Gatherv");
+  REPRISE_COLLECTIVE("MPI_Gatherv", ri::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                                                root, comm, "MPI_Gatherv"));
 }
 
 extern "C" int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                           MPI_Datatype recvtype, int root, MPI_Comm comm) {
   if (!serving() || !ours(comm))
     return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-  std::vector<int> counts, displs;
-  uniform(Wrapped::get().vcomm(comm, "MPI_Gather").size, recvcount, counts, displs);
-  return gatherv(sendbuf, sendcount, sendtype, recvbuf, counts.data(), displs.data(), recvtype, root, comm,
-                 "MPI_Gather");
+  REPRISE_COLLECTIVE("MPI_Gather", {
+    const ri::Uniform u(ri::size_of(comm, "MPI_Gather"), recvcount);
+    ri::gatherv(sendbuf, sendcount, sendtype, recvbuf, u.counts.data(), u.displs.data(), recvtype, root, comm,
+                "MPI_Gather");
+  });
 }
 
 extern "C" int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                               const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
   if (!serving() || !ours(comm))
     return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-  return allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, "MPI_Allgatherv");
+  REPRISE_COLLECTIVE("MPI_Allgatherv", ri::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                                      recvtype, comm, "MPI_Allgatherv"));
 }
 
 extern "C" int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                              MPI_Datatype recvtype, MPI_Comm comm) {
   if (!serving() || !ours(comm))
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  std::vector<int> counts, displs;
-  uniform(Wrapped::get().vcomm(comm, "MPI_Allgather").size, recvcount, counts, displs);
-  return allgatherv(sendbuf, sendcount, sendtype, recvbuf, counts.data(), displs.data(), recvtype, comm,
-                    "MPI_Allgather");
+  REPRISE_COLLECTIVE("MPI_Allgather", {
+    const ri::Uniform u(ri::size_of(comm, "MPI_Allgather"), recvcount);
+    ri::allgatherv(sendbuf, sendcount, sendtype, recvbuf, u.counts.data(), u.displs.data(), recvtype, comm,
+                   "MPI_Allgather");
+  });
 }
 
 extern "C" int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
                             void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
   if (!serving() || !ours(comm))
     return PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
-  return scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, "MPI_Scatterv");
+  REPRISE_COLLECTIVE("MPI_Scatterv", ri::scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
+                                                  root, comm, "MPI_Scatterv"));
 }
 
 extern "C" int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                            MPI_Datatype recvtype, int root, MPI_Comm comm) {
   if (!serving() || !ours(comm))
     return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-  std::vector<int> counts, displs;
-  uniform(Wrapped::get().vcomm(comm, "MPI_Scatter").size, sendcount, counts, displs);
-  return scatterv(sendbuf, counts.data(), displs.data(), sendtype, recvbuf, recvcount, recvtype, root, comm,
-                  "MPI_Scatter");
+  REPRISE_COLLECTIVE("MPI_Scatter", {
+    const ri::Uniform u(ri::size_of(comm, "MPI_Scatter"), sendcount);
+    ri::scatterv(sendbuf, u.counts.data(), u.displs.data(), sendtype, recvbuf, recvcount, recvtype, root, comm,
+                 "MPI_Scatter");
+  });
 }
 
 extern "C" int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
@@ -552,17 +574,161 @@ extern "C" int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const 
                              MPI_Comm comm) {
   if (!serving() || !ours(comm))
     return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-  return alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
-                   "MPI_Alltoallv");
+  REPRISE_COLLECTIVE("MPI_Alltoallv", ri::alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                                    rdispls, recvtype, comm, "MPI_Alltoallv"));
 }
 
 extern "C" int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                             MPI_Datatype recvtype, MPI_Comm comm) {
   if (!serving() || !ours(comm)) return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  const int n = Wrapped::get().vcomm(comm, "MPI_Alltoall").size;
-  std::vector<int> scounts, sdispls, rcounts, rdispls;
-  uniform(n, sendcount, scounts, sdispls);
-  uniform(n, recvcount, rcounts, rdispls);
-  return alltoallv(sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(), rdispls.data(), recvtype,
-                   comm, "MPI_Alltoall");
+  REPRISE_COLLECTIVE("MPI_Alltoall", {
+    const int n = ri::size_of(comm, "MPI_Alltoall");
+    const ri::Uniform s(n, sendcount), r(n, recvcount);
+    ri::alltoallv(sendbuf, s.counts.data(), s.displs.data(), sendtype, recvbuf, r.counts.data(), r.displs.data(),
+                  recvtype, comm, "MPI_Alltoall");
+  });
+}
+
+// Non-blocking collectives (nonblocking.hpp): the bodies above, each with the arguments it needs kept (MPI lets
+// the program reuse its count and displacement arrays only once the request completed; the uniform ones are ours).
+extern "C" int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Ibarrier(comm, request);
+  return ri::start(comm, request, "MPI_Ibarrier", [=] { ri::barrier(comm, "MPI_Ibarrier"); });
+}
+
+extern "C" int MPI_Ibcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Ibcast(buf, count, type, root, comm, request);
+  return ri::start(comm, request, "MPI_Ibcast", [=] { ri::bcast_of(buf, count, type, root, comm, "MPI_Ibcast"); });
+}
+
+extern "C" int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                           MPI_Comm comm, MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, request);
+  return ri::start(comm, request, "MPI_Ireduce",
+                   [=] { ri::reduce(sendbuf, recvbuf, count, type, op, root, comm, "MPI_Ireduce"); });
+}
+
+extern "C" int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                              MPI_Comm comm, MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
+  return ri::start(comm, request, "MPI_Iallreduce",
+                   [=] { ri::allreduce(sendbuf, recvbuf, count, type, op, comm, "MPI_Iallreduce"); });
+}
+
+extern "C" int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                         MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Iscan(sendbuf, recvbuf, count, type, op, comm, request);
+  return ri::start(comm, request, "MPI_Iscan",
+                   [=] { ri::prefix(sendbuf, recvbuf, count, type, op, comm, false, "MPI_Iscan"); });
+}
+
+extern "C" int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                           MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Iexscan(sendbuf, recvbuf, count, type, op, comm, request);
+  return ri::start(comm, request, "MPI_Iexscan",
+                   [=] { ri::prefix(sendbuf, recvbuf, count, type, op, comm, true, "MPI_Iexscan"); });
+}
+
+extern "C" int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type,
+                                   MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, request);
+  return ri::start(comm, request, "MPI_Ireduce_scatter",
+                   [=] { ri::reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, "MPI_Ireduce_scatter"); });
+}
+
+extern "C" int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type,
+                                         MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm, request);
+  const ri::Uniform u(ri::size_of(comm, "MPI_Ireduce_scatter_block"), recvcount);
+  return ri::start(comm, request, "MPI_Ireduce_scatter_block", [=] {
+    ri::reduce_scatter(sendbuf, recvbuf, u.counts.data(), type, op, comm, "MPI_Ireduce_scatter_block");
+  });
+}
+
+extern "C" int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                            const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm,
+                            MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
+  return ri::start(comm, request, "MPI_Igatherv", [=] {
+    ri::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, "MPI_Igatherv");
+  });
+}
+
+extern "C" int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                           MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+  const ri::Uniform u(ri::size_of(comm, "MPI_Igather"), recvcount);
+  return ri::start(comm, request, "MPI_Igather", [=] {
+    ri::gatherv(sendbuf, sendcount, sendtype, recvbuf, u.counts.data(), u.displs.data(), recvtype, root, comm,
+                "MPI_Igather");
+  });
+}
+
+extern "C" int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                               const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                               MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
+  return ri::start(comm, request, "MPI_Iallgatherv", [=] {
+    ri::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, "MPI_Iallgatherv");
+  });
+}
+
+extern "C" int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                              MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  const ri::Uniform u(ri::size_of(comm, "MPI_Iallgather"), recvcount);
+  return ri::start(comm, request, "MPI_Iallgather", [=] {
+    ri::allgatherv(sendbuf, sendcount, sendtype, recvbuf, u.counts.data(), u.displs.data(), recvtype, comm,
+                   "MPI_Iallgather");
+  });
+}
+
+extern "C" int MPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                             void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                             MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+  return ri::start(comm, request, "MPI_Iscatterv", [=] {
+    ri::scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, "MPI_Iscatterv");
+  });
+}
+
+extern "C" int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                            MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+  const ri::Uniform u(ri::size_of(comm, "MPI_Iscatter"), sendcount);
+  return ri::start(comm, request, "MPI_Iscatter", [=] {
+    ri::scatterv(sendbuf, u.counts.data(), u.displs.data(), sendtype, recvbuf, recvcount, recvtype, root, comm,
+                 "MPI_Iscatter");
+  });
+}
+
+extern "C" int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                              void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                              MPI_Comm comm, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
+                           request);
+  return ri::start(comm, request, "MPI_Ialltoallv", [=] {
+    ri::alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
+                  "MPI_Ialltoallv");
+  });
+}
+
+extern "C" int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                             MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  const int n = ri::size_of(comm, "MPI_Ialltoall");
+  const ri::Uniform s(n, sendcount), r(n, recvcount);
+  return ri::start(comm, request, "MPI_Ialltoall", [=] {
+    ri::alltoallv(sendbuf, s.counts.data(), s.displs.data(), sendtype, recvbuf, r.counts.data(), r.displs.data(),
+                  recvtype, comm, "MPI_Ialltoall");
+  });
 }

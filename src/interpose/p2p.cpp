@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "interpose/nonblocking.hpp"
 #include "interpose/serve.hpp"
 #include "interpose/wrapped.hpp"
 
@@ -191,8 +192,11 @@ bool from_probe(VRequest& r, bool block) {
   return true;
 }
 
+// A wait or a test first carries out the non-blocking collectives started before it (nonblocking.hpp): a test of
+// one's request completes it.
 std::size_t wait_one(VRequest& r) {
-  if (r.null_peer || r.done) return r.result;
+  carry_out_collectives(r.collective.get());
+  if (r.null_peer || r.done || r.collective) return r.result;
   if (r.probed) {
     from_probe(r, true);
     return r.result;
@@ -202,9 +206,17 @@ std::size_t wait_one(VRequest& r) {
 
 // Completes `r` on Comm if it can (its bytes kept in it).
 bool test_one(VRequest& r) {
+  carry_out_collectives(r.collective.get());
+  if (r.collective) return true;
   if (r.probed && !r.done) return from_probe(r, false);
   if (!r.null_peer && !r.done) r.done = Wrapped::get().comm().test(r.request, r.result);
   return r.null_peer || r.done;
+}
+
+// After a test that completed nothing: the protocol's progress (Comm::poll), since a program may test in a loop
+// while a recovery needs this rank (a failure its threads detected, replays to send).
+void idle() {
+  Wrapped::get().comm().poll();
 }
 
 bool any_ours(int n, const MPI_Request* requests) {
@@ -442,6 +454,10 @@ extern "C" int MPI_Request_free(MPI_Request* request) {
     Wrapped& w = Wrapped::get();
     VRequest& pending = *w.find(*request);
     const bool under_way = ri::active(*request) && !pending.done && !pending.null_peer;
+    if (pending.collective)
+      ri::refuse("MPI_Request_free",
+                 "the request of a non-blocking collective cannot be freed under Reprise: wait for it or test it "
+                 "until it completes");
     if (pending.receive && under_way)
       ri::refuse("MPI_Request_free",
                  "a receive still under way cannot be freed under Reprise (its message would land at a time the "
@@ -461,7 +477,10 @@ extern "C" int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
     } else {
       VRequest& r = *Wrapped::get().find(*request);
       *flag = ri::test_one(r) ? 1 : 0;
-      if (*flag) ri::finish(request, r.result, status);
+      if (*flag)
+        ri::finish(request, r.result, status);
+      else
+        ri::idle();
     }
   });
   return MPI_SUCCESS;
@@ -499,6 +518,7 @@ extern "C" int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Sta
       all = ri::test_one(*w.find(requests[i])) && all;
     }
     *flag = all ? 1 : 0;
+    if (!all) ri::idle();
     if (all)
       for (int i = 0; i < count; ++i) {
         MPI_Status* st = ri::status_at(statuses, i);
@@ -532,6 +552,7 @@ extern "C" int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_St
           return MPI_SUCCESS;
         }
       }
+      ri::idle();
     }
   });
   return MPI_SUCCESS;
@@ -555,6 +576,7 @@ int some_done(int count, MPI_Request requests[], int indices[], MPI_Status statu
       indices[done++] = i;
     }
   }
+  if (active && done == 0) idle();
   return active ? done : MPI_UNDEFINED;
 }
 
@@ -597,6 +619,7 @@ extern "C" int MPI_Testany(int count, MPI_Request requests[], int* index, int* f
         break;
       }
     }
+    if (!*flag) ri::idle();
   });
   return MPI_SUCCESS;
 }

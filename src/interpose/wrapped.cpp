@@ -12,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "interpose/nonblocking.hpp"
 #include "interpose/serve.hpp"
 #include "reprise/errors.hpp"
 #include "reprise/interpose.hpp"
@@ -96,6 +97,12 @@ void Wrapped::start() {
     world_.size = rt_->size();
     rt_->protect_resizable(kTableRegion, [this](std::optional<std::size_t> bytes) { return locate_table(bytes); });
     rt_->on_restore([this] { restored(); });
+    // The non-blocking collectives started before rt.step() or rt.checkpoint() are carried out there, so that a
+    // version never has one half done (nonblocking.hpp).
+    rt_->before_checkpoint([] {
+      REPRISE_SERVE("a non-blocking collective carried out by rt.step() or rt.checkpoint()",
+                    { carry_out_collectives(); });
+    });
     own_regions_ = rt_->region_names();
     if (rt_->restarted()) begin_replay();    // a replacement, or a relaunch from files
   } catch (const UnrecoverableFailure& e) {  // e.g. a replacement whose data were lost with its buddy
@@ -164,6 +171,7 @@ VComm& Wrapped::vcomm(MPI_Comm c, const char* call) {
 
 VComm& Wrapped::collective(MPI_Comm c, const char* call) {
   VComm& v = vcomm(c, call);
+  carry_out_collectives();  // (this one after those the program started before it)
   rt_->collective_point();
   return v;
 }
@@ -221,6 +229,10 @@ MPI_Comm Wrapped::create(bool in_it, const char* call, const std::function<MPI_C
 void Wrapped::free(MPI_Comm* c) {
   VComm* v = find(*c);
   if (!v || v == &world_) throw UsageError("MPI_Comm_free of a communicator that is not one derived here");
+  if (collectives_pending_on(v->context))
+    throw UsageError(
+        "MPI_Comm_free of a communicator with a non-blocking collective still under way on it: wait for "
+        "its request first");
   contexts_used_ &= ~(1u << v->context);
   comms_.erase(v);
   delete v;
@@ -240,6 +252,7 @@ Probed& Wrapped::probe(int source, int wire_tag) {
 
 bool Wrapped::settle(Probed& p, bool block) {
   if (!p.done) {
+    carry_out_collectives();
     if (block)
       comm().wait(p.request);
     else
@@ -407,6 +420,7 @@ void Wrapped::restored() {
 }
 
 void Wrapped::abandon_requests() {
+  abandon_collectives();
   for (VRequest* r : requests_) delete r;  // Comm cancels their receives
   requests_.clear();
   freed_.clear();

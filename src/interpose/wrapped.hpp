@@ -55,6 +55,8 @@ struct Probed {
   int program_source = 0, program_tag = 0;
 };
 
+class Collective;  // a non-blocking collective under way (nonblocking.hpp)
+
 /// A request made by a served call.
 struct VRequest {
   static constexpr std::uint64_t kMagic = 0x5250525652455155ull;  // "RPRVREQU"
@@ -76,6 +78,7 @@ struct VRequest {
   bool persistent = false;
   bool active = true;
   MPI_Comm comm = MPI_COMM_NULL;
+  std::shared_ptr<Collective> collective;  // a non-blocking collective's: completes when its body ended
 };
 
 inline constexpr int kTagsPerContext = 2048;  // tags 0..2046 for the program; 2047 for collectives

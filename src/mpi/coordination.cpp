@@ -148,6 +148,7 @@ void MpiCoordination::last_barrier() {
 void MpiCoordination::before_capture(std::uint64_t version) {
   current_step_ = std::max(current_step_, version);
   if (down_) recover("a failure was detected by the runtime's background threads");
+  if (checkpoint_hook_) checkpoint_hook_();  // (a layer's messages owed to this version: before the group agrees)
   if (should_die(version, protocol::KillPoint::Checkpoint)) die("checkpoint", version);
   if (should_die(version, protocol::KillPoint::Commit)) die("commit", version);
   buddy_.hurry();  // the buddies of a group checkpoint together: this rank's ward ships its version now too
@@ -367,6 +368,7 @@ void MpiCoordination::step(std::uint64_t s) {
   current_step_ = s;
   if (should_die(s, protocol::KillPoint::Compute)) die("compute", s);
   if (down_) recover("a failure was detected by the runtime's background threads");
+  if (checkpoint_hook_) checkpoint_hook_();  // (every step: also where the log bound may make it checkpoint)
   comm_state_->enter();
 }
 

@@ -84,6 +84,8 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   }
   /// Called after every restore the application made (MpiRuntime::on_restore).
   void on_restore(std::function<void()> hook) { restored_hook_ = std::move(hook); }
+  /// Called at every step() and first at every checkpoint (MpiRuntime::before_checkpoint).
+  void before_checkpoint(std::function<void()> hook) { checkpoint_hook_ = std::move(hook); }
   std::optional<std::uint64_t> restore_target() const override { return recovery_.target(); }
   bool restarted() const override { return recovery_.restarted(); }
   bool take_start_over() override { return recovery_.take_start_over(); }
@@ -195,9 +197,10 @@ class MpiCoordination : public runtime::Coordination, public CommHost {
   protocol::BuddyStore* store_ = nullptr;                 // owned by the Runtime
   std::mutex store_mutex_;  // the progress thread's use of store_ (GroupCommit::on_floor) against release_store()
   std::function<void()> quiesce_;
-  std::function<void()> restored_hook_;  // on_restore
-  std::vector<MPI_Comm> retired_;        // communicators of earlier epochs
-  SparePool spares_;                     // REPRISE_SPARES (spares.hpp)
+  std::function<void()> restored_hook_;    // on_restore
+  std::function<void()> checkpoint_hook_;  // before_checkpoint
+  std::vector<MPI_Comm> retired_;          // communicators of earlier epochs
+  SparePool spares_;                       // REPRISE_SPARES (spares.hpp)
   // The parts with state of their own (they use the members above; declared last: built after them, destroyed
   // first, the progress thread with the buddy link, before the recovery whose epoch it reads).
   friend class Recovery;

@@ -68,6 +68,9 @@ MpiRuntime::MpiRuntime(Parts parts) : Runtime(std::move(parts.config), std::move
 void MpiRuntime::on_restore(std::function<void()> hook) {
   coord_->on_restore(std::move(hook));
 }
+void MpiRuntime::before_checkpoint(std::function<void()> hook) {
+  coord_->before_checkpoint(std::move(hook));
+}
 
 void MpiRuntime::collective_point() {
   coord_->collective_point();

@@ -2,7 +2,8 @@
 // (interpose-check-plain) and linked with libreprise_interpose.so (reprise-interpose-check). Both print the same
 // lines (each call's results, folded into digests); the wrapped one also checks that the messages went through
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
-//   interpose-check [--refuse any-source|any-tag|tag|win|comm-create-group|ibarrier|free-receive|split-type]
+//   interpose-check [--refuse any-source|any-tag|tag|win|comm-create-group|ineighbor|free-receive|split-type|
+//                             free-icollective]
 //   interpose-check --node-communicator
 //   reprise-interpose-check --message-before-restore | --probe-across-checkpoints  (reprise::run; tests with kills)
 #include <mpi.h>
@@ -298,6 +299,87 @@ void collectives() {
   report("bcast/gather/scatter/a2a", d);
 }
 
+// Non-blocking collectives: several under way at once on two communicators, point-to-point between them,
+// completed by MPI_Wait (a later one first), MPI_Test in a loop, MPI_Waitall with point-to-point requests,
+// MPI_Waitany, MPI_Testall; then every other kind. (Integers and dyadic values: exact in any order.)
+void nonblocking_collectives() {
+  const int n = world_size, me = world_rank, next = (me + 1) % n, prev = (me + n - 1) % n;
+  MPI_Comm dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  const int large = 40009;  // (320 KB: the segmented allreduce)
+  std::vector<double> v(5), sum(5), big(static_cast<std::size_t>(large)), big_sum(static_cast<std::size_t>(large));
+  for (int i = 0; i < 5; ++i) v[static_cast<std::size_t>(i)] = (me + 1) * 0.25 + i;
+  for (int i = 0; i < large; ++i) big[static_cast<std::size_t>(i)] = (me + 1) * 0.5 + (i % 97);
+  std::int64_t prod = me + 2, p = 0;
+  std::vector<int> b(7, me == 1 % n ? 11 : 0);
+  double a = me + 0.5, got = -1;
+  MPI_Request r[7];
+  MPI_Iallreduce(v.data(), sum.data(), 5, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &r[0]);
+  MPI_Iallreduce(big.data(), big_sum.data(), large, MPI_DOUBLE, MPI_SUM, dup, &r[1]);
+  MPI_Irecv(&got, 1, MPI_DOUBLE, prev, 9, MPI_COMM_WORLD, &r[2]);
+  MPI_Isend(&a, 1, MPI_DOUBLE, next, 9, MPI_COMM_WORLD, &r[3]);
+  MPI_Ireduce(&prod, &p, 1, MPI_INT64_T, MPI_PROD, n - 1, MPI_COMM_WORLD, &r[4]);
+  MPI_Ibcast(b.data(), 7, MPI_INT, 1 % n, dup, &r[5]);
+  MPI_Ibarrier(MPI_COMM_WORLD, &r[6]);
+  MPI_Wait(&r[5], MPI_STATUS_IGNORE);
+  int flag = 0;
+  while (!flag) MPI_Test(&r[4], &flag, MPI_STATUS_IGNORE);
+  MPI_Waitall(4, r, MPI_STATUSES_IGNORE);
+  int index = -1;
+  MPI_Waitany(1, &r[6], &index, MPI_STATUS_IGNORE);
+  std::uint64_t d = digest(sum.data(), 5) ^ digest(big_sum.data(), big_sum.size()) ^ digest(&got, 1) ^
+                    digest(b.data(), b.size()) ^ static_cast<std::uint64_t>(index) << 50;
+  if (me == n - 1) d ^= digest(&p, 1);
+  report("nonblocking reductions", d);
+
+  std::vector<int> two{me, me * me}, all(static_cast<std::size_t>(2 * n)), gathered(static_cast<std::size_t>(2 * n));
+  std::vector<int> counts(static_cast<std::size_t>(n)), displs(static_cast<std::size_t>(n));
+  for (int q = 0; q < n; ++q)
+    counts[static_cast<std::size_t>(q)] = q % 3 + 1, displs[static_cast<std::size_t>(q)] = 4 * q;
+  std::vector<int> mine_var(static_cast<std::size_t>(me % 3 + 1), me + 100), var(static_cast<std::size_t>(4 * n), -1);
+  std::vector<int> gv(static_cast<std::size_t>(4 * n), -1), source(static_cast<std::size_t>(4 * n));
+  for (std::size_t i = 0; i < source.size(); ++i) source[i] = static_cast<int>(i) * 3 + 1;
+  std::vector<int> scattered(2, -1), piece(3, -1), to(static_cast<std::size_t>(n)), from(static_cast<std::size_t>(n));
+  for (int q = 0; q < n; ++q) to[static_cast<std::size_t>(q)] = me * 1000 + q;
+  std::vector<int> ones(static_cast<std::size_t>(n), 1), at(static_cast<std::size_t>(n)),
+      from_v(static_cast<std::size_t>(n));
+  std::iota(at.begin(), at.end(), 0);
+  std::int64_t x[2] = {me + 1, 10 * me - 3}, scan[2] = {0, 0}, exscan[2] = {-7, -7};
+  std::vector<std::int64_t> spread(static_cast<std::size_t>(3 * n)), block(3), whole(static_cast<std::size_t>(n + 1)),
+      varied(2);
+  for (std::size_t i = 0; i < spread.size(); ++i) spread[i] = static_cast<std::int64_t>(i) * (me + 1);
+  for (std::size_t i = 0; i < whole.size(); ++i) whole[i] = static_cast<std::int64_t>(i + 1) * (me + 2);
+  std::vector<int> shares(static_cast<std::size_t>(n), 1);
+  shares[0] = 2;
+  MPI_Request q[12];
+  MPI_Iallgather(two.data(), 2, MPI_INT, all.data(), 2, MPI_INT, MPI_COMM_WORLD, &q[0]);
+  MPI_Igather(two.data(), 2, MPI_INT, gathered.data(), 2, MPI_INT, 0, dup, &q[1]);
+  MPI_Iallgatherv(mine_var.data(), me % 3 + 1, MPI_INT, var.data(), counts.data(), displs.data(), MPI_INT,
+                  MPI_COMM_WORLD, &q[2]);
+  MPI_Igatherv(mine_var.data(), me % 3 + 1, MPI_INT, gv.data(), counts.data(), displs.data(), MPI_INT, n - 1, dup,
+               &q[3]);
+  MPI_Iscatter(source.data(), 2, MPI_INT, scattered.data(), 2, MPI_INT, 0, MPI_COMM_WORLD, &q[4]);
+  MPI_Iscatterv(source.data(), counts.data(), displs.data(), MPI_INT, piece.data(), me % 3 + 1, MPI_INT, n - 1,
+                MPI_COMM_WORLD, &q[5]);
+  MPI_Ialltoall(to.data(), 1, MPI_INT, from.data(), 1, MPI_INT, dup, &q[6]);
+  MPI_Ialltoallv(to.data(), ones.data(), at.data(), MPI_INT, from_v.data(), ones.data(), at.data(), MPI_INT,
+                 MPI_COMM_WORLD, &q[7]);
+  MPI_Iscan(x, scan, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &q[8]);
+  MPI_Iexscan(x, exscan, 2, MPI_INT64_T, MPI_MAX, dup, &q[9]);
+  MPI_Ireduce_scatter_block(spread.data(), block.data(), 3, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &q[10]);
+  MPI_Ireduce_scatter(whole.data(), varied.data(), shares.data(), MPI_INT64_T, MPI_BXOR, dup, &q[11]);
+  for (flag = 0; !flag;) MPI_Testall(12, q, &flag, MPI_STATUSES_IGNORE);
+  if (me == 0) exscan[0] = exscan[1] = 0;  // (undefined at rank 0)
+  d = digest(all.data(), all.size()) ^ digest(var.data(), var.size()) ^ digest(scattered.data(), 2) ^
+      digest(piece.data(), static_cast<std::size_t>(me % 3 + 1)) ^ digest(from.data(), from.size()) ^
+      digest(from_v.data(), from_v.size()) ^ digest(scan, 2) ^ digest(exscan, 2) ^ digest(block.data(), 3) ^
+      digest(varied.data(), me == 0 ? 2 : 1);
+  if (me == 0) d ^= digest(gathered.data(), gathered.size());
+  if (me == n - 1) d ^= digest(gv.data(), gv.size());
+  report("nonblocking gathers", d);
+  MPI_Comm_free(&dup);
+}
+
 void communicators() {
   MPI_Comm dup, half, cart;
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
@@ -382,9 +464,16 @@ void refuse(const std::string& what) {
     MPI_Comm_group(MPI_COMM_WORLD, &g);
     MPI_Comm c;
     MPI_Comm_create_group(MPI_COMM_WORLD, g, 0, &c);
-  } else if (what == "ibarrier") {
+  } else if (what == "ineighbor") {
     MPI_Request r;
-    MPI_Ibarrier(MPI_COMM_WORLD, &r);
+    double y = 0;
+    MPI_Ineighbor_allgather(&x, 1, MPI_DOUBLE, &y, 1, MPI_DOUBLE, MPI_COMM_WORLD, &r);
+  } else if (what == "free-icollective") {  // a communicator freed under a non-blocking collective not waited for
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Request r;
+    MPI_Ibarrier(dup, &r);
+    MPI_Comm_free(&dup);
   } else if (what == "split-type") {
     MPI_Comm c;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED + 1000, 0, MPI_INFO_NULL, &c);
@@ -508,6 +597,7 @@ int main(int argc, char** argv) {
     if (world_rank == 0) std::printf("thread level %d\n", level);
     point_to_point();
     collectives();
+    nonblocking_collectives();
     communicators();
 #ifdef REPRISE_WRAPPED
     // The messages went through reprise::Comm: the runtime counted them.
