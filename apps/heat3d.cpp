@@ -3,9 +3,11 @@
 // MPI_Waitall, an MPI_Allreduce of the energy every step, two views swapped every step. Its Reprise lines are the
 // blocks under REPRISE_WRAPPED: built without them it is `heat3d-plain` (plain MPI); with them, and linked with
 // libreprise_interpose.so, `reprise-heat3d`, whose MPI calls go through the protocol.
-//   heat3d [--nx N] [--ny N] [--nz N] [--steps N] [--checkpoint-every K] [--persistent] [--json FILE]
+//   heat3d [--nx N] [--ny N] [--nz N] [--steps N] [--checkpoint-every K] [--persistent] [--overlap] [--json FILE]
 // --persistent: the halo exchange is made once as persistent requests (MPI_Recv_init, MPI_Send_init) and started
 // every step (MPI_Startall), as many stencil codes do.
+// --overlap: the energy's reduction is non-blocking (MPI_Iallreduce), started at the end of a step and waited for
+// after the next step's halo exchange, as codes that hide a reduction's latency do.
 // --json FILE: rank 0 writes the run's figures there (with Reprise: its recoveries, its memory against its budget
 // and its checkpoints' metrics).
 // Prints the energy every 10 steps, `checksum 0x<16 hex digits>` of the final field (bit-identical for both
@@ -43,6 +45,7 @@ struct Options {
   int nx = 48, ny = 48, nz = 48;
   long steps = 60, every = 10;
   bool persistent = false;  // --persistent: the halo exchange as persistent requests (MPI_Send_init, MPI_Startall)
+  bool overlap = false;     // --overlap: the energy's reduction as MPI_Iallreduce, waited for a step later
   std::string json;         // --json FILE
 };
 
@@ -65,6 +68,8 @@ Options parse(int argc, char** argv, int rank) {
     };
     if (a == "--persistent")
       o.persistent = true;
+    else if (a == "--overlap")
+      o.overlap = true;
     else if (a == "--json") {
       if (i + 1 >= argc) {
         if (rank == 0) std::fprintf(stderr, "heat3d: --json needs a file name\n");
@@ -156,6 +161,17 @@ void solve(const Options& o) {
   };
   if (o.persistent) halo_requests(true);  // made once, started every step
 
+  // The energy of step `energy_step`, reduced in the background with --overlap (printed once its request completed).
+  double energy_local = 0, energy = 0;
+  long energy_step = 0;
+  MPI_Request energy_request = MPI_REQUEST_NULL;
+  auto energy_done = [&] {
+    if (energy_request == MPI_REQUEST_NULL) return;
+    MPI_Wait(&energy_request, MPI_STATUS_IGNORE);
+    if (me == 0 && energy_step % 10 == 0)
+      std::printf("step %ld energy %.17g\n", energy_step, energy), std::fflush(stdout);
+  };
+
   const double alpha = 0.1;
   const double t0 = MPI_Wtime();
   const long first_step = step;
@@ -179,6 +195,7 @@ void solve(const Options& o) {
     else
       halo_requests(false);
     MPI_Waitall(12, requests, MPI_STATUSES_IGNORE);
+    energy_done();  // (--overlap: the previous step's, reduced while this one's halos came)
     for (int f = 0; f < 6; ++f) {
       if (h.neighbour[f] == MPI_PROC_NULL) continue;
       Face r = h.recv[f];
@@ -202,17 +219,22 @@ void solve(const Options& o) {
         });
     Kokkos::fence();
     std::swap(u, next);
-    double local = 0, energy = 0;
     Kokkos::parallel_reduce(
         "energy", Kokkos::MDRangePolicy<Kokkos::Rank<3>>({1, 1, 1}, {lx + 1, ly + 1, lz + 1}),
-        KOKKOS_LAMBDA(int i, int j, int k, double& e) { e += u(i, j, k); }, local);
-    MPI_Allreduce(&local, &energy, 1, MPI_DOUBLE, MPI_SUM, cart);
+        KOKKOS_LAMBDA(int i, int j, int k, double& e) { e += u(i, j, k); }, energy_local);
     ++step;
-    if (me == 0 && step % 10 == 0) std::printf("step %ld energy %.17g\n", step, energy), std::fflush(stdout);
+    energy_step = step;
+    if (o.overlap) {
+      MPI_Iallreduce(&energy_local, &energy, 1, MPI_DOUBLE, MPI_SUM, cart, &energy_request);
+    } else {
+      MPI_Allreduce(&energy_local, &energy, 1, MPI_DOUBLE, MPI_SUM, cart);
+      if (me == 0 && step % 10 == 0) std::printf("step %ld energy %.17g\n", step, energy), std::fflush(stdout);
+    }
 #ifdef REPRISE_WRAPPED
     if (step % o.every == 0) rt.checkpoint(static_cast<std::uint64_t>(step));
 #endif
   }
+  energy_done();
 
   // Seconds per step of the loop, the slowest rank's.
   double mine = (MPI_Wtime() - t0) / static_cast<double>(step > first_step ? step - first_step : 1), slowest = 0;
