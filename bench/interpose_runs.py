@@ -29,6 +29,8 @@ HEADLINES = {
     "interposed_allreduce_over_library_1MiB": ("<=", 1.5),
     "interposed_inter_over_raw_bw_1MiB": None,
     "interposed_allreduce_over_library_8B": None,
+    "interposed_iallreduce_over_interposed_allreduce_1MiB": None,
+    "interposed_iallreduce_over_library_1MiB": None,
 }
 
 
