@@ -52,9 +52,11 @@ bool Wrapped::app_thread() const {
   return std::this_thread::get_id() == app_thread_id;
 }
 
+// The thread first: the runtime's own threads call MPI too (the buddy's progress thread's MPI_Iprobe), and must
+// not read what the program's thread writes (the runtime being made, `depth`).
 bool serving() {
   Wrapped& w = Wrapped::get();
-  return w.started() && w.depth == 0 && w.app_thread();
+  return w.app_thread() && w.depth == 0 && w.started();
 }
 
 bool ours(MPI_Comm c) {
