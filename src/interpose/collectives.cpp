@@ -2,13 +2,17 @@
 // between groups and replayed like any message, so they stay correct when only some groups roll back. The same
 // trees every time: results are bit-reproducible (a reduction combines in rank order, as MPI requires of
 // non-commutative operations; MPI_Reduce_local applies the operation, so every predefined and user operation
-// works). Buffers of collectives are host memory, with contiguous datatypes.
+// works). Buffers of collectives are host memory, with contiguous datatypes (the neighbourhood collectives: any
+// datatype).
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "interpose/nonblocking.hpp"
@@ -427,6 +431,115 @@ void alltoallv(const void* sendbuf, const int* sendcounts, const int* sdispls, M
   m.waitall(reqs);
 }
 
+// ---- Neighbourhood collectives (MPI_Neighbor_*): block i of the send side goes to out-neighbour i, block j of the
+// receive side comes from in-neighbour j (VComm::neighbours: a Cartesian communicator's -1 then +1 neighbour of each
+// dimension, a graph's lists). A block is any datatype: a non-contiguous one (a face of a grid as MPI_Type_vector)
+// is packed and unpacked, as point-to-point does.
+struct Block {
+  std::byte* at = nullptr;  // (a send block is only read)
+  int count = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+};
+
+void neighbor_exchange(MPI_Comm comm, const std::vector<Block>& sends, const std::vector<Block>& recvs,
+                       const char* call) {
+  VComm& c = Wrapped::get().collective(comm, call);
+  std::vector<int> in, out;
+  c.neighbours(&in, &out);
+  // Messages between two ranks match in the order they were sent (one tag for a communicator's collectives).
+  // The order of the sends and of the receives makes a Cartesian dimension of 1 or 2 periodic ranks, where both
+  // neighbours are one rank, come out as MPI defines it: what goes to the -1 neighbour arrives in its block from
+  // its +1 neighbour. So per dimension the +1 block is sent first and the -1 block received first; a graph's blocks
+  // go in the program's order (a repeated edge: its first block to the first).
+  std::vector<std::size_t> send_order(out.size()), recv_order(in.size());
+  std::iota(send_order.begin(), send_order.end(), std::size_t{0});
+  std::iota(recv_order.begin(), recv_order.end(), std::size_t{0});
+  if (c.topology == VComm::Topology::cartesian)
+    for (std::size_t d = 0; d + 1 < send_order.size(); d += 2) std::swap(send_order[d], send_order[d + 1]);
+  std::vector<std::vector<std::byte>> packed_in(in.size()), packed_out(out.size());
+  auto data_of = [](const Block& b, std::vector<std::byte>& packed, bool pack) -> std::byte* {
+    if (contiguous(b.type) || b.count == 0) return b.at;
+    packed.resize(bytes_of(b.count, b.type));
+    int position = 0;
+    if (pack)
+      PMPI_Pack(b.at, b.count, b.type, packed.data(), static_cast<int>(packed.size()), &position, MPI_COMM_SELF);
+    return packed.data();
+  };
+  Comm& m = Wrapped::get().comm();
+  std::vector<Comm::Request> reqs;
+  std::vector<std::size_t> from_self;  // receive blocks from this rank itself, in order
+  for (const std::size_t j : recv_order) {
+    if (in[j] == MPI_PROC_NULL) continue;
+    if (in[j] == c.rank) {
+      from_self.push_back(j);
+      continue;
+    }
+    std::byte* data = data_of(recvs[j], packed_in[j], false);
+    reqs.push_back(m.irecv(data, bytes_of(recvs[j].count, recvs[j].type), c.job_rank(in[j]), collective_tag(c)));
+  }
+  std::size_t next_self = 0;
+  for (const std::size_t i : send_order) {
+    if (out[i] == MPI_PROC_NULL) continue;
+    const std::byte* data = data_of(sends[i], packed_out[i], true);
+    const std::size_t bytes = bytes_of(sends[i].count, sends[i].type);
+    if (out[i] != c.rank) {
+      reqs.push_back(m.isend(data, bytes, c.job_rank(out[i]), collective_tag(c)));
+      continue;
+    }
+    if (next_self == from_self.size()) refuse(call, "this rank sends itself more blocks than it receives from itself");
+    const std::size_t j = from_self[next_self++];
+    std::byte* to = data_of(recvs[j], packed_in[j], false);
+    const std::size_t room = bytes_of(recvs[j].count, recvs[j].type);
+    if (bytes > room) refuse(call, "a block this rank sends itself is larger than the block that receives it");
+    if (bytes) std::memmove(to, data, bytes);
+  }
+  m.waitall(reqs);
+  for (std::size_t j = 0; j < in.size(); ++j) {
+    if (packed_in[j].empty()) continue;
+    int position = 0;
+    PMPI_Unpack(packed_in[j].data(), static_cast<int>(packed_in[j].size()), &position, recvs[j].at, recvs[j].count,
+                recvs[j].type, MPI_COMM_SELF);
+  }
+}
+
+// The number of in- and out-neighbours (the blocks a neighbourhood collective's arguments describe).
+std::pair<int, int> degrees(MPI_Comm comm, const char* call) {
+  const VComm& c = Wrapped::get().vcomm(comm, call);
+  if (c.topology == VComm::Topology::none)
+    refuse(call, "the communicator has no topology (MPI_Cart_create, MPI_Dist_graph_create_adjacent)");
+  std::vector<int> in, out;
+  c.neighbours(&in, &out);
+  return {static_cast<int>(in.size()), static_cast<int>(out.size())};
+}
+
+// Blocks of `n` counts at displacements (`displs` in elements of the type, or `byte_displs`; null counts: `count`
+// each, one after the other; null types: `type`).
+std::vector<Block> blocks(const void* buf, int n, const int* counts, int count, const int* displs,
+                          const MPI_Aint* byte_displs, const MPI_Datatype* types, MPI_Datatype type) {
+  std::vector<Block> out(static_cast<std::size_t>(n));
+  const auto base = reinterpret_cast<std::uintptr_t>(buf);  // (MPI_BOTTOM and absolute addresses: no null + offset)
+  for (int i = 0; i < n; ++i) {
+    Block& b = out[static_cast<std::size_t>(i)];
+    b.type = types ? types[i] : type;
+    b.count = counts ? counts[i] : count;
+    const MPI_Aint at = byte_displs ? byte_displs[i]
+                        : displs    ? displs[i] * extent_of(b.type)
+                                    : static_cast<MPI_Aint>(i) * count * extent_of(b.type);
+    // (An address as MPI defines it, MPI_Aint: MPI_BOTTOM plus an absolute address is one.)
+    b.at = reinterpret_cast<std::byte*>(base + static_cast<std::uintptr_t>(at));  // NOLINT(performance-no-int-to-ptr)
+  }
+  return out;
+}
+
+// The same block (allgather's send side) to each of `n` neighbours.
+std::vector<Block> same_block(const void* buf, int n, int count, MPI_Datatype type) {
+  Block b;
+  b.at = static_cast<std::byte*>(const_cast<void*>(buf));
+  b.count = count;
+  b.type = type;
+  return std::vector<Block>(static_cast<std::size_t>(n), b);
+}
+
 // A non-blocking collective: `body` (one of the above, with the arguments it keeps) kept to be carried out
 // (nonblocking.hpp), its request the program's.
 // Before the program restored after a rollback (Wrapped::replaying) only MPI_Ibarrier may come, with nothing to
@@ -448,6 +561,24 @@ int start(MPI_Comm comm, MPI_Request* request, const char* call, std::function<v
 
 int size_of(MPI_Comm comm, const char* call) {
   return Wrapped::get().vcomm(comm, call).size;
+}
+
+// A neighbourhood collective, blocking (`request` null) or started (kept, nonblocking.hpp): `make` describes its
+// blocks for the communicator's in- and out-degree at the call, so a kept one reads the program's buffers when it
+// is carried out, not its arrays of counts, displacements and types.
+struct Blocks {
+  std::vector<Block> sends, recvs;
+};
+int neighbor(MPI_Comm comm, MPI_Request* request, const char* call, const std::function<Blocks(int, int)>& make) {
+  Blocks b;
+  REPRISE_SERVE(call, {
+    const auto [in, out] = degrees(comm, call);
+    b = make(in, out);
+    if (!request) neighbor_exchange(comm, b.sends, b.recvs, call);
+  });
+  if (!request) return MPI_SUCCESS;
+  return start(comm, request, call,
+               [comm, call, b = std::move(b)] { neighbor_exchange(comm, b.sends, b.recvs, call); });
 }
 
 }  // namespace
@@ -730,5 +861,132 @@ extern "C" int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype se
   return ri::start(comm, request, "MPI_Ialltoall", [=] {
     ri::alltoallv(sendbuf, s.counts.data(), s.displs.data(), sendtype, recvbuf, r.counts.data(), r.displs.data(),
                   recvtype, comm, "MPI_Ialltoall");
+  });
+}
+
+// Neighbourhood collectives (blocking, and non-blocking as the others above).
+namespace reprise::interpose {
+namespace {
+Blocks allgather_blocks(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int* recvcounts,
+                        int recvcount, const int* displs, MPI_Datatype recvtype, int in, int out) {
+  return {same_block(sendbuf, out, sendcount, sendtype),
+          blocks(recvbuf, in, recvcounts, recvcount, displs, nullptr, nullptr, recvtype)};
+}
+Blocks alltoall_blocks(const void* sendbuf, const int* sendcounts, int sendcount, const int* sdispls,
+                       const MPI_Aint* sbytes, const MPI_Datatype* sendtypes, MPI_Datatype sendtype, void* recvbuf,
+                       const int* recvcounts, int recvcount, const int* rdispls, const MPI_Aint* rbytes,
+                       const MPI_Datatype* recvtypes, MPI_Datatype recvtype, int in, int out) {
+  return {blocks(sendbuf, out, sendcounts, sendcount, sdispls, sbytes, sendtypes, sendtype),
+          blocks(recvbuf, in, recvcounts, recvcount, rdispls, rbytes, recvtypes, recvtype)};
+}
+}  // namespace
+}  // namespace reprise::interpose
+
+extern "C" int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                      int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  if (!serving() || !ours(comm))
+    return PMPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  return ri::neighbor(comm, nullptr, "MPI_Neighbor_allgather", [&](int in, int out) {
+    return ri::allgather_blocks(sendbuf, sendcount, sendtype, recvbuf, nullptr, recvcount, nullptr, recvtype, in, out);
+  });
+}
+
+extern "C" int MPI_Ineighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                       int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  return ri::neighbor(comm, request, "MPI_Ineighbor_allgather", [&](int in, int out) {
+    return ri::allgather_blocks(sendbuf, sendcount, sendtype, recvbuf, nullptr, recvcount, nullptr, recvtype, in, out);
+  });
+}
+
+extern "C" int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                       const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                                       MPI_Comm comm) {
+  if (!serving() || !ours(comm))
+    return PMPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+  return ri::neighbor(comm, nullptr, "MPI_Neighbor_allgatherv", [&](int in, int out) {
+    return ri::allgather_blocks(sendbuf, sendcount, sendtype, recvbuf, recvcounts, 0, displs, recvtype, in, out);
+  });
+}
+
+extern "C" int MPI_Ineighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                        const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                                        MPI_Comm comm, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm,
+                                     request);
+  return ri::neighbor(comm, request, "MPI_Ineighbor_allgatherv", [&](int in, int out) {
+    return ri::allgather_blocks(sendbuf, sendcount, sendtype, recvbuf, recvcounts, 0, displs, recvtype, in, out);
+  });
+}
+
+extern "C" int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                     int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  if (!serving() || !ours(comm))
+    return PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  return ri::neighbor(comm, nullptr, "MPI_Neighbor_alltoall", [&](int in, int out) {
+    return ri::alltoall_blocks(sendbuf, nullptr, sendcount, nullptr, nullptr, nullptr, sendtype, recvbuf, nullptr,
+                               recvcount, nullptr, nullptr, nullptr, recvtype, in, out);
+  });
+}
+
+extern "C" int MPI_Ineighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                      int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  return ri::neighbor(comm, request, "MPI_Ineighbor_alltoall", [&](int in, int out) {
+    return ri::alltoall_blocks(sendbuf, nullptr, sendcount, nullptr, nullptr, nullptr, sendtype, recvbuf, nullptr,
+                               recvcount, nullptr, nullptr, nullptr, recvtype, in, out);
+  });
+}
+
+extern "C" int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                                      MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
+                                      MPI_Datatype recvtype, MPI_Comm comm) {
+  if (!serving() || !ours(comm))
+    return PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+                                   comm);
+  return ri::neighbor(comm, nullptr, "MPI_Neighbor_alltoallv", [&](int in, int out) {
+    return ri::alltoall_blocks(sendbuf, sendcounts, 0, sdispls, nullptr, nullptr, sendtype, recvbuf, recvcounts, 0,
+                               rdispls, nullptr, nullptr, recvtype, in, out);
+  });
+}
+
+extern "C" int MPI_Ineighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                                       MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                                       const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                                       MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+                                    comm, request);
+  return ri::neighbor(comm, request, "MPI_Ineighbor_alltoallv", [&](int in, int out) {
+    return ri::alltoall_blocks(sendbuf, sendcounts, 0, sdispls, nullptr, nullptr, sendtype, recvbuf, recvcounts, 0,
+                               rdispls, nullptr, nullptr, recvtype, in, out);
+  });
+}
+
+extern "C" int MPI_Neighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                                      const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                                      const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  if (!serving() || !ours(comm))
+    return PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
+                                   comm);
+  return ri::neighbor(comm, nullptr, "MPI_Neighbor_alltoallw", [&](int in, int out) {
+    return ri::alltoall_blocks(sendbuf, sendcounts, 0, nullptr, sdispls, sendtypes, MPI_DATATYPE_NULL, recvbuf,
+                               recvcounts, 0, nullptr, rdispls, recvtypes, MPI_DATATYPE_NULL, in, out);
+  });
+}
+
+extern "C" int MPI_Ineighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                                       const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                                       const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                                       MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
+                                    comm, request);
+  return ri::neighbor(comm, request, "MPI_Ineighbor_alltoallw", [&](int in, int out) {
+    return ri::alltoall_blocks(sendbuf, sendcounts, 0, nullptr, sdispls, sendtypes, MPI_DATATYPE_NULL, recvbuf,
+                               recvcounts, 0, nullptr, rdispls, recvtypes, MPI_DATATYPE_NULL, in, out);
   });
 }

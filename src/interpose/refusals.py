@@ -26,8 +26,11 @@ WHY = [
     (r"^MPI_(Comm_spawn|Comm_connect|Comm_accept|Comm_join|Intercomm_|Comm_remote|Comm_create_from_group|"
      r"Intercomm_create_from_groups)", "new processes and intercommunicators are managed by the runtime itself "
      "(replacements after a failure)"),
-    (r"^MPI_(I?[Nn]eighbor_|Dist_graph|Graph)", "graph topologies and neighbourhood collectives are not "
-     "supported yet (MPI_Cart_create and point-to-point are)"),
+    (r"^MPI_(Dist_graph_create$|Graph)", "a graph given by edges of other ranks (MPI_Dist_graph_create, MPI-1's "
+     "MPI_Graph_create) is not supported: each rank would hold edges that grow with the job "
+     "(MPI_Dist_graph_create_adjacent and MPI_Cart_create are served)"),
+    (r"^MPI_I?[Nn]eighbor_", "this form of a neighbourhood collective is not supported yet (large counts): the "
+     "int-count forms are served (docs/WRAPPING.md)"),
     (r"^MPI_I(barrier|bcast|reduce|allreduce|gather|allgather|scatter|alltoall|scan|exscan|reduce_scatter)",
      "this form of a non-blocking collective is not supported yet (large counts, MPI_Ialltoallw): the int-count "
      "forms of the others are served (docs/WRAPPING.md)"),

@@ -325,11 +325,12 @@ std::unique_ptr<VRequest> Wrapped::release(MPI_Request* r) {
 
 // ---- The communicators at a version (region kTableRegion) and rollback --------------------------------------
 // Words of 64 bits: magic, creation calls so far, contexts in use, count; per communicator seq, context, rank,
-// size, members, dims, then the members, the dims and the periods; then the count of probed messages, and per
-// message its source, wire tag, bytes and the bytes themselves (padded to a word).
+// size, members, dims, topology, sources, destinations, weighted, then the members, the dims, the periods, the
+// sources, the destinations and (weighted) their weights; then the count of probed messages, and per message its
+// source, wire tag, bytes and the bytes themselves (padded to a word).
 
 namespace {
-constexpr std::int64_t kTableMagic = 0x5250525443424c31;  // "RPRTCBL1"
+constexpr std::int64_t kTableMagic = 0x5250525443424c32;  // "RPRTCBL2" (1: before topologies had a kind)
 }
 
 std::pair<void*, std::size_t> Wrapped::locate_table(std::optional<std::size_t> bytes) {
@@ -343,10 +344,15 @@ std::pair<void*, std::size_t> Wrapped::locate_table(std::optional<std::size_t> b
                               static_cast<std::int64_t>(contexts_used_), static_cast<std::int64_t>(live.size())};
   for (const VComm* c : live) {
     w.insert(w.end(), {static_cast<std::int64_t>(c->seq), c->context, c->rank, c->size,
-                       static_cast<std::int64_t>(c->members.size()), static_cast<std::int64_t>(c->dims.size())});
-    w.insert(w.end(), c->members.begin(), c->members.end());
-    w.insert(w.end(), c->dims.begin(), c->dims.end());
-    w.insert(w.end(), c->periods.begin(), c->periods.end());
+                       static_cast<std::int64_t>(c->members.size()), static_cast<std::int64_t>(c->dims.size()),
+                       static_cast<std::int64_t>(c->topology), static_cast<std::int64_t>(c->sources.size()),
+                       static_cast<std::int64_t>(c->destinations.size()), c->weighted ? 1 : 0});
+    for (const std::vector<int>* list : {&c->members, &c->dims, &c->periods, &c->sources, &c->destinations})
+      w.insert(w.end(), list->begin(), list->end());
+    if (c->weighted) {
+      w.insert(w.end(), c->source_weights.begin(), c->source_weights.end());
+      w.insert(w.end(), c->destination_weights.begin(), c->destination_weights.end());
+    }
   }
   // The messages probes received that no receive took yet: delivered, so kept with the version.
   std::size_t done = 0;
@@ -373,7 +379,13 @@ void Wrapped::read_table(std::vector<VComm>* comms) {
     if (at >= w.size()) throw Error("the interposition's communicator table in the checkpoint is truncated");
     return w[at++];
   };
-  if (next() != kTableMagic) throw Error("the interposition's communicator table in the checkpoint is not one");
+  const std::int64_t magic = next();
+  if (magic == kTableMagic - 1)
+    throw Error(
+        "the interposition's communicator table in the checkpoint was written by an earlier Reprise (format "
+        "1, before topologies had a kind): run the program from its beginning, or with the Reprise that "
+        "wrote the checkpoint");
+  if (magic != kTableMagic) throw Error("the interposition's communicator table in the checkpoint is not one");
   created_ = static_cast<std::uint64_t>(next());
   contexts_used_ = static_cast<std::uint32_t>(next());
   const std::int64_t count = next();
@@ -384,9 +396,21 @@ void Wrapped::read_table(std::vector<VComm>* comms) {
     c.rank = static_cast<int>(next());
     c.size = static_cast<int>(next());
     const std::int64_t members = next(), dims = next();
-    for (std::int64_t k = 0; k < members; ++k) c.members.push_back(static_cast<int>(next()));
-    for (std::int64_t k = 0; k < dims; ++k) c.dims.push_back(static_cast<int>(next()));
-    for (std::int64_t k = 0; k < dims; ++k) c.periods.push_back(static_cast<int>(next()));
+    c.topology = static_cast<VComm::Topology>(next());
+    const std::int64_t sources = next(), destinations = next();
+    c.weighted = next() != 0;
+    auto read = [&](std::vector<int>& list, std::int64_t n) {
+      for (std::int64_t k = 0; k < n; ++k) list.push_back(static_cast<int>(next()));
+    };
+    read(c.members, members);
+    read(c.dims, dims);
+    read(c.periods, dims);
+    read(c.sources, sources);
+    read(c.destinations, destinations);
+    if (c.weighted) {
+      read(c.source_weights, sources);
+      read(c.destination_weights, destinations);
+    }
     if (comms) comms->push_back(std::move(c));
   }
   probed_.clear();  // (pending ones: their receives are abandoned; the version's received ones come back)
@@ -551,9 +575,7 @@ extern "C" int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* out) {
       std::vector<int> all(static_cast<std::size_t>(parent.size));
       std::iota(all.begin(), all.end(), 0);
       const MPI_Comm c = w.derive(parent, all, true);
-      VComm* v = w.find(c);
-      v->dims = parent.dims;
-      v->periods = parent.periods;
+      w.find(c)->keep_topology(parent);
       return c;
     });
   });
@@ -725,7 +747,15 @@ int rank_of(const VComm& c, std::vector<int> coords) {
 
 VComm& cartesian(MPI_Comm comm, const char* call) {
   VComm& c = Wrapped::get().vcomm(comm, call);
-  if (c.dims.empty()) reprise::interpose::refuse(call, "the communicator has no Cartesian topology");
+  if (c.topology != VComm::Topology::cartesian)
+    reprise::interpose::refuse(call, "the communicator has no Cartesian topology");
+  return c;
+}
+
+VComm& graph(MPI_Comm comm, const char* call) {
+  VComm& c = Wrapped::get().vcomm(comm, call);
+  if (c.topology != VComm::Topology::graph)
+    reprise::interpose::refuse(call, "the communicator has no distributed graph topology");
   return c;
 }
 
@@ -752,6 +782,7 @@ extern "C" int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const
       std::iota(members.begin(), members.end(), 0);  // (reorder ignored: ranks keep their numbers)
       const MPI_Comm c = w.derive(parent, members, parent.rank < cells);
       if (VComm* v = w.find(c)) {
+        v->topology = VComm::Topology::cartesian;
         v->dims.assign(dims, dims + ndims);
         v->periods.assign(periods, periods + ndims);
       }
@@ -807,4 +838,144 @@ extern "C" int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* sourc
   at[static_cast<std::size_t>(direction)] -= 2 * disp;
   *source = rank_of(c, at);
   return MPI_SUCCESS;
+}
+
+// MPI_Cart_sub: the ranks that share this rank's coordinates in the dimensions dropped, in the order of the ones
+// kept (row-major: the parent's order). Every rank knows the grid, so no message decides who is in which.
+extern "C" int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* out) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Cart_sub(comm, remain_dims, out);
+  REPRISE_SERVE("MPI_Cart_sub", {
+    Wrapped& w = Wrapped::get();
+    VComm& parent = cartesian(comm, "MPI_Cart_sub");
+    *out = w.create(true, "MPI_Cart_sub", [&] {
+      const std::vector<int> mine = coords_of(parent, parent.rank);
+      std::vector<int> members;
+      for (int r = 0; r < parent.size; ++r) {
+        const std::vector<int> at = coords_of(parent, r);
+        bool same = true;
+        for (std::size_t d = 0; d < at.size() && same; ++d) same = remain_dims[d] || at[d] == mine[d];
+        if (same) members.push_back(r);
+      }
+      const MPI_Comm c = w.derive(parent, members, true);
+      VComm* v = w.find(c);
+      v->topology = VComm::Topology::cartesian;
+      for (std::size_t d = 0; d < parent.dims.size(); ++d)
+        if (remain_dims[d]) {
+          v->dims.push_back(parent.dims[d]);
+          v->periods.push_back(parent.periods[d]);
+        }
+      return c;
+    });
+  });
+  return MPI_SUCCESS;
+}
+
+// MPI_Cart_map: where MPI_Cart_create would put this rank (ranks keep their numbers).
+extern "C" int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int* newrank) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Cart_map(comm, ndims, dims, periods, newrank);
+  const VComm& c = Wrapped::get().vcomm(comm, "MPI_Cart_map");
+  long cells = 1;
+  for (int d = 0; d < ndims; ++d) cells *= dims[d];
+  *newrank = c.rank < cells ? c.rank : MPI_UNDEFINED;
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Topo_test(MPI_Comm comm, int* status) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Topo_test(comm, status);
+  switch (Wrapped::get().vcomm(comm, "MPI_Topo_test").topology) {
+    case VComm::Topology::cartesian:
+      *status = MPI_CART;
+      break;
+    case VComm::Topology::graph:
+      *status = MPI_DIST_GRAPH;
+      break;
+    default:
+      *status = MPI_UNDEFINED;
+  }
+  return MPI_SUCCESS;
+}
+
+// MPI_Dist_graph_create_adjacent: every rank gives its own edges, so the communicator is the parent's ranks in
+// their order (reorder ignored) with this rank's neighbours; the neighbourhood collectives use them
+// (collectives.cpp). MPI_Dist_graph_create, where a rank may give edges of others, is refused (refusals.py).
+extern "C" int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[],
+                                              const int sourceweights[], int outdegree, const int destinations[],
+                                              const int destweights[], MPI_Info info, int reorder, MPI_Comm* out) {
+  if (!serving() || !reprise::interpose::ours(comm))
+    return PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree, destinations, destweights,
+                                           info, reorder, out);
+  REPRISE_SERVE("MPI_Dist_graph_create_adjacent", {
+    Wrapped& w = Wrapped::get();
+    VComm& parent = w.vcomm(comm, "MPI_Dist_graph_create_adjacent");
+    if (indegree < 0 || outdegree < 0) throw reprise::UsageError("a negative degree");
+    for (int i = 0; i < indegree + outdegree; ++i) {
+      const int r = i < indegree ? sources[i] : destinations[i - indegree];
+      if (r < 0 || r >= parent.size)
+        throw reprise::UsageError("neighbour " + std::to_string(r) + " is not a rank of the communicator (" +
+                                  std::to_string(parent.size) + " ranks)");
+    }
+    *out = w.create(true, "MPI_Dist_graph_create_adjacent", [&] {
+      std::vector<int> all(static_cast<std::size_t>(parent.size));
+      std::iota(all.begin(), all.end(), 0);
+      const MPI_Comm c = w.derive(parent, all, true);
+      VComm* v = w.find(c);
+      v->topology = VComm::Topology::graph;
+      v->sources.assign(sources, sources + indegree);
+      v->destinations.assign(destinations, destinations + outdegree);
+      v->weighted = sourceweights != MPI_UNWEIGHTED;
+      if (v->weighted) {
+        if (indegree) v->source_weights.assign(sourceweights, sourceweights + indegree);
+        if (outdegree) v->destination_weights.assign(destweights, destweights + outdegree);
+      }
+      return c;
+    });
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int* indegree, int* outdegree, int* weighted) {
+  if (!serving() || !reprise::interpose::ours(comm))
+    return PMPI_Dist_graph_neighbors_count(comm, indegree, outdegree, weighted);
+  const VComm& c = graph(comm, "MPI_Dist_graph_neighbors_count");
+  *indegree = static_cast<int>(c.sources.size());
+  *outdegree = static_cast<int>(c.destinations.size());
+  *weighted = c.weighted ? 1 : 0;
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[],
+                                        int maxoutdegree, int destinations[], int destweights[]) {
+  if (!serving() || !reprise::interpose::ours(comm))
+    return PMPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations,
+                                     destweights);
+  const VComm& c = graph(comm, "MPI_Dist_graph_neighbors");
+  const bool weights = c.weighted && sourceweights != MPI_UNWEIGHTED;
+  for (std::size_t i = 0; i < c.sources.size() && static_cast<int>(i) < maxindegree; ++i) {
+    sources[i] = c.sources[i];
+    if (weights) sourceweights[i] = c.source_weights[i];
+  }
+  for (std::size_t i = 0; i < c.destinations.size() && static_cast<int>(i) < maxoutdegree; ++i) {
+    destinations[i] = c.destinations[i];
+    if (weights && destweights != MPI_UNWEIGHTED) destweights[i] = c.destination_weights[i];
+  }
+  return MPI_SUCCESS;
+}
+
+void reprise::interpose::VComm::neighbours(std::vector<int>* in, std::vector<int>* out) const {
+  in->clear();
+  out->clear();
+  if (topology == Topology::graph) {
+    *in = sources;
+    *out = destinations;
+    return;
+  }
+  std::vector<int> at = coords_of(*this, rank);
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    for (int step : {-1, +1}) {
+      at[d] += step;
+      in->push_back(rank_of(*this, at));
+      at[d] -= step;
+    }
+  }
+  *out = *in;
 }

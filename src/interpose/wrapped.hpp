@@ -34,10 +34,34 @@ struct VComm {
   int context = 0;
   int rank = 0;
   int size = 0;
-  std::vector<int> members;        // comm rank -> job rank; empty: the identity (MPI_COMM_WORLD and its duplicates)
-  std::vector<int> dims, periods;  // a Cartesian communicator (row-major, as MPI numbers it)
-  std::uint64_t seq = 0;           // made by the program's seq-th communicator creation call (from 0)
+  std::vector<int> members;  // comm rank -> job rank; empty: the identity (MPI_COMM_WORLD and its duplicates)
+  // A topology (MPI_Cart_create, MPI_Cart_sub, MPI_Dist_graph_create_adjacent; kept by MPI_Comm_dup): a Cartesian
+  // one's dimensions (row-major, as MPI numbers it), or a distributed graph's neighbours of this rank (comm ranks,
+  // in the program's order; their weights when it gave them). Nothing here grows with the job: a grid's dimensions
+  // and this rank's own edges.
+  enum class Topology : int { none = 0, cartesian = 1, graph = 2 };
+  Topology topology = Topology::none;
+  std::vector<int> dims, periods;
+  std::vector<int> sources, destinations;
+  bool weighted = false;
+  std::vector<int> source_weights, destination_weights;
+  std::string name;       // MPI_Comm_set_name (not kept with a version: the set-up that names it runs again)
+  std::uint64_t seq = 0;  // made by the program's seq-th communicator creation call (from 0)
   int job_rank(int r) const { return members.empty() ? r : members[static_cast<std::size_t>(r)]; }
+  /// MPI_Comm_dup: the same topology as `parent`.
+  void keep_topology(const VComm& parent) {
+    topology = parent.topology;
+    dims = parent.dims;
+    periods = parent.periods;
+    sources = parent.sources;
+    destinations = parent.destinations;
+    weighted = parent.weighted;
+    source_weights = parent.source_weights;
+    destination_weights = parent.destination_weights;
+  }
+  /// The neighbours of this rank (comm ranks, MPI_PROC_NULL where a Cartesian dimension ends) in MPI's order: a
+  /// Cartesian communicator's two per dimension (the -1 then the +1 one), a graph's as the program gave them.
+  void neighbours(std::vector<int>* in, std::vector<int>* out) const;
 };
 
 /// A message a probe received ahead of the program's receive (MPI_Probe, MPI_Iprobe): the next receive of its
