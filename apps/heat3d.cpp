@@ -3,11 +3,15 @@
 // MPI_Waitall, an MPI_Allreduce of the energy every step, two views swapped every step. Its Reprise lines are the
 // blocks under REPRISE_WRAPPED: built without them it is `heat3d-plain` (plain MPI); with them, and linked with
 // libreprise_interpose.so, `reprise-heat3d`, whose MPI calls go through the protocol.
-//   heat3d [--nx N] [--ny N] [--nz N] [--steps N] [--checkpoint-every K] [--persistent] [--overlap] [--json FILE]
+//   heat3d [--nx N] [--ny N] [--nz N] [--steps N] [--checkpoint-every K] [--persistent] [--overlap] [--neighbor]
+//          [--graph] [--json FILE]
 // --persistent: the halo exchange is made once as persistent requests (MPI_Recv_init, MPI_Send_init) and started
 // every step (MPI_Startall), as many stencil codes do.
 // --overlap: the energy's reduction is non-blocking (MPI_Iallreduce), started at the end of a step and waited for
 // after the next step's halo exchange, as codes that hide a reduction's latency do.
+// --neighbor: the halo exchange is one MPI_Neighbor_alltoallw on the Cartesian communicator (the faces' addresses
+// from MPI_BOTTOM), as codes written for MPI-3's neighbourhood collectives do. --graph: the same on a distributed
+// graph of the faces that have a neighbour (MPI_Dist_graph_create_adjacent), as unstructured codes make theirs.
 // --json FILE: rank 0 writes the run's figures there (with Reprise: its recoveries, its memory against its budget
 // and its checkpoints' metrics).
 // Prints the energy every 10 steps, `checksum 0x<16 hex digits>` of the final field (bit-identical for both
@@ -23,6 +27,7 @@
 #include <fstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #ifdef REPRISE_WRAPPED
 #include "reprise/interpose.hpp"
@@ -46,6 +51,8 @@ struct Options {
   long steps = 60, every = 10;
   bool persistent = false;  // --persistent: the halo exchange as persistent requests (MPI_Send_init, MPI_Startall)
   bool overlap = false;     // --overlap: the energy's reduction as MPI_Iallreduce, waited for a step later
+  bool neighbor = false;    // --neighbor: the halo exchange as MPI_Neighbor_alltoallw
+  bool graph = false;       // --graph: that on a distributed graph communicator
   std::string json;         // --json FILE
 };
 
@@ -70,6 +77,10 @@ Options parse(int argc, char** argv, int rank) {
       o.persistent = true;
     else if (a == "--overlap")
       o.overlap = true;
+    else if (a == "--neighbor")
+      o.neighbor = true;
+    else if (a == "--graph")
+      o.neighbor = o.graph = true;
     else if (a == "--json") {
       if (i + 1 >= argc) {
         if (rank == 0) std::fprintf(stderr, "heat3d: --json needs a file name\n");
@@ -133,6 +144,20 @@ void solve(const Options& o) {
     h.recv[f] = Face("recv", face_dims[f][0], face_dims[f][1]);
   }
   for (int d = 0; d < 3; ++d) MPI_Cart_shift(cart, d, 1, &h.neighbour[2 * d], &h.neighbour[2 * d + 1]);
+  // --graph: an edge to and from each neighbour, in the order of the faces (those without one left out). Made from
+  // MPI_COMM_WORLD (the same ranks: reorder 0 above): from `cart`, Open MPI 5.0.7's MPI_Neighbor_alltoallw then
+  // crashes in the plain build (a null read inside it, checked by hand).
+  std::vector<int> faces, ranks;
+  MPI_Comm halo_comm = cart;
+  if (o.graph) {
+    for (int f = 0; f < 6; ++f)
+      if (h.neighbour[f] != MPI_PROC_NULL) faces.push_back(f), ranks.push_back(h.neighbour[f]);
+    const int n = static_cast<int>(ranks.size());
+    MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, n, ranks.data(), MPI_UNWEIGHTED, n, ranks.data(), MPI_UNWEIGHTED,
+                                   MPI_INFO_NULL, 0, &halo_comm);
+  } else {
+    for (int f = 0; f < 6; ++f) faces.push_back(f);
+  }
   long step = 0;
 
 #ifdef REPRISE_WRAPPED
@@ -160,6 +185,21 @@ void solve(const Options& o) {
     }
   };
   if (o.persistent) halo_requests(true);  // made once, started every step
+  // --neighbor: face f goes to the Cartesian neighbour f (MPI's order: -x, +x, -y, +y, -z, +z) and its ghosts come
+  // from it; a missing neighbour's blocks are not touched. --graph: block i is face faces[i].
+  auto neighbor_exchange = [&] {
+    int counts[6];
+    MPI_Aint send_at[6], recv_at[6];
+    MPI_Datatype types[6];
+    for (std::size_t i = 0; i < faces.size(); ++i) {
+      const int f = faces[i];
+      counts[i] = static_cast<int>(h.send[f].size());
+      MPI_Get_address(h.send[f].data(), &send_at[i]);
+      MPI_Get_address(h.recv[f].data(), &recv_at[i]);
+      types[i] = MPI_DOUBLE;
+    }
+    MPI_Neighbor_alltoallw(MPI_BOTTOM, counts, send_at, types, MPI_BOTTOM, counts, recv_at, types, halo_comm);
+  };
 
   // The energy of step `energy_step`, reduced in the background with --overlap (printed once its request completed).
   double energy_local = 0, energy = 0;
@@ -190,11 +230,15 @@ void solve(const Options& o) {
           });
     }
     Kokkos::fence();
-    if (o.persistent)
-      MPI_Startall(12, requests);
-    else
-      halo_requests(false);
-    MPI_Waitall(12, requests, MPI_STATUSES_IGNORE);
+    if (o.neighbor) {
+      neighbor_exchange();
+    } else {
+      if (o.persistent)
+        MPI_Startall(12, requests);
+      else
+        halo_requests(false);
+      MPI_Waitall(12, requests, MPI_STATUSES_IGNORE);
+    }
     energy_done();  // (--overlap: the previous step's, reduced while this one's halos came)
     for (int f = 0; f < 6; ++f) {
       if (h.neighbour[f] == MPI_PROC_NULL) continue;
@@ -278,6 +322,7 @@ void solve(const Options& o) {
   }
   if (o.persistent)
     for (MPI_Request& r : requests) MPI_Request_free(&r);
+  if (o.graph) MPI_Comm_free(&halo_comm);
   MPI_Comm_free(&cart);
 }
 
