@@ -486,6 +486,45 @@ extern "C" int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   return MPI_SUCCESS;
 }
 
+// MPI_Test that leaves the request as it is: completed on Comm (its bytes kept in it) and shown to the program
+// (a receive unpacked, its status filled), its handle the program's until it waits, tests or frees it.
+extern "C" int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
+  if (!serving() || !ours(request)) return PMPI_Request_get_status(request, flag, status);
+  REPRISE_SERVE("MPI_Request_get_status", {
+    if (!ri::active(request)) {
+      *flag = 1;
+      ri::empty_status(status);
+    } else {
+      VRequest& r = *Wrapped::get().find(request);
+      *flag = ri::test_one(r) ? 1 : 0;
+      if (*flag)
+        ri::complete(r, r.result, status);
+      else
+        ri::idle();
+    }
+  });
+  return MPI_SUCCESS;
+}
+
+// The packing calls take a communicator only for the data representation of its processes: one library, one
+// machine type, so the program's handles are packed as MPI_COMM_SELF (as the interposition packs a datatype).
+extern "C" int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize, int* position,
+                        MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Pack(inbuf, incount, type, outbuf, outsize, position, comm);
+  return PMPI_Pack(inbuf, incount, type, outbuf, outsize, position, MPI_COMM_SELF);
+}
+
+extern "C" int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount, MPI_Datatype type,
+                          MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Unpack(inbuf, insize, position, outbuf, outcount, type, comm);
+  return PMPI_Unpack(inbuf, insize, position, outbuf, outcount, type, MPI_COMM_SELF);
+}
+
+extern "C" int MPI_Pack_size(int incount, MPI_Datatype type, MPI_Comm comm, int* size) {
+  if (!serving() || !ours(comm)) return PMPI_Pack_size(incount, type, comm, size);
+  return PMPI_Pack_size(incount, type, MPI_COMM_SELF, size);
+}
+
 // Requests of the library and of Reprise in one call: each is completed by its own (one after the other).
 extern "C" int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
   if (!serving() || !ri::any_ours(count, requests)) return PMPI_Waitall(count, requests, statuses);

@@ -30,6 +30,13 @@
     }                                                          \
   } while (0)
 
+// Calls of MPI 4 (persistent collectives, MPI_Comm_idup_with_info, ...): Open MPI 5 has them but still says MPI 3.1.
+#if MPI_VERSION >= 4 || (defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5)
+#define REPRISE_MPI_4 1
+#else
+#define REPRISE_MPI_4 0
+#endif
+
 namespace reprise::interpose {
 
 /// Bytes of `count` elements of `type`; whether they lie contiguously from the buffer's address.
@@ -49,6 +56,12 @@ inline int collective_tag(const VComm& c) {
 
 /// A status as MPI fills it (MPI_Get_count reads the count set here).
 void fill_status(MPI_Status* status, int source, int tag, std::size_t bytes);
+
+// Attributes (attributes.cpp): MPI_Comm_dup copies those of `from` to `to` through their keyvals' copy callbacks;
+// MPI_Comm_free deletes those of `c` through their delete callbacks (last set, first deleted). The callbacks run as
+// the program's code: their MPI calls are served.
+void copy_attributes(MPI_Comm from_handle, const VComm& from, VComm& to);
+void delete_attributes(MPI_Comm handle, VComm& c);
 
 // Collectives over Comm's point-to-point (collectives.cpp): the same tree every time, so results are
 // bit-reproducible and replayable.

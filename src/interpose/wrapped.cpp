@@ -235,6 +235,7 @@ void Wrapped::free(MPI_Comm* c) {
     throw UsageError(
         "MPI_Comm_free of a communicator with a non-blocking collective still under way on it: wait for "
         "its request first");
+  delete_attributes(*c, *v);
   contexts_used_ &= ~(1u << v->context);
   comms_.erase(v);
   delete v;
@@ -455,8 +456,10 @@ void Wrapped::abandon_requests() {
 void Wrapped::rolled_back(bool from_start) {
   abandon_requests();
   probed_.clear();
-  for (VComm* c : comms_) delete c;
+  for (VComm* c : comms_) delete c;  // (their attributes without their delete callbacks: attributes.cpp)
   comms_.clear();
+  world_.attributes.clear();
+  world_.name.clear();
   contexts_used_ = 1;
   for (const std::string& name : rt_->region_names())
     if (std::find(own_regions_.begin(), own_regions_.end(), name) == own_regions_.end()) rt_->unprotect(name);
@@ -566,21 +569,67 @@ extern "C" int MPI_Comm_size(MPI_Comm comm, int* size) {
   return MPI_SUCCESS;
 }
 
-extern "C" int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* out) {
-  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_dup(comm, out);
-  REPRISE_SERVE("MPI_Comm_dup", {
+namespace reprise::interpose {
+namespace {
+// MPI_Comm_dup's body: the same ranks, topology and (through their copy callbacks) attributes.
+void dup(MPI_Comm comm, MPI_Comm* out, const char* call) {
+  Wrapped& w = Wrapped::get();
+  VComm& parent = w.vcomm(comm, call);
+  *out = w.create(true, call, [&] {
+    std::vector<int> all(static_cast<std::size_t>(parent.size));
+    std::iota(all.begin(), all.end(), 0);
+    const MPI_Comm c = w.derive(parent, all, true);
+    w.find(c)->keep_topology(parent);
+    return c;
+  });
+  copy_attributes(comm, parent, *w.find(*out));
+}
+
+// MPI_Comm_idup: a non-blocking collective (nonblocking.hpp), the communicator made when it is carried out (*out
+// written then, as MPI lets the program read it only once the request completed). Before the program restored after
+// a rollback it is made at once, from the version, with no message.
+int idup(MPI_Comm comm, MPI_Comm* out, MPI_Request* request, const char* call) {
+  REPRISE_SERVE(call, {
     Wrapped& w = Wrapped::get();
-    VComm& parent = w.vcomm(comm, "MPI_Comm_dup");
-    *out = w.create(true, "MPI_Comm_dup", [&] {
-      std::vector<int> all(static_cast<std::size_t>(parent.size));
-      std::iota(all.begin(), all.end(), 0);
-      const MPI_Comm c = w.derive(parent, all, true);
-      w.find(c)->keep_topology(parent);
-      return c;
-    });
+    const VComm& c = w.vcomm(comm, call);
+    auto r = std::make_unique<VRequest>();
+    if (w.replaying()) {
+      dup(comm, out, call);
+      r->collective = start_collective(c.context, [] {});
+    } else {
+      r->collective = start_collective(c.context, [comm, out, call] { dup(comm, out, call); });
+    }
+    *request = w.adopt(std::move(r));
   });
   return MPI_SUCCESS;
 }
+}  // namespace
+}  // namespace reprise::interpose
+
+extern "C" int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* out) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_dup(comm, out);
+  REPRISE_SERVE("MPI_Comm_dup", { reprise::interpose::dup(comm, out, "MPI_Comm_dup"); });
+  return MPI_SUCCESS;
+}
+
+// Info hints change nothing here (attributes.cpp): the same as MPI_Comm_dup.
+extern "C" int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* out) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_dup_with_info(comm, info, out);
+  REPRISE_SERVE("MPI_Comm_dup_with_info", { reprise::interpose::dup(comm, out, "MPI_Comm_dup_with_info"); });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* out, MPI_Request* request) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_idup(comm, out, request);
+  return reprise::interpose::idup(comm, out, request, "MPI_Comm_idup");
+}
+
+#if REPRISE_MPI_4
+extern "C" int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* out, MPI_Request* request) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_idup_with_info(comm, info, out, request);
+  return reprise::interpose::idup(comm, out, request, "MPI_Comm_idup_with_info");
+}
+#endif
 
 namespace reprise::interpose {
 namespace {
@@ -705,17 +754,6 @@ extern "C" int MPI_Comm_test_inter(MPI_Comm comm, int* flag) {
 extern "C" int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler handler) {
   if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_set_errhandler(comm, handler);
   return MPI_SUCCESS;  // errors of served calls stop the job with a message (failures are the runtime's)
-}
-
-extern "C" int MPI_Comm_get_attr(MPI_Comm comm, int keyval, void* value, int* flag) {
-  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_get_attr(comm, keyval, value, flag);
-  if (keyval == MPI_TAG_UB) {
-    static int tag_ub = reprise::interpose::kTagUb;
-    *static_cast<int**>(value) = &tag_ub;
-    *flag = 1;
-    return MPI_SUCCESS;
-  }
-  return PMPI_Comm_get_attr(Wrapped::get().runtime().comm(), keyval, value, flag);  // the job's (MPI_WTIME_*, ...)
 }
 
 // ---- Cartesian communicators (row-major: the last dimension varies fastest, as MPI numbers them) ----------------

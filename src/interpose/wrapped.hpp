@@ -45,7 +45,10 @@ struct VComm {
   std::vector<int> sources, destinations;
   bool weighted = false;
   std::vector<int> source_weights, destination_weights;
-  std::string name;       // MPI_Comm_set_name (not kept with a version: the set-up that names it runs again)
+  // What the program hangs on it (attributes.cpp): its name (MPI_Comm_set_name) and attributes (keyval, value) in
+  // the order they were set. Not kept with a version: the set-up that sets them runs again after a rollback.
+  std::string name;
+  std::vector<std::pair<int, void*>> attributes;
   std::uint64_t seq = 0;  // made by the program's seq-th communicator creation call (from 0)
   int job_rank(int r) const { return members.empty() ? r : members[static_cast<std::size_t>(r)]; }
   /// MPI_Comm_dup: the same topology as `parent`.

@@ -572,6 +572,101 @@ void topologies() {
   MPI_Comm_free(&cart);
 }
 
+// What a program hangs on its communicators and the calls around its handles: attributes with callbacks that make
+// MPI calls (counted: which slots were copied and deleted, in order), names, info, MPI_Comm_dup_with_info,
+// MPI_Comm_idup, MPI_Pack/MPI_Unpack of a message sent as MPI_PACKED, MPI_Request_get_status.
+int attribute_slots[8];
+int copies = 0, deletes = 0;
+int copy_attribute(MPI_Comm old, int, void*, void* in, void* out, int* flag) {
+  int size = 0;
+  MPI_Comm_size(old, &size);
+  ++copies;
+  *static_cast<int**>(out) = static_cast<int*>(in) + 1;
+  *flag = size == world_size ? 1 : 0;
+  return MPI_SUCCESS;
+}
+int delete_attribute(MPI_Comm, int, void* value, void*) {
+  deletes = deletes * 10 + static_cast<int>(static_cast<int*>(value) - attribute_slots);
+  return MPI_SUCCESS;
+}
+
+void handles() {
+  int key = MPI_KEYVAL_INVALID, plain = MPI_KEYVAL_INVALID;
+  MPI_Comm_create_keyval(copy_attribute, delete_attribute, &key, nullptr);
+  MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &plain, nullptr);
+  MPI_Comm a, b, c;
+  MPI_Comm_dup(MPI_COMM_WORLD, &a);
+  MPI_Comm_set_attr(a, key, &attribute_slots[1]);
+  MPI_Comm_set_attr(a, plain, &attribute_slots[5]);
+  MPI_Comm_set_attr(a, key, &attribute_slots[2]);  // slot 1 deleted first
+  MPI_Comm_dup_with_info(a, MPI_INFO_NULL, &b);    // key copied (slot 3), plain not
+  int* in_b = nullptr;
+  void* plain_in_b = nullptr;
+  int flag_b = -1, flag_plain = -1;
+  MPI_Comm_get_attr(b, key, &in_b, &flag_b);
+  MPI_Comm_get_attr(b, plain, &plain_in_b, &flag_plain);
+  MPI_Request r;
+  MPI_Comm_idup(b, &c, &r);
+  MPI_Wait(&r, MPI_STATUS_IGNORE);  // key copied again (slot 4)
+  int* in_c = nullptr;
+  int flag_c = -1, sum = 0;
+  MPI_Comm_get_attr(c, key, &in_c, &flag_c);
+  MPI_Allreduce(&world_rank, &sum, 1, MPI_INT, MPI_SUM, c);
+  MPI_Comm_delete_attr(b, key);  // slot 3
+  MPI_Comm_set_name(c, "reprise-check");
+  char name[MPI_MAX_OBJECT_NAME], world_name[MPI_MAX_OBJECT_NAME];
+  int length = 0, world_length = 0;
+  MPI_Comm_get_name(c, name, &length);
+  MPI_Comm_get_name(MPI_COMM_WORLD, world_name, &world_length);
+  MPI_Info hints, used;
+  MPI_Info_create(&hints);
+  MPI_Info_set(hints, "mpi_assert_no_any_source", "true");
+  MPI_Comm_set_info(c, hints);
+  MPI_Comm_get_info(c, &used);
+  MPI_Info_free(&used);
+  MPI_Info_free(&hints);
+  MPI_Comm_free(&c);  // slot 4
+  MPI_Comm_free(&b);
+  MPI_Comm_free(&a);  // slot 2
+  MPI_Comm_free_keyval(&key);
+  MPI_Comm_free_keyval(&plain);
+  std::uint64_t d = mix(static_cast<std::uint64_t>(copies) ^ static_cast<std::uint64_t>(deletes) << 8 ^
+                        static_cast<std::uint64_t>(in_b - attribute_slots) << 32 ^
+                        static_cast<std::uint64_t>(in_c - attribute_slots) << 36 ^
+                        static_cast<std::uint64_t>(flag_b * 4 + flag_plain * 2 + flag_c) << 40 ^
+                        static_cast<std::uint64_t>(sum) << 44) ^
+                    digest(name, static_cast<std::size_t>(length)) ^
+                    digest(world_name, static_cast<std::size_t>(world_length)) << 1;
+  report("attributes/names", d);
+
+  // Packed by the program, sent as MPI_PACKED, unpacked; a receive watched by MPI_Request_get_status.
+  const int n = world_size, next = (world_rank + 1) % n, prev = (world_rank + n - 1) % n;
+  char out[256], in[256];
+  int position = 0, packed_size = 0;
+  const double values[3] = {1.5, -2.25, world_rank + 0.125};
+  const int ints[2] = {7, world_rank};
+  MPI_Pack_size(3, MPI_DOUBLE, MPI_COMM_WORLD, &packed_size);
+  MPI_Pack(values, 3, MPI_DOUBLE, out, sizeof out, &position, MPI_COMM_WORLD);
+  MPI_Pack(ints, 2, MPI_INT, out, sizeof out, &position, MPI_COMM_WORLD);
+  MPI_Request q[2];
+  MPI_Irecv(in, sizeof in, MPI_PACKED, prev, 11, MPI_COMM_WORLD, &q[0]);
+  MPI_Isend(out, position, MPI_PACKED, next, 11, MPI_COMM_WORLD, &q[1]);
+  MPI_Status st;
+  int flag = 0, count = -1;
+  while (!flag) MPI_Request_get_status(q[0], &flag, &st);
+  MPI_Get_count(&st, MPI_PACKED, &count);
+  const int source = st.MPI_SOURCE, tag = st.MPI_TAG;
+  MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
+  double got[3] = {0, 0, 0};
+  int got_ints[2] = {0, 0}, at = 0;
+  MPI_Unpack(in, count, &at, got, 3, MPI_DOUBLE, MPI_COMM_WORLD);
+  MPI_Unpack(in, count, &at, got_ints, 2, MPI_INT, MPI_COMM_WORLD);
+  report("packed/get_status",
+         digest(got, 3) ^ digest(got_ints, 2) ^
+             mix(static_cast<std::uint64_t>(packed_size) ^ static_cast<std::uint64_t>(count) << 16 ^
+                 static_cast<std::uint64_t>(source) << 32 ^ static_cast<std::uint64_t>(tag) << 48));
+}
+
 void refuse(const std::string& what) {
   const int next = (world_rank + 1) % world_size;
   double x = 0;
@@ -728,6 +823,7 @@ int main(int argc, char** argv) {
     nonblocking_collectives();
     communicators();
     topologies();
+    handles();
 #ifdef REPRISE_WRAPPED
     // The messages went through reprise::Comm: the runtime counted them.
     const auto stats = nlohmann::json::parse(reprise::wrapped_runtime().messages().stats_json());

@@ -1,0 +1,213 @@
+// What a program hangs on its communicators besides their ranks: names (MPI_Comm_set_name), info hints
+// (MPI_Comm_set_info) and attributes (MPI_Comm_set_attr with keyvals of MPI_Comm_create_keyval), as libraries
+// that cache their state on the program's communicator use them. None of it is kept with a version: after a
+// rollback the set-up that made the communicators sets them again (the old values are dropped without their delete
+// callbacks: the program they belonged to is gone).
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "interpose/serve.hpp"
+#include "interpose/wrapped.hpp"
+
+namespace reprise::interpose {
+namespace {
+
+// A keyval's callbacks, from MPI_Comm_create_keyval (the library makes the keyval; its callbacks are called here
+// for the program's communicators, which the library does not know).
+struct Keyval {
+  MPI_Comm_copy_attr_function* copy = nullptr;
+  MPI_Comm_delete_attr_function* del = nullptr;
+  void* extra_state = nullptr;
+};
+
+std::mutex keyvals_mutex;  // (a keyval may be made on any thread)
+std::map<int, Keyval> keyvals;
+
+Keyval keyval_of(int keyval, const char* call) {
+  const std::lock_guard<std::mutex> lock(keyvals_mutex);
+  const auto k = keyvals.find(keyval);
+  if (k == keyvals.end())
+    refuse(call, "keyval " + std::to_string(keyval) +
+                     " was not made by MPI_Comm_create_keyval (a predefined attribute cannot be set)");
+  return k->second;
+}
+
+// A callback of the program runs as its code: its own MPI calls on the program's communicators are served (the
+// served call that runs it is left for that time).
+class AsProgram {
+ public:
+  AsProgram() : depth_(Wrapped::get().depth) { Wrapped::get().depth = 0; }
+  ~AsProgram() { Wrapped::get().depth = depth_; }
+  AsProgram(const AsProgram&) = delete;
+  AsProgram& operator=(const AsProgram&) = delete;
+
+ private:
+  int depth_;
+};
+
+void delete_one(MPI_Comm handle, int keyval, void* value, const char* call) {
+  const Keyval k = keyval_of(keyval, call);
+  if (!k.del) return;
+  int rc = MPI_SUCCESS;
+  {
+    const AsProgram as_program;
+    rc = k.del(handle, keyval, value, k.extra_state);
+  }
+  if (rc != MPI_SUCCESS)
+    refuse(call, "the delete callback of keyval " + std::to_string(keyval) + " returned error " + std::to_string(rc));
+}
+
+}  // namespace
+
+void copy_attributes(MPI_Comm from_handle, const VComm& from, VComm& to) {
+  for (const auto& [keyval, value] : from.attributes) {
+    const Keyval k = keyval_of(keyval, "MPI_Comm_dup");
+    if (!k.copy) continue;
+    void* copied = nullptr;
+    int flag = 0, rc = MPI_SUCCESS;
+    {
+      const AsProgram as_program;
+      rc = k.copy(from_handle, keyval, k.extra_state, value, &copied, &flag);
+    }
+    if (rc != MPI_SUCCESS)
+      refuse("MPI_Comm_dup",
+             "the copy callback of keyval " + std::to_string(keyval) + " returned error " + std::to_string(rc));
+    if (flag) to.attributes.emplace_back(keyval, copied);
+  }
+}
+
+void delete_attributes(MPI_Comm handle, VComm& c) {
+  while (!c.attributes.empty()) {
+    const auto [keyval, value] = c.attributes.back();
+    c.attributes.pop_back();
+    delete_one(handle, keyval, value, "MPI_Comm_free");
+  }
+}
+
+}  // namespace reprise::interpose
+
+using reprise::interpose::ours;
+using reprise::interpose::serving;
+using reprise::interpose::VComm;
+using reprise::interpose::Wrapped;
+namespace ri = reprise::interpose;
+
+// Every keyval's callbacks are noted (the library's keyval is the program's handle): the program's communicators
+// are not the library's, so their attributes' callbacks are called here.
+extern "C" int MPI_Comm_create_keyval(MPI_Comm_copy_attr_function* copy, MPI_Comm_delete_attr_function* del,
+                                      int* keyval, void* extra_state) {
+  const int rc = PMPI_Comm_create_keyval(copy, del, keyval, extra_state);
+  if (rc == MPI_SUCCESS) {
+    const std::lock_guard<std::mutex> lock(ri::keyvals_mutex);
+    ri::keyvals[*keyval] = ri::Keyval{copy, del, extra_state};
+  }
+  return rc;
+}
+
+extern "C" int MPI_Comm_set_attr(MPI_Comm comm, int keyval, void* value) {
+  if (!serving() || !ours(comm)) return PMPI_Comm_set_attr(comm, keyval, value);
+  REPRISE_SERVE("MPI_Comm_set_attr", {
+    VComm& c = Wrapped::get().vcomm(comm, "MPI_Comm_set_attr");
+    ri::keyval_of(keyval, "MPI_Comm_set_attr");
+    const auto old =
+        std::find_if(c.attributes.begin(), c.attributes.end(), [keyval](const auto& a) { return a.first == keyval; });
+    if (old != c.attributes.end()) {  // the old value is deleted first (MPI's rule)
+      void* before = old->second;
+      c.attributes.erase(old);
+      ri::delete_one(comm, keyval, before, "MPI_Comm_set_attr");
+    }
+    c.attributes.emplace_back(keyval, value);
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Comm_delete_attr(MPI_Comm comm, int keyval) {
+  if (!serving() || !ours(comm)) return PMPI_Comm_delete_attr(comm, keyval);
+  REPRISE_SERVE("MPI_Comm_delete_attr", {
+    VComm& c = Wrapped::get().vcomm(comm, "MPI_Comm_delete_attr");
+    const auto at =
+        std::find_if(c.attributes.begin(), c.attributes.end(), [keyval](const auto& a) { return a.first == keyval; });
+    if (at == c.attributes.end())
+      reprise::interpose::refuse("MPI_Comm_delete_attr",
+                                 "keyval " + std::to_string(keyval) + " has no attribute on this communicator");
+    void* value = at->second;
+    c.attributes.erase(at);
+    ri::delete_one(comm, keyval, value, "MPI_Comm_delete_attr");
+  });
+  return MPI_SUCCESS;
+}
+
+// The program's own keyvals from the communicator; the predefined ones: MPI_TAG_UB is the interposition's (its tags
+// are fewer than the library's), the others (MPI_WTIME_IS_GLOBAL, ...) the job's.
+extern "C" int MPI_Comm_get_attr(MPI_Comm comm, int keyval, void* value, int* flag) {
+  if (!serving() || !ours(comm)) return PMPI_Comm_get_attr(comm, keyval, value, flag);
+  if (keyval == MPI_TAG_UB) {
+    static int tag_ub = reprise::interpose::kTagUb;
+    *static_cast<int**>(value) = &tag_ub;
+    *flag = 1;
+    return MPI_SUCCESS;
+  }
+  {
+    const std::lock_guard<std::mutex> lock(ri::keyvals_mutex);
+    if (ri::keyvals.count(keyval)) {
+      const VComm& c = Wrapped::get().vcomm(comm, "MPI_Comm_get_attr");
+      const auto at =
+          std::find_if(c.attributes.begin(), c.attributes.end(), [keyval](const auto& a) { return a.first == keyval; });
+      *flag = at != c.attributes.end() ? 1 : 0;
+      if (*flag) *static_cast<void**>(value) = at->second;
+      return MPI_SUCCESS;
+    }
+  }
+  return PMPI_Comm_get_attr(Wrapped::get().runtime().comm(), keyval, value, flag);
+}
+
+// MPI-1's names for the same (deprecated, still in MPI 4).
+extern "C" int MPI_Attr_put(MPI_Comm comm, int keyval, void* value) {
+  if (!serving() || !ours(comm)) return PMPI_Comm_set_attr(comm, keyval, value);  // (the same call)
+  return MPI_Comm_set_attr(comm, keyval, value);
+}
+
+extern "C" int MPI_Attr_get(MPI_Comm comm, int keyval, void* value, int* flag) {
+  if (!serving() || !ours(comm)) return PMPI_Comm_get_attr(comm, keyval, value, flag);
+  return MPI_Comm_get_attr(comm, keyval, value, flag);
+}
+
+extern "C" int MPI_Attr_delete(MPI_Comm comm, int keyval) {
+  if (!serving() || !ours(comm)) return PMPI_Comm_delete_attr(comm, keyval);
+  return MPI_Comm_delete_attr(comm, keyval);
+}
+
+extern "C" int MPI_Comm_set_name(MPI_Comm comm, const char* name) {
+  if (!serving() || !ours(comm)) return PMPI_Comm_set_name(comm, name);
+  VComm& c = Wrapped::get().vcomm(comm, "MPI_Comm_set_name");
+  c.name.assign(name, strnlen(name, MPI_MAX_OBJECT_NAME - 1));
+  return MPI_SUCCESS;
+}
+
+// MPI_COMM_WORLD is named so until the program names it; another communicator has an empty name.
+extern "C" int MPI_Comm_get_name(MPI_Comm comm, char* name, int* length) {
+  if (!serving() || !ours(comm)) return PMPI_Comm_get_name(comm, name, length);
+  const VComm& c = Wrapped::get().vcomm(comm, "MPI_Comm_get_name");
+  const std::string n = c.name.empty() && comm == MPI_COMM_WORLD ? "MPI_COMM_WORLD" : c.name;
+  std::memcpy(name, n.c_str(), n.size() + 1);
+  *length = static_cast<int>(n.size());
+  return MPI_SUCCESS;
+}
+
+// Info hints: none changes what the interposition does, so a communicator's info is empty.
+extern "C" int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info) {
+  if (!serving() || !ours(comm)) return PMPI_Comm_set_info(comm, info);
+  Wrapped::get().vcomm(comm, "MPI_Comm_set_info");
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Comm_get_info(MPI_Comm comm, MPI_Info* info) {
+  if (!serving() || !ours(comm)) return PMPI_Comm_get_info(comm, info);
+  Wrapped::get().vcomm(comm, "MPI_Comm_get_info");
+  return PMPI_Info_create(info);
+}
