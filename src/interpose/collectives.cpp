@@ -441,20 +441,16 @@ struct Block {
   MPI_Datatype type = MPI_DATATYPE_NULL;
 };
 
-void neighbor_exchange(MPI_Comm comm, const std::vector<Block>& sends, const std::vector<Block>& recvs,
-                       const char* call) {
-  VComm& c = Wrapped::get().collective(comm, call);
-  std::vector<int> in, out;
-  c.neighbours(&in, &out);
-  // Messages between two ranks match in the order they were sent (one tag for a communicator's collectives).
-  // The order of the sends and of the receives makes a Cartesian dimension of 1 or 2 periodic ranks, where both
-  // neighbours are one rank, come out as MPI defines it: what goes to the -1 neighbour arrives in its block from
-  // its +1 neighbour. So per dimension the +1 block is sent first and the -1 block received first; a graph's blocks
-  // go in the program's order (a repeated edge: its first block to the first).
+// Block i of `sends` to rank out[i], block j of `recvs` from rank in[j] (comm ranks; MPI_PROC_NULL: no message; this
+// rank: copied). Messages between two ranks match in the order they were sent (one tag for a communicator's
+// collectives), so a rank's blocks to one rank fill that rank's blocks from it in order; `cartesian` sends each pair
+// of blocks (a dimension's -1 and +1 neighbours) the other way round (neighbor_exchange).
+void exchange_blocks(VComm& c, const std::vector<int>& in, const std::vector<int>& out, const std::vector<Block>& sends,
+                     const std::vector<Block>& recvs, bool cartesian, const char* call) {
   std::vector<std::size_t> send_order(out.size()), recv_order(in.size());
   std::iota(send_order.begin(), send_order.end(), std::size_t{0});
   std::iota(recv_order.begin(), recv_order.end(), std::size_t{0});
-  if (c.topology == VComm::Topology::cartesian)
+  if (cartesian)
     for (std::size_t d = 0; d + 1 < send_order.size(); d += 2) std::swap(send_order[d], send_order[d + 1]);
   std::vector<std::vector<std::byte>> packed_in(in.size()), packed_out(out.size());
   auto data_of = [](const Block& b, std::vector<std::byte>& packed, bool pack) -> std::byte* {
@@ -500,6 +496,26 @@ void neighbor_exchange(MPI_Comm comm, const std::vector<Block>& sends, const std
     PMPI_Unpack(packed_in[j].data(), static_cast<int>(packed_in[j].size()), &position, recvs[j].at, recvs[j].count,
                 recvs[j].type, MPI_COMM_SELF);
   }
+}
+
+// A neighbourhood collective. The order of the sends and of the receives makes a Cartesian dimension of 1 or 2
+// periodic ranks, where both neighbours are one rank, come out as MPI defines it: what goes to the -1 neighbour
+// arrives in its block from its +1 neighbour. So per dimension the +1 block is sent first and the -1 block received
+// first; a graph's blocks go in the program's order (a repeated edge: its first block to the first).
+void neighbor_exchange(MPI_Comm comm, const std::vector<Block>& sends, const std::vector<Block>& recvs,
+                       const char* call) {
+  VComm& c = Wrapped::get().collective(comm, call);
+  std::vector<int> in, out;
+  c.neighbours(&in, &out);
+  exchange_blocks(c, in, out, sends, recvs, c.topology == VComm::Topology::cartesian, call);
+}
+
+// MPI_Alltoallw: block r to and from every rank r, each with its own datatype.
+void alltoallw(const std::vector<Block>& sends, const std::vector<Block>& recvs, MPI_Comm comm, const char* call) {
+  VComm& c = Wrapped::get().collective(comm, call);
+  std::vector<int> all(static_cast<std::size_t>(c.size));
+  std::iota(all.begin(), all.end(), 0);
+  exchange_blocks(c, all, all, sends, recvs, false, call);
 }
 
 // The number of in- and out-neighbours (the blocks a neighbourhood collective's arguments describe).
@@ -559,6 +575,28 @@ int start(MPI_Comm comm, MPI_Request* request, const char* call, std::function<v
   return MPI_SUCCESS;
 }
 
+// A persistent collective (MPI_Allreduce_init, ...; MPI 4): `body` kept with its request; MPI_Start starts it as the
+// non-blocking form (kept, carried out later: nonblocking.hpp), and a wait or a test leaves the request inactive for
+// the next start (p2p.cpp). Making it sends nothing, so a set-up that makes it runs again before restore().
+int init(MPI_Comm comm, MPI_Request* request, const char* call, std::function<void()> body) {
+  REPRISE_SERVE(call, {
+    Wrapped& w = Wrapped::get();
+    w.vcomm(comm, call);
+    auto r = std::make_unique<VRequest>();
+    r->persistent = true;
+    r->active = false;
+    r->comm = comm;
+    r->persistent_body = std::move(body);
+    *request = w.adopt(std::move(r));
+  });
+  return MPI_SUCCESS;
+}
+
+// Started (`persistent` false) or persistent.
+int keep(MPI_Comm comm, MPI_Request* request, const char* call, std::function<void()> body, bool persistent) {
+  return persistent ? init(comm, request, call, std::move(body)) : start(comm, request, call, std::move(body));
+}
+
 int size_of(MPI_Comm comm, const char* call) {
   return Wrapped::get().vcomm(comm, call).size;
 }
@@ -569,7 +607,8 @@ int size_of(MPI_Comm comm, const char* call) {
 struct Blocks {
   std::vector<Block> sends, recvs;
 };
-int neighbor(MPI_Comm comm, MPI_Request* request, const char* call, const std::function<Blocks(int, int)>& make) {
+int neighbor(MPI_Comm comm, MPI_Request* request, const char* call, const std::function<Blocks(int, int)>& make,
+             bool persistent = false) {
   Blocks b;
   REPRISE_SERVE(call, {
     const auto [in, out] = degrees(comm, call);
@@ -577,8 +616,27 @@ int neighbor(MPI_Comm comm, MPI_Request* request, const char* call, const std::f
     if (!request) neighbor_exchange(comm, b.sends, b.recvs, call);
   });
   if (!request) return MPI_SUCCESS;
-  return start(comm, request, call,
-               [comm, call, b = std::move(b)] { neighbor_exchange(comm, b.sends, b.recvs, call); });
+  return keep(
+      comm, request, call, [comm, call, b = std::move(b)] { neighbor_exchange(comm, b.sends, b.recvs, call); },
+      persistent);
+}
+
+// MPI_Alltoallw and MPI_Ialltoallw (`request`): displacements in bytes, a datatype per block.
+int alltoallw_call(const void* sendbuf, const int* sendcounts, const int* sdispls, const MPI_Datatype* sendtypes,
+                   void* recvbuf, const int* recvcounts, const int* rdispls, const MPI_Datatype* recvtypes,
+                   MPI_Comm comm, MPI_Request* request, const char* call, bool persistent = false) {
+  Blocks b;
+  REPRISE_SERVE(call, {
+    const int n = size_of(comm, call);
+    if (sendbuf == MPI_IN_PLACE) refuse(call, "MPI_IN_PLACE is not supported for all-to-all yet");
+    const std::vector<MPI_Aint> sat(sdispls, sdispls + n), rat(rdispls, rdispls + n);
+    b.sends = blocks(sendbuf, n, sendcounts, 0, nullptr, sat.data(), sendtypes, MPI_DATATYPE_NULL);
+    b.recvs = blocks(recvbuf, n, recvcounts, 0, nullptr, rat.data(), recvtypes, MPI_DATATYPE_NULL);
+    if (!request) alltoallw(b.sends, b.recvs, comm, call);
+  });
+  if (!request) return MPI_SUCCESS;
+  return keep(
+      comm, request, call, [comm, call, b = std::move(b)] { alltoallw(b.sends, b.recvs, comm, call); }, persistent);
 }
 
 }  // namespace
@@ -864,20 +922,59 @@ extern "C" int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype se
   });
 }
 
-// Neighbourhood collectives (blocking, and non-blocking as the others above).
+extern "C" int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                             const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[], const int rdispls[],
+                             const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  if (!serving() || !ours(comm))
+    return PMPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+  return ri::alltoallw_call(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
+                            nullptr, "MPI_Alltoallw");
+}
+
+extern "C" int MPI_Ialltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                              const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                              const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                              MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
+                           request);
+  return ri::alltoallw_call(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
+                            request, "MPI_Ialltoallw");
+}
+
+// Neighbourhood collectives (blocking, non-blocking and persistent as the others): the two families' blocks.
 namespace reprise::interpose {
 namespace {
-Blocks allgather_blocks(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int* recvcounts,
-                        int recvcount, const int* displs, MPI_Datatype recvtype, int in, int out) {
-  return {same_block(sendbuf, out, sendcount, sendtype),
-          blocks(recvbuf, in, recvcounts, recvcount, displs, nullptr, nullptr, recvtype)};
+int neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int* recvcounts,
+                       int recvcount, const int* displs, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request,
+                       const char* call, bool persistent = false) {
+  return neighbor(
+      comm, request, call,
+      [&](int in, int out) {
+        return Blocks{same_block(sendbuf, out, sendcount, sendtype),
+                      blocks(recvbuf, in, recvcounts, recvcount, displs, nullptr, nullptr, recvtype)};
+      },
+      persistent);
 }
-Blocks alltoall_blocks(const void* sendbuf, const int* sendcounts, int sendcount, const int* sdispls,
-                       const MPI_Aint* sbytes, const MPI_Datatype* sendtypes, MPI_Datatype sendtype, void* recvbuf,
-                       const int* recvcounts, int recvcount, const int* rdispls, const MPI_Aint* rbytes,
-                       const MPI_Datatype* recvtypes, MPI_Datatype recvtype, int in, int out) {
-  return {blocks(sendbuf, out, sendcounts, sendcount, sdispls, sbytes, sendtypes, sendtype),
-          blocks(recvbuf, in, recvcounts, recvcount, rdispls, rbytes, recvtypes, recvtype)};
+// Counts (or one count), displacements in elements or bytes, types (or one type), each side.
+struct Side {
+  const void* buf;
+  const int* counts;
+  int count;
+  const int* displs;
+  const MPI_Aint* bytes;
+  const MPI_Datatype* types;
+  MPI_Datatype type;
+};
+int neighbor_alltoall(const Side& send, const Side& recv, MPI_Comm comm, MPI_Request* request, const char* call,
+                      bool persistent = false) {
+  return neighbor(
+      comm, request, call,
+      [&](int in, int out) {
+        return Blocks{blocks(send.buf, out, send.counts, send.count, send.displs, send.bytes, send.types, send.type),
+                      blocks(recv.buf, in, recv.counts, recv.count, recv.displs, recv.bytes, recv.types, recv.type)};
+      },
+      persistent);
 }
 }  // namespace
 }  // namespace reprise::interpose
@@ -886,18 +983,16 @@ extern "C" int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Da
                                       int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   if (!serving() || !ours(comm))
     return PMPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  return ri::neighbor(comm, nullptr, "MPI_Neighbor_allgather", [&](int in, int out) {
-    return ri::allgather_blocks(sendbuf, sendcount, sendtype, recvbuf, nullptr, recvcount, nullptr, recvtype, in, out);
-  });
+  return ri::neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, nullptr, recvcount, nullptr, recvtype, comm,
+                                nullptr, "MPI_Neighbor_allgather");
 }
 
 extern "C" int MPI_Ineighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                        int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
   if (!serving() || !ours(comm))
     return PMPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-  return ri::neighbor(comm, request, "MPI_Ineighbor_allgather", [&](int in, int out) {
-    return ri::allgather_blocks(sendbuf, sendcount, sendtype, recvbuf, nullptr, recvcount, nullptr, recvtype, in, out);
-  });
+  return ri::neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, nullptr, recvcount, nullptr, recvtype, comm,
+                                request, "MPI_Ineighbor_allgather");
 }
 
 extern "C" int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
@@ -905,9 +1000,8 @@ extern "C" int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_D
                                        MPI_Comm comm) {
   if (!serving() || !ours(comm))
     return PMPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-  return ri::neighbor(comm, nullptr, "MPI_Neighbor_allgatherv", [&](int in, int out) {
-    return ri::allgather_blocks(sendbuf, sendcount, sendtype, recvbuf, recvcounts, 0, displs, recvtype, in, out);
-  });
+  return ri::neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcounts, 0, displs, recvtype, comm, nullptr,
+                                "MPI_Neighbor_allgatherv");
 }
 
 extern "C" int MPI_Ineighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
@@ -916,29 +1010,26 @@ extern "C" int MPI_Ineighbor_allgatherv(const void* sendbuf, int sendcount, MPI_
   if (!serving() || !ours(comm))
     return PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm,
                                      request);
-  return ri::neighbor(comm, request, "MPI_Ineighbor_allgatherv", [&](int in, int out) {
-    return ri::allgather_blocks(sendbuf, sendcount, sendtype, recvbuf, recvcounts, 0, displs, recvtype, in, out);
-  });
+  return ri::neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcounts, 0, displs, recvtype, comm, request,
+                                "MPI_Ineighbor_allgatherv");
 }
 
 extern "C" int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                      int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   if (!serving() || !ours(comm))
     return PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  return ri::neighbor(comm, nullptr, "MPI_Neighbor_alltoall", [&](int in, int out) {
-    return ri::alltoall_blocks(sendbuf, nullptr, sendcount, nullptr, nullptr, nullptr, sendtype, recvbuf, nullptr,
-                               recvcount, nullptr, nullptr, nullptr, recvtype, in, out);
-  });
+  return ri::neighbor_alltoall({sendbuf, nullptr, sendcount, nullptr, nullptr, nullptr, sendtype},
+                               {recvbuf, nullptr, recvcount, nullptr, nullptr, nullptr, recvtype}, comm, nullptr,
+                               "MPI_Neighbor_alltoall");
 }
 
 extern "C" int MPI_Ineighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                       int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
   if (!serving() || !ours(comm))
     return PMPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-  return ri::neighbor(comm, request, "MPI_Ineighbor_alltoall", [&](int in, int out) {
-    return ri::alltoall_blocks(sendbuf, nullptr, sendcount, nullptr, nullptr, nullptr, sendtype, recvbuf, nullptr,
-                               recvcount, nullptr, nullptr, nullptr, recvtype, in, out);
-  });
+  return ri::neighbor_alltoall({sendbuf, nullptr, sendcount, nullptr, nullptr, nullptr, sendtype},
+                               {recvbuf, nullptr, recvcount, nullptr, nullptr, nullptr, recvtype}, comm, request,
+                               "MPI_Ineighbor_alltoall");
 }
 
 extern "C" int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
@@ -947,10 +1038,9 @@ extern "C" int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[
   if (!serving() || !ours(comm))
     return PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
                                    comm);
-  return ri::neighbor(comm, nullptr, "MPI_Neighbor_alltoallv", [&](int in, int out) {
-    return ri::alltoall_blocks(sendbuf, sendcounts, 0, sdispls, nullptr, nullptr, sendtype, recvbuf, recvcounts, 0,
-                               rdispls, nullptr, nullptr, recvtype, in, out);
-  });
+  return ri::neighbor_alltoall({sendbuf, sendcounts, 0, sdispls, nullptr, nullptr, sendtype},
+                               {recvbuf, recvcounts, 0, rdispls, nullptr, nullptr, recvtype}, comm, nullptr,
+                               "MPI_Neighbor_alltoallv");
 }
 
 extern "C" int MPI_Ineighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
@@ -960,10 +1050,9 @@ extern "C" int MPI_Ineighbor_alltoallv(const void* sendbuf, const int sendcounts
   if (!serving() || !ours(comm))
     return PMPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
                                     comm, request);
-  return ri::neighbor(comm, request, "MPI_Ineighbor_alltoallv", [&](int in, int out) {
-    return ri::alltoall_blocks(sendbuf, sendcounts, 0, sdispls, nullptr, nullptr, sendtype, recvbuf, recvcounts, 0,
-                               rdispls, nullptr, nullptr, recvtype, in, out);
-  });
+  return ri::neighbor_alltoall({sendbuf, sendcounts, 0, sdispls, nullptr, nullptr, sendtype},
+                               {recvbuf, recvcounts, 0, rdispls, nullptr, nullptr, recvtype}, comm, request,
+                               "MPI_Ineighbor_alltoallv");
 }
 
 extern "C" int MPI_Neighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
@@ -972,10 +1061,9 @@ extern "C" int MPI_Neighbor_alltoallw(const void* sendbuf, const int sendcounts[
   if (!serving() || !ours(comm))
     return PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
                                    comm);
-  return ri::neighbor(comm, nullptr, "MPI_Neighbor_alltoallw", [&](int in, int out) {
-    return ri::alltoall_blocks(sendbuf, sendcounts, 0, nullptr, sdispls, sendtypes, MPI_DATATYPE_NULL, recvbuf,
-                               recvcounts, 0, nullptr, rdispls, recvtypes, MPI_DATATYPE_NULL, in, out);
-  });
+  return ri::neighbor_alltoall({sendbuf, sendcounts, 0, nullptr, sdispls, sendtypes, MPI_DATATYPE_NULL},
+                               {recvbuf, recvcounts, 0, nullptr, rdispls, recvtypes, MPI_DATATYPE_NULL}, comm, nullptr,
+                               "MPI_Neighbor_alltoallw");
 }
 
 extern "C" int MPI_Ineighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
@@ -985,8 +1073,226 @@ extern "C" int MPI_Ineighbor_alltoallw(const void* sendbuf, const int sendcounts
   if (!serving() || !ours(comm))
     return PMPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
                                     comm, request);
-  return ri::neighbor(comm, request, "MPI_Ineighbor_alltoallw", [&](int in, int out) {
-    return ri::alltoall_blocks(sendbuf, sendcounts, 0, nullptr, sdispls, sendtypes, MPI_DATATYPE_NULL, recvbuf,
-                               recvcounts, 0, nullptr, rdispls, recvtypes, MPI_DATATYPE_NULL, in, out);
+  return ri::neighbor_alltoall({sendbuf, sendcounts, 0, nullptr, sdispls, sendtypes, MPI_DATATYPE_NULL},
+                               {recvbuf, recvcounts, 0, nullptr, rdispls, recvtypes, MPI_DATATYPE_NULL}, comm, request,
+                               "MPI_Ineighbor_alltoallw");
+}
+
+#if REPRISE_MPI_4
+// Persistent collectives (MPI 4): the bodies above, kept with the request at the call and started by each MPI_Start
+// (ri::init). MPI lets the program change none of their arguments while the request lives.
+extern "C" int MPI_Barrier_init(MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Barrier_init(comm, info, request);
+  return ri::init(comm, request, "MPI_Barrier_init", [=] { ri::barrier(comm, "MPI_Barrier_init"); });
+}
+
+extern "C" int MPI_Bcast_init(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Info info,
+                              MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Bcast_init(buf, count, type, root, comm, info, request);
+  return ri::init(comm, request, "MPI_Bcast_init",
+                  [=] { ri::bcast_of(buf, count, type, root, comm, "MPI_Bcast_init"); });
+}
+
+extern "C" int MPI_Reduce_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                               MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Reduce_init(sendbuf, recvbuf, count, type, op, root, comm, info, request);
+  return ri::init(comm, request, "MPI_Reduce_init",
+                  [=] { ri::reduce(sendbuf, recvbuf, count, type, op, root, comm, "MPI_Reduce_init"); });
+}
+
+extern "C" int MPI_Allreduce_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                                  MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Allreduce_init(sendbuf, recvbuf, count, type, op, comm, info, request);
+  return ri::init(comm, request, "MPI_Allreduce_init",
+                  [=] { ri::allreduce(sendbuf, recvbuf, count, type, op, comm, "MPI_Allreduce_init"); });
+}
+
+extern "C" int MPI_Scan_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                             MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Scan_init(sendbuf, recvbuf, count, type, op, comm, info, request);
+  return ri::init(comm, request, "MPI_Scan_init",
+                  [=] { ri::prefix(sendbuf, recvbuf, count, type, op, comm, false, "MPI_Scan_init"); });
+}
+
+extern "C" int MPI_Exscan_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                               MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Exscan_init(sendbuf, recvbuf, count, type, op, comm, info, request);
+  return ri::init(comm, request, "MPI_Exscan_init",
+                  [=] { ri::prefix(sendbuf, recvbuf, count, type, op, comm, true, "MPI_Exscan_init"); });
+}
+
+extern "C" int MPI_Reduce_scatter_init(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type,
+                                       MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, type, op, comm, info, request);
+  return ri::init(comm, request, "MPI_Reduce_scatter_init",
+                  [=] { ri::reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, "MPI_Reduce_scatter_init"); });
+}
+
+extern "C" int MPI_Reduce_scatter_block_init(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type,
+                                             MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, type, op, comm, info, request);
+  const ri::Uniform u(ri::size_of(comm, "MPI_Reduce_scatter_block_init"), recvcount);
+  return ri::init(comm, request, "MPI_Reduce_scatter_block_init", [=] {
+    ri::reduce_scatter(sendbuf, recvbuf, u.counts.data(), type, op, comm, "MPI_Reduce_scatter_block_init");
   });
 }
+
+extern "C" int MPI_Gatherv_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                                MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info,
+                             request);
+  return ri::init(comm, request, "MPI_Gatherv_init", [=] {
+    ri::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, "MPI_Gatherv_init");
+  });
+}
+
+extern "C" int MPI_Gather_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                               MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+  const ri::Uniform u(ri::size_of(comm, "MPI_Gather_init"), recvcount);
+  return ri::init(comm, request, "MPI_Gather_init", [=] {
+    ri::gatherv(sendbuf, sendcount, sendtype, recvbuf, u.counts.data(), u.displs.data(), recvtype, root, comm,
+                "MPI_Gather_init");
+  });
+}
+
+extern "C" int MPI_Allgatherv_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                   const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                                   MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info,
+                                request);
+  return ri::init(comm, request, "MPI_Allgatherv_init", [=] {
+    ri::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, "MPI_Allgatherv_init");
+  });
+}
+
+extern "C" int MPI_Allgather_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                                  MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  const ri::Uniform u(ri::size_of(comm, "MPI_Allgather_init"), recvcount);
+  return ri::init(comm, request, "MPI_Allgather_init", [=] {
+    ri::allgatherv(sendbuf, sendcount, sendtype, recvbuf, u.counts.data(), u.displs.data(), recvtype, comm,
+                   "MPI_Allgather_init");
+  });
+}
+
+extern "C" int MPI_Scatterv_init(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                                 void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                                 MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info,
+                              request);
+  return ri::init(comm, request, "MPI_Scatterv_init", [=] {
+    ri::scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, "MPI_Scatterv_init");
+  });
+}
+
+extern "C" int MPI_Scatter_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                                MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+  const ri::Uniform u(ri::size_of(comm, "MPI_Scatter_init"), sendcount);
+  return ri::init(comm, request, "MPI_Scatter_init", [=] {
+    ri::scatterv(sendbuf, u.counts.data(), u.displs.data(), sendtype, recvbuf, recvcount, recvtype, root, comm,
+                 "MPI_Scatter_init");
+  });
+}
+
+extern "C" int MPI_Alltoallv_init(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                                  MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
+                                  MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
+                               info, request);
+  return ri::init(comm, request, "MPI_Alltoallv_init", [=] {
+    ri::alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
+                  "MPI_Alltoallv_init");
+  });
+}
+
+extern "C" int MPI_Alltoall_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                                 MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  const int n = ri::size_of(comm, "MPI_Alltoall_init");
+  const ri::Uniform s(n, sendcount), r(n, recvcount);
+  return ri::init(comm, request, "MPI_Alltoall_init", [=] {
+    ri::alltoallv(sendbuf, s.counts.data(), s.displs.data(), sendtype, recvbuf, r.counts.data(), r.displs.data(),
+                  recvtype, comm, "MPI_Alltoall_init");
+  });
+}
+
+extern "C" int MPI_Alltoallw_init(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                                  const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                                  const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info,
+                                  MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
+                               info, request);
+  return ri::alltoallw_call(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
+                            request, "MPI_Alltoallw_init", true);
+}
+
+extern "C" int MPI_Neighbor_allgather_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                                           MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info,
+                                        request);
+  return ri::neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, nullptr, recvcount, nullptr, recvtype, comm,
+                                request, "MPI_Neighbor_allgather_init", true);
+}
+
+extern "C" int MPI_Neighbor_allgatherv_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                            const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                                            MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm,
+                                         info, request);
+  return ri::neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcounts, 0, displs, recvtype, comm, request,
+                                "MPI_Neighbor_allgatherv_init", true);
+}
+
+extern "C" int MPI_Neighbor_alltoall_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                          int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                                          MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  return ri::neighbor_alltoall({sendbuf, nullptr, sendcount, nullptr, nullptr, nullptr, sendtype},
+                               {recvbuf, nullptr, recvcount, nullptr, nullptr, nullptr, recvtype}, comm, request,
+                               "MPI_Neighbor_alltoall_init", true);
+}
+
+extern "C" int MPI_Neighbor_alltoallv_init(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                                           MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                                           const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                                           MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+                                        comm, info, request);
+  return ri::neighbor_alltoall({sendbuf, sendcounts, 0, sdispls, nullptr, nullptr, sendtype},
+                               {recvbuf, recvcounts, 0, rdispls, nullptr, nullptr, recvtype}, comm, request,
+                               "MPI_Neighbor_alltoallv_init", true);
+}
+
+extern "C" int MPI_Neighbor_alltoallw_init(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                                           const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                                           const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                                           MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
+                                        recvtypes, comm, info, request);
+  return ri::neighbor_alltoall({sendbuf, sendcounts, 0, nullptr, sdispls, sendtypes, MPI_DATATYPE_NULL},
+                               {recvbuf, recvcounts, 0, nullptr, rdispls, recvtypes, MPI_DATATYPE_NULL}, comm, request,
+                               "MPI_Neighbor_alltoallw_init", true);
+}
+#endif

@@ -170,6 +170,7 @@ void finish(MPI_Request* handle, std::size_t bytes, MPI_Status* status) {
   complete(*r, bytes, status);
   r->active = false;
   r->request = Comm::Request();
+  r->collective.reset();
 }
 
 // A receive of a probed message: complete once the probe's receive is (its bytes copied into the program's
@@ -689,9 +690,17 @@ void init(bool receive, const void* buf, int count, MPI_Datatype type, int rank,
 
 void start(MPI_Request* request, const char* call) {
   VRequest& r = *Wrapped::get().find(*request);
-  if (!r.persistent) refuse(call, "the request is not persistent (MPI_Send_init and MPI_Recv_init make one)");
+  if (!r.persistent)
+    refuse(call, "the request is not persistent (MPI_Send_init, MPI_Recv_init and MPI_Allreduce_init, ... make one)");
   if (r.active) refuse(call, "the request is already active: wait for it or test it until it completes first");
-  post(&r, r.receive, r.buf, r.count, r.type, r.source, r.tag, r.comm, call);
+  if (r.persistent_body) {  // a persistent collective: started as its non-blocking form (nonblocking.hpp)
+    Wrapped& w = Wrapped::get();
+    w.comm();  // (refused before the program restored after a rollback, as any communicating call)
+    r.collective = start_collective(w.vcomm(r.comm, call).context, r.persistent_body);
+    r.done = false;
+  } else {
+    post(&r, r.receive, r.buf, r.count, r.type, r.source, r.tag, r.comm, call);
+  }
   r.active = true;
 }
 }  // namespace

@@ -21,8 +21,8 @@ WHY = [
     (r"^MPI_File", "MPI-IO writes outside the checkpointed state; a rollback would not undo it"),
     (r"^MPI_(Bsend|Buffer_attach|Buffer_detach|Rsend|Ibsend|Irsend)", "buffered and ready sends are not supported "
      "(use MPI_Send or MPI_Isend)"),
-    (r"^MPI_(Psend_init|Precv_init|Pready|Parrived|[A-Za-z]+_init$)", "persistent collectives and partitioned "
-     "communication are not supported yet (MPI_Send_init and MPI_Recv_init are)"),
+    (r"^MPI_(Psend_init|Precv_init|Pready|Parrived)", "partitioned communication is not supported yet "
+     "(persistent requests, MPI_Send_init, MPI_Recv_init and the persistent collectives, are)"),
     (r"^MPI_(Comm_spawn|Comm_connect|Comm_accept|Comm_join|Intercomm_|Comm_remote|Comm_create_from_group|"
      r"Intercomm_create_from_groups)", "new processes and intercommunicators are managed by the runtime itself "
      "(replacements after a failure)"),
@@ -31,14 +31,14 @@ WHY = [
      "(MPI_Dist_graph_create_adjacent and MPI_Cart_create are served)"),
     (r"^MPI_I?[Nn]eighbor_", "this form of a neighbourhood collective is not supported yet (large counts): the "
      "int-count forms are served (docs/WRAPPING.md)"),
-    (r"^MPI_I(barrier|bcast|reduce|allreduce|gather|allgather|scatter|alltoall|scan|exscan|reduce_scatter)",
-     "this form of a non-blocking collective is not supported yet (large counts, MPI_Ialltoallw): the int-count "
-     "forms of the others are served (docs/WRAPPING.md)"),
+    (r"(?i)^MPI_(I?(barrier|bcast|reduce|allreduce|gather|allgather|scatter|alltoall|scan|exscan|reduce_scatter)"
+     r"\w*|\w+_init(_c)?)$", "this form of a collective is not supported yet (large counts): the int-count forms "
+     "are served, blocking, non-blocking and persistent (docs/WRAPPING.md)"),
     (r"^MPI_Cancel", "a cancelled message would leave its channel's order undefined for the replay"),
     (r"^MPI_Comm_remote_group", "intercommunicators are managed by the runtime itself"),
-    (r"^MPI_Comm_(create_group|idup|dup_with_info)",
-     "this way of making a communicator is not supported yet (MPI_Comm_dup, MPI_Comm_split, MPI_Comm_split_type, "
-     "MPI_Comm_create and MPI_Cart_create are)"),
+    (r"^MPI_Comm_create_group",
+     "this way of making a communicator is not supported yet (MPI_Comm_dup, MPI_Comm_idup, MPI_Comm_split, "
+     "MPI_Comm_split_type, MPI_Comm_create, MPI_Cart_create, MPI_Cart_sub and MPI_Dist_graph_create_adjacent are)"),
 ]
 GENERIC = "it is not supported on the application's communicators under Reprise (docs/WRAPPING.md lists what is)"
 

@@ -106,6 +106,7 @@ struct VRequest {
   bool active = true;
   MPI_Comm comm = MPI_COMM_NULL;
   std::shared_ptr<Collective> collective;  // a non-blocking collective's: completes when its body ended
+  std::function<void()> persistent_body;   // a persistent collective's (MPI_Allreduce_init, ...): MPI_Start starts it
 };
 
 inline constexpr int kTagsPerContext = 2048;  // tags 0..2046 for the program; 2047 for collectives

@@ -667,6 +667,76 @@ void handles() {
                  static_cast<std::uint64_t>(source) << 32 ^ static_cast<std::uint64_t>(tag) << 48));
 }
 
+// MPI_Alltoallw (a strided datatype out, rows in), blocking and not; the persistent collectives (MPI 4), started
+// three times with new values, several at once with persistent point-to-point, then freed.
+void alltoallw_and_persistent() {
+  const int n = world_size, me = world_rank, next = (me + 1) % n, prev = (me + n - 1) % n;
+  MPI_Datatype column;  // column j of an n x 3 matrix of ints (stride 3)
+  MPI_Type_vector(n, 1, 3, MPI_INT, &column);
+  MPI_Type_commit(&column);
+  std::vector<int> matrix(static_cast<std::size_t>(3 * n)), rows(static_cast<std::size_t>(n * n), -1),
+      rows2(static_cast<std::size_t>(n * n), -1);
+  for (int i = 0; i < 3 * n; ++i) matrix[static_cast<std::size_t>(i)] = me * 100 + i;
+  std::vector<int> scounts(static_cast<std::size_t>(n), 1), sdispls(static_cast<std::size_t>(n)),
+      rcounts(static_cast<std::size_t>(n), n), rdispls(static_cast<std::size_t>(n));
+  std::vector<MPI_Datatype> stypes(static_cast<std::size_t>(n), column), rtypes(static_cast<std::size_t>(n), MPI_INT);
+  for (int r = 0; r < n; ++r) {
+    sdispls[static_cast<std::size_t>(r)] = static_cast<int>((r % 3) * sizeof(int));
+    rdispls[static_cast<std::size_t>(r)] = static_cast<int>(r * n * sizeof(int));
+  }
+  MPI_Alltoallw(matrix.data(), scounts.data(), sdispls.data(), stypes.data(), rows.data(), rcounts.data(),
+                rdispls.data(), rtypes.data(), MPI_COMM_WORLD);
+  MPI_Request r;
+  MPI_Ialltoallw(matrix.data(), scounts.data(), sdispls.data(), stypes.data(), rows2.data(), rcounts.data(),
+                 rdispls.data(), rtypes.data(), MPI_COMM_WORLD, &r);
+  MPI_Wait(&r, MPI_STATUS_IGNORE);
+  std::uint64_t d = digest(rows.data(), rows.size()) ^ digest(rows2.data(), rows2.size()) << 1;
+#if MPI_VERSION >= 4 || (defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5)
+  MPI_Comm dup, cart;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  int dims[1] = {n}, periods[1] = {n > 2 ? 1 : 0};  // (2 periodic ranks: Open MPI's own non-blocking forms differ)
+  MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &cart);
+  double x = 0, sum = 0, b[3] = {0, 0, 0}, to_nbr[2] = {0, 0}, from_nbr[2] = {-1, -1}, p2p_in = -1, p2p_out = 0;
+  std::vector<int> w_rows(static_cast<std::size_t>(n * n), -1);
+  std::int64_t prefix = 0, part = me + 1;
+  MPI_Request q[8];
+  MPI_Allreduce_init(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, dup, MPI_INFO_NULL, &q[0]);
+  MPI_Bcast_init(b, 3, MPI_DOUBLE, n - 1, MPI_COMM_WORLD, MPI_INFO_NULL, &q[1]);
+  MPI_Neighbor_alltoall_init(to_nbr, 1, MPI_DOUBLE, from_nbr, 1, MPI_DOUBLE, cart, MPI_INFO_NULL, &q[2]);
+  MPI_Recv_init(&p2p_in, 1, MPI_DOUBLE, prev, 4, MPI_COMM_WORLD, &q[3]);
+  MPI_Send_init(&p2p_out, 1, MPI_DOUBLE, next, 4, MPI_COMM_WORLD, &q[4]);
+  MPI_Alltoallw_init(matrix.data(), scounts.data(), sdispls.data(), stypes.data(), w_rows.data(), rcounts.data(),
+                     rdispls.data(), rtypes.data(), dup, MPI_INFO_NULL, &q[5]);
+  MPI_Scan_init(&part, &prefix, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &q[6]);
+  MPI_Barrier_init(cart, MPI_INFO_NULL, &q[7]);
+  for (int round = 0; round < 3; ++round) {
+    x = me * 0.5 + round;
+    if (me == n - 1)
+      for (int i = 0; i < 3; ++i) b[i] = round * 10 + i;
+    to_nbr[0] = me - round * 0.25, to_nbr[1] = me + round * 0.25;
+    p2p_out = me * 3 + round;
+    part = (me + 1) * (round + 1);
+    for (int i = 0; i < 3 * n; ++i) matrix[static_cast<std::size_t>(i)] = me * 100 + i + round;
+    MPI_Startall(8, q);
+    if (round == 1) {  // a test loop, and a lone MPI_Start of one done
+      int flag = 0;
+      while (!flag) MPI_Testall(8, q, &flag, MPI_STATUSES_IGNORE);
+      MPI_Start(&q[0]);
+      MPI_Wait(&q[0], MPI_STATUS_IGNORE);
+    } else {
+      MPI_Waitall(8, q, MPI_STATUSES_IGNORE);
+    }
+    d = mix(d ^ digest(&sum, 1) ^ digest(b, 3) << 1 ^ digest(from_nbr, 2) << 2 ^ digest(&p2p_in, 1) << 3 ^
+            digest(w_rows.data(), w_rows.size()) << 4 ^ digest(&prefix, 1) << 5);
+  }
+  for (MPI_Request& req : q) MPI_Request_free(&req);
+  MPI_Comm_free(&cart);
+  MPI_Comm_free(&dup);
+#endif
+  MPI_Type_free(&column);
+  report("alltoallw/persistent", d);
+}
+
 void refuse(const std::string& what) {
   const int next = (world_rank + 1) % world_size;
   double x = 0;
@@ -824,6 +894,7 @@ int main(int argc, char** argv) {
     communicators();
     topologies();
     handles();
+    alltoallw_and_persistent();
 #ifdef REPRISE_WRAPPED
     // The messages went through reprise::Comm: the runtime counted them.
     const auto stats = nlohmann::json::parse(reprise::wrapped_runtime().messages().stats_json());
