@@ -36,9 +36,6 @@ WHY = [
      "are served, blocking, non-blocking and persistent (docs/WRAPPING.md)"),
     (r"^MPI_Cancel", "a cancelled message would leave its channel's order undefined for the replay"),
     (r"^MPI_Comm_remote_group", "intercommunicators are managed by the runtime itself"),
-    (r"^MPI_Comm_create_group",
-     "this way of making a communicator is not supported yet (MPI_Comm_dup, MPI_Comm_idup, MPI_Comm_split, "
-     "MPI_Comm_split_type, MPI_Comm_create, MPI_Cart_create, MPI_Cart_sub and MPI_Dist_graph_create_adjacent are)"),
 ]
 GENERIC = "it is not supported on the application's communicators under Reprise (docs/WRAPPING.md lists what is)"
 

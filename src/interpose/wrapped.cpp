@@ -697,30 +697,66 @@ extern "C" int MPI_Comm_group(MPI_Comm comm, MPI_Group* group) {
   return MPI_SUCCESS;
 }
 
+namespace reprise::interpose {
+namespace {
+// The members of `group` (a group of the library: job ranks) as ranks of `parent`, in the group's order.
+std::vector<int> members_of(const VComm& parent, MPI_Group group, const char* call) {
+  int n = 0;
+  PMPI_Group_size(group, &n);
+  std::vector<int> in_group(static_cast<std::size_t>(n)), job(static_cast<std::size_t>(n));
+  std::iota(in_group.begin(), in_group.end(), 0);
+  MPI_Group all = MPI_GROUP_NULL;
+  PMPI_Comm_group(Wrapped::get().runtime().comm(), &all);
+  PMPI_Group_translate_ranks(group, n, in_group.data(), all, job.data());
+  PMPI_Group_free(&all);
+  std::vector<int> members;
+  for (int j : job) {
+    int at = -1;
+    for (int r = 0; r < parent.size && at < 0; ++r)
+      if (parent.job_rank(r) == j) at = r;
+    if (at < 0) refuse(call, "the group has a process that is not in the communicator");
+    members.push_back(at);
+  }
+  return members;
+}
+}  // namespace
+}  // namespace reprise::interpose
+
 extern "C" int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* out) {
   if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_create(comm, group, out);
   REPRISE_SERVE("MPI_Comm_create", {
     Wrapped& w = Wrapped::get();
     VComm& parent = w.vcomm(comm, "MPI_Comm_create");
-    int n = 0;
-    PMPI_Group_size(group, &n);
-    std::vector<int> in_group(static_cast<std::size_t>(n)), job(static_cast<std::size_t>(n));
-    std::iota(in_group.begin(), in_group.end(), 0);
-    MPI_Group all = MPI_GROUP_NULL;
-    PMPI_Comm_group(w.runtime().comm(), &all);
-    PMPI_Group_translate_ranks(group, n, in_group.data(), all, job.data());
-    PMPI_Group_free(&all);
-    std::vector<int> members;  // the group's members as ranks of the parent, in the group's order
-    for (int j : job) {
-      int at = -1;
-      for (int r = 0; r < parent.size && at < 0; ++r)
-        if (parent.job_rank(r) == j) at = r;
-      if (at < 0)
-        reprise::interpose::refuse("MPI_Comm_create", "the group has a process that is not in the communicator");
-      members.push_back(at);
-    }
+    const std::vector<int> members = reprise::interpose::members_of(parent, group, "MPI_Comm_create");
     const bool in_it = std::find(members.begin(), members.end(), parent.rank) != members.end();
     *out = w.create(in_it, "MPI_Comm_create", [&] { return w.derive(parent, members, in_it); });
+  });
+  return MPI_SUCCESS;
+}
+
+// MPI_Comm_create_group: collective over the group alone, so the context is agreed among its ranks (on the
+// parent's collective tag: their messages to each other come in the order they make their calls). A rank outside
+// the group gets MPI_COMM_NULL with no message. (`tag` tells apart calls that MPI lets threads make at once; the
+// program's calls here come from one thread, in order.)
+extern "C" int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* out) {
+  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_create_group(comm, group, tag, out);
+  REPRISE_SERVE("MPI_Comm_create_group", {
+    Wrapped& w = Wrapped::get();
+    VComm& parent = w.vcomm(comm, "MPI_Comm_create_group");
+    const std::vector<int> members = reprise::interpose::members_of(parent, group, "MPI_Comm_create_group");
+    const auto me = std::find(members.begin(), members.end(), parent.rank);
+    const bool in_it = me != members.end();
+    *out = w.create(in_it, "MPI_Comm_create_group", [&] {
+      if (!in_it) return MPI_COMM_NULL;
+      VComm among;  // the group's ranks on the parent's context: derive()'s agreement among them alone
+      among.context = parent.context;
+      among.size = static_cast<int>(members.size());
+      among.rank = static_cast<int>(me - members.begin());
+      for (int r : members) among.members.push_back(parent.job_rank(r));
+      std::vector<int> all(members.size());
+      std::iota(all.begin(), all.end(), 0);
+      return w.derive(among, all, true);
+    });
   });
   return MPI_SUCCESS;
 }

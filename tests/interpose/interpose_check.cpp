@@ -2,7 +2,7 @@
 // (interpose-check-plain) and linked with libreprise_interpose.so (reprise-interpose-check). Both print the same
 // lines (each call's results, folded into digests); the wrapped one also checks that the messages went through
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
-//   interpose-check [--refuse any-source|any-tag|tag|win|comm-create-group|dist-graph|neighbor-no-topology|
+//   interpose-check [--refuse any-source|any-tag|tag|win|cancel|dist-graph|neighbor-no-topology|
 //                             free-receive|split-type|free-icollective]
 //   interpose-check --node-communicator
 //   reprise-interpose-check --message-before-restore | --probe-across-checkpoints  (reprise::run; tests with kills)
@@ -436,15 +436,33 @@ void communicators() {
     MPI_Allreduce(&world_rank, &made_sum, 1, MPI_INT, MPI_SUM, made);
     MPI_Comm_free(&made);
   }
+  // MPI_Comm_create_group: the odd world ranks alone (the even ones do not call it), twice with a collective of
+  // the whole world between, then a reduction on each.
+  int group_sum = -1, group_rank = -1, group_sum2 = -1;
+  if (world_rank % 2 == 1) {
+    MPI_Group odd;
+    MPI_Comm_group(odd_even, &odd);
+    MPI_Comm by_group, by_group2;
+    MPI_Comm_create_group(MPI_COMM_WORLD, odd, 7, &by_group);
+    MPI_Comm_create_group(odd_even, odd, 8, &by_group2);
+    MPI_Comm_rank(by_group, &group_rank);
+    MPI_Allreduce(&world_rank, &group_sum, 1, MPI_INT, MPI_SUM, by_group);
+    MPI_Allreduce(&group_rank, &group_sum2, 1, MPI_INT, MPI_MAX, by_group2);
+    MPI_Comm_free(&by_group2);
+    MPI_Comm_free(&by_group);
+    MPI_Group_free(&odd);
+  }
   int split_size = 0, in_world = -1;
   MPI_Group_size(split_group, &split_size);
   const int first = 0;
   MPI_Group_translate_ranks(split_group, 1, &first, world_group, &in_world);
   for (MPI_Group* g : {&world_group, &split_group, &rest, &reversed}) MPI_Group_free(g);
   MPI_Comm_free(&odd_even);
-  report("groups", mix(static_cast<std::uint64_t>(made_rank + 1) ^ static_cast<std::uint64_t>(made_size + 1) << 8 ^
-                       static_cast<std::uint64_t>(made_sum + 1) << 16 ^ static_cast<std::uint64_t>(split_size) << 32 ^
-                       static_cast<std::uint64_t>(in_world) << 40));
+  report("groups",
+         mix(static_cast<std::uint64_t>(made_rank + 1) ^ static_cast<std::uint64_t>(made_size + 1) << 8 ^
+             static_cast<std::uint64_t>(made_sum + 1) << 16 ^ static_cast<std::uint64_t>(split_size) << 32 ^
+             static_cast<std::uint64_t>(in_world) << 40 ^ static_cast<std::uint64_t>(group_sum + 1) << 44 ^
+             static_cast<std::uint64_t>(group_rank + 1) << 52 ^ static_cast<std::uint64_t>(group_sum2 + 1) << 58));
 }
 
 // Topologies and neighbourhood collectives: a 2D grid (periodic in its first dimension where it has more than 2
@@ -749,11 +767,10 @@ void refuse(const std::string& what) {
   } else if (what == "win") {
     MPI_Win win;
     MPI_Win_create(&x, sizeof x, sizeof x, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-  } else if (what == "comm-create-group") {
-    MPI_Group g;
-    MPI_Comm_group(MPI_COMM_WORLD, &g);
-    MPI_Comm c;
-    MPI_Comm_create_group(MPI_COMM_WORLD, g, 0, &c);
+  } else if (what == "cancel") {
+    MPI_Request r;
+    MPI_Irecv(&x, 1, MPI_DOUBLE, next, 0, MPI_COMM_WORLD, &r);
+    MPI_Cancel(&r);
   } else if (what == "dist-graph") {  // edges given by any rank: refused (the adjacent form is served)
     const int me = world_rank, edge = next;
     MPI_Comm g;
