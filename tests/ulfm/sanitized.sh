@@ -2,8 +2,8 @@
 # sanitized.sh KIND RUNS SEED: Comm, the protocol, the buddy store and ULFM recovery built with sanitizers KIND
 # (scripts/mpirun.sh REPRISE_SANITIZE: a tree of its own) on real processes: a failure-free 2-rank
 # run of reprise-mpi-comm-check (which also builds it, under a timeout that allows for that), the wrapped heat3d
-# (libreprise_interpose.so) with a killed rank, then random_kills.sh RUNS SEED on 8 ranks. A sanitizer's report
-# fails the test.
+# (libreprise_interpose.so) with a killed rank, the interposition's check program, then random_kills.sh RUNS SEED
+# on 8 ranks. A sanitizer's report fails the test.
 set -u
 kind=$1 runs=$2 seed=$3
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -35,4 +35,8 @@ expect "2-rank run" "^comm ok" REPRISE_RANKS_PER_NODE=1 -- -n 2 --timeout 1200 -
 expect "wrapped heat3d with a killed rank" "^checksum 0xf4fc7efdddcc4496" REPRISE_RANKS_PER_NODE=2 \
   REPRISE_KILL=3:15:collective -- -n 8 --timeout 1200 -- reprise-heat3d --nx 32 --ny 32 --nz 32 --steps 30 \
   --checkpoint-every 10 --overlap
+# Every call the interposition serves (tests/interpose/interpose_check.cpp: point-to-point, collectives of each kind,
+# topologies, attributes with callbacks, persistent requests).
+expect "interpose-check" "^interpose-check done" REPRISE_RANKS_PER_NODE=2 -- -n 6 --timeout 1200 -- \
+  reprise-interpose-check
 exec bash "$here/tests/ulfm/random_kills.sh" "$runs" "$seed"
