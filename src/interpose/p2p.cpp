@@ -380,6 +380,64 @@ extern "C" int MPI_Issend(const void* buf, int count, MPI_Datatype type, int des
   return MPI_Isend(buf, count, type, dest, tag, comm, request);
 }
 
+// A ready send may be a standard send (MPI says so: a correct program cannot tell).
+extern "C" int MPI_Rsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Rsend(buf, count, type, dest, tag, comm);
+  return MPI_Send(buf, count, type, dest, tag, comm);
+}
+
+extern "C" int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                          MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Irsend(buf, count, type, dest, tag, comm, request);
+  return MPI_Isend(buf, count, type, dest, tag, comm, request);
+}
+
+// A buffered send: the message is copied at the call (into the interposition's memory, not the buffer the program
+// attached: host memory only) and goes as a send the program freed would (kept until Comm completed it);
+// MPI_Buffer_detach waits for those, as MPI says it waits for the buffered messages. MPI_Ibsend's request is
+// complete at once (the copy is made).
+namespace reprise::interpose {
+namespace {
+void buffered(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, const char* call) {
+  auto r = std::make_unique<VRequest>();
+  const std::size_t bytes = bytes_of(count, type);
+  r->packed.resize(bytes);
+  if (bytes && contiguous(type)) {
+    std::memcpy(r->packed.data(), buf, bytes);
+  } else if (bytes) {
+    int at = 0;
+    PMPI_Pack(buf, count, type, r->packed.data(), static_cast<int>(bytes), &at, MPI_COMM_SELF);
+  }
+  post(r.get(), false, r->packed.data(), static_cast<int>(bytes), MPI_BYTE, dest, tag, comm, call);
+  if (!r->null_peer) Wrapped::get().keep_freed(std::move(r));
+}
+}  // namespace
+}  // namespace reprise::interpose
+
+extern "C" int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (!serving() || !ours(comm)) return PMPI_Bsend(buf, count, type, dest, tag, comm);
+  REPRISE_SERVE("MPI_Bsend", { ri::buffered(buf, count, type, dest, tag, comm, "MPI_Bsend"); });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                          MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Ibsend(buf, count, type, dest, tag, comm, request);
+  REPRISE_SERVE("MPI_Ibsend", {
+    ri::buffered(buf, count, type, dest, tag, comm, "MPI_Ibsend");
+    auto done = std::make_unique<VRequest>();
+    done->done = true;
+    *request = Wrapped::get().adopt(std::move(done));
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Buffer_detach(void* buffer, int* size) {
+  if (serving() && Wrapped::get().started() && Wrapped::get().has_freed())
+    REPRISE_SERVE("MPI_Buffer_detach", { Wrapped::get().reap_freed(true); });
+  return PMPI_Buffer_detach(buffer, size);
+}
+
 extern "C" int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                         MPI_Status* status) {
   if (!serving() || !ours(comm)) return PMPI_Recv(buf, count, type, source, tag, comm, status);
@@ -717,6 +775,13 @@ extern "C" int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int
                               MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Ssend_init(buf, count, type, dest, tag, comm, request);
   REPRISE_SERVE("MPI_Ssend_init", { ri::init(false, buf, count, type, dest, tag, comm, request, "MPI_Ssend_init"); });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                              MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Rsend_init(buf, count, type, dest, tag, comm, request);
+  REPRISE_SERVE("MPI_Rsend_init", { ri::init(false, buf, count, type, dest, tag, comm, request, "MPI_Rsend_init"); });
   return MPI_SUCCESS;
 }
 

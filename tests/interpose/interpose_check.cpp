@@ -683,6 +683,29 @@ void handles() {
          digest(got, 3) ^ digest(got_ints, 2) ^
              mix(static_cast<std::uint64_t>(packed_size) ^ static_cast<std::uint64_t>(count) << 16 ^
                  static_cast<std::uint64_t>(source) << 32 ^ static_cast<std::uint64_t>(tag) << 48));
+
+  // Buffered sends (from the attached buffer, detached at the end) and ready sends (their receives posted first).
+  std::vector<char> attached(4096 + 4 * MPI_BSEND_OVERHEAD);
+  MPI_Buffer_attach(attached.data(), static_cast<int>(attached.size()));
+  double bs[4] = {world_rank + 0.25, world_rank + 0.5, -1, -1}, br[4] = {0, 0, 0, 0};
+  MPI_Request bq[4];
+  MPI_Bsend(&bs[0], 1, MPI_DOUBLE, next, 21, MPI_COMM_WORLD);
+  bs[0] = -99;  // (the buffered copy went, not this)
+  MPI_Ibsend(&bs[1], 1, MPI_DOUBLE, next, 22, MPI_COMM_WORLD, &bq[0]);
+  MPI_Wait(&bq[0], MPI_STATUS_IGNORE);
+  MPI_Recv(&br[0], 1, MPI_DOUBLE, prev, 21, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  MPI_Recv(&br[1], 1, MPI_DOUBLE, prev, 22, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  MPI_Irecv(&br[2], 1, MPI_DOUBLE, prev, 23, MPI_COMM_WORLD, &bq[1]);
+  MPI_Irecv(&br[3], 1, MPI_DOUBLE, prev, 24, MPI_COMM_WORLD, &bq[2]);
+  MPI_Barrier(MPI_COMM_WORLD);  // (every ready send's receive is posted)
+  bs[2] = world_rank * 2.0, bs[3] = world_rank * 3.0;
+  MPI_Rsend(&bs[2], 1, MPI_DOUBLE, next, 23, MPI_COMM_WORLD);
+  MPI_Irsend(&bs[3], 1, MPI_DOUBLE, next, 24, MPI_COMM_WORLD, &bq[3]);
+  MPI_Waitall(3, &bq[1], MPI_STATUSES_IGNORE);
+  void* detached = nullptr;
+  int detached_size = 0;
+  MPI_Buffer_detach(&detached, &detached_size);
+  report("buffered/ready sends", digest(br, 4) ^ static_cast<std::uint64_t>(detached == attached.data()) << 60);
 }
 
 // MPI_Alltoallw (a strided datatype out, rows in), blocking and not; the persistent collectives (MPI 4), started
