@@ -31,6 +31,8 @@ HEADLINES = {
     "interposed_allreduce_over_library_8B": None,
     "interposed_iallreduce_over_interposed_allreduce_1MiB": None,
     "interposed_iallreduce_over_library_1MiB": None,
+    "interposed_neighbor_alltoall_over_library_1MiB": None,
+    "interposed_neighbor_alltoall_over_library_8B": None,
 }
 
 
