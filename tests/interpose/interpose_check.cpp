@@ -5,7 +5,8 @@
 //   interpose-check [--refuse any-source|any-tag|tag|win|cancel|dist-graph|neighbor-no-topology|
 //                             free-receive|split-type|free-icollective]
 //   interpose-check --node-communicator
-//   reprise-interpose-check --message-before-restore | --probe-across-checkpoints  (reprise::run; tests with kills)
+//   reprise-interpose-check --message-before-restore | --probe-across-checkpoints | --set-up-communicators
+//                           (reprise::run; tests with kills)
 #include <mpi.h>
 
 #include <cinttypes>
@@ -891,6 +892,79 @@ int probe_across_checkpoints(int argc, char** argv) {
     return 0;
   });
 }
+// --set-up-communicators: a set-up that makes a communicator by each way served (MPI_Cart_create, MPI_Cart_sub,
+// MPI_Dist_graph_create_adjacent, MPI_Comm_create_group by the odd ranks, MPI_Comm_idup), hangs an attribute on one
+// and makes a persistent collective; every step uses each. After a rollback the failed groups' set-up runs again
+// and gets those communicators back from the version (tests with kills). Prints `set-up sum S`.
+int set_up_communicators(int argc, char** argv) {
+  return reprise::run(argc, argv, [](int, char**) {
+    reprise::MpiRuntime& rt = reprise::wrapped_runtime();
+    const int n = world_size, me = world_rank;
+    int dims[2] = {0, 0}, periods[2] = {1, 0};
+    MPI_Dims_create(n, 2, dims);
+    MPI_Comm grid, row, ring, odd = MPI_COMM_NULL, copy;
+    MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &grid);
+    const int keep[2] = {0, 1};
+    MPI_Cart_sub(grid, keep, &row);
+    const int to[2] = {(me + 1) % n, (me + 2) % n}, from[2] = {(me + n - 1) % n, (me + n - 2) % n};
+    MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 2, from, MPI_UNWEIGHTED, 2, to, MPI_UNWEIGHTED, MPI_INFO_NULL, 0,
+                                   &ring);
+    if (me % 2 == 1) {
+      MPI_Group world_group, odd_group;
+      MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+      std::vector<int> odds;
+      for (int r = 1; r < n; r += 2) odds.push_back(r);
+      MPI_Group_incl(world_group, static_cast<int>(odds.size()), odds.data(), &odd_group);
+      MPI_Comm_create_group(MPI_COMM_WORLD, odd_group, 3, &odd);
+      MPI_Group_free(&odd_group);
+      MPI_Group_free(&world_group);
+    }
+    MPI_Request made;
+    MPI_Comm_idup(ring, &copy, &made);
+    MPI_Wait(&made, MPI_STATUS_IGNORE);
+    static int tag_of_copy = 41;
+    int key = MPI_KEYVAL_INVALID;
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &key, nullptr);
+    MPI_Comm_set_attr(copy, key, &tag_of_copy);
+    double x = 0, total = 0;
+    MPI_Request reduce;
+    MPI_Allreduce_init(&x, &total, 1, MPI_DOUBLE, MPI_SUM, copy, MPI_INFO_NULL, &reduce);
+    long step = 0;
+    std::int64_t sum = 0;
+    rt.protect("step", &step);
+    rt.protect("sum", &sum);
+    if (rt.restarted()) rt.restore();
+    while (step < 30) {
+      rt.step(static_cast<std::uint64_t>(step));
+      int mine = static_cast<int>(step * 10 + me), around[2] = {-1, -1}, row_sum = 0, odd_max = 0;
+      MPI_Neighbor_allgather(&mine, 1, MPI_INT, around, 1, MPI_INT, ring);
+      MPI_Allreduce(&mine, &row_sum, 1, MPI_INT, MPI_SUM, row);
+      if (odd != MPI_COMM_NULL) MPI_Allreduce(&mine, &odd_max, 1, MPI_INT, MPI_MAX, odd);
+      int* tag = nullptr;
+      int has = 0;
+      MPI_Comm_get_attr(copy, key, &tag, &has);
+      x = mine * 0.5 + (has ? *tag : 0);
+      MPI_Start(&reduce);
+      MPI_Wait(&reduce, MPI_STATUS_IGNORE);
+      sum = sum * 31 + around[0] * 7 + around[1] * 5 + row_sum * 3 + odd_max + static_cast<std::int64_t>(total);
+      if (++step % 10 == 0) {
+        rt.checkpoint(static_cast<std::uint64_t>(step));
+        rt.wait();
+      }
+    }
+    std::int64_t all = 0;
+    MPI_Allreduce(&sum, &all, 1, MPI_INT64_T, MPI_BXOR, MPI_COMM_WORLD);
+    if (me == 0) std::printf("set-up sum %" PRId64 "\n", all);
+    MPI_Request_free(&reduce);
+    MPI_Comm_free(&copy);
+    MPI_Comm_free_keyval(&key);
+    if (odd != MPI_COMM_NULL) MPI_Comm_free(&odd);
+    MPI_Comm_free(&ring);
+    MPI_Comm_free(&row);
+    MPI_Comm_free(&grid);
+    return 0;
+  });
+}
 #endif
 
 }  // namespace
@@ -905,6 +979,8 @@ int main(int argc, char** argv) {
     rc = message_before_restore(argc, argv);
   } else if (argc == 2 && std::string(argv[1]) == "--probe-across-checkpoints") {
     rc = probe_across_checkpoints(argc, argv);
+  } else if (argc == 2 && std::string(argv[1]) == "--set-up-communicators") {
+    rc = set_up_communicators(argc, argv);
   } else
 #endif
       if (argc == 2 && std::string(argv[1]) == "--node-communicator") {
