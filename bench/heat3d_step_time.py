@@ -4,6 +4,9 @@ interleaved in one session (plain, wrapped every K1, wrapped every K2, ... repea
 plain, as JSON (kind "heat3d") that bench/plot.py draws.
 
     REPRISE_RANKS_PER_NODE=2 bench/heat3d_step_time.py --ranks 8 --every 10 100 --json heat3d.json
+    REPRISE_RANKS_PER_NODE=2 bench/heat3d_step_time.py --ranks 8 --flags=--neighbor --json heat3d-neighbor.json
+
+--flags: heat3d's own flags for every run, plain and wrapped (--neighbor, --persistent, --overlap, --graph).
 
 Each run goes through scripts/mpirun.sh; its last line `seconds per step S` (the slowest rank's) is the sample.
 Every run must print the same checksum (the wrapped runs' results are the plain run's), or the script fails.
@@ -46,9 +49,10 @@ def main():
     a.add_argument("--steps", type=int, default=200)
     a.add_argument("--every", type=int, nargs="+", default=[10, 100], help="checkpoint intervals of the wrapped runs")
     a.add_argument("--repeat", type=int, default=5)
+    a.add_argument("--flags", default="", help="heat3d flags for every run, e.g. --flags=--neighbor")
     a.add_argument("--json", required=True)
     o = a.parse_args()
-    grid = ["--nx", str(o.n), "--ny", str(o.n), "--nz", str(o.n), "--steps", str(o.steps)]
+    grid = ["--nx", str(o.n), "--ny", str(o.n), "--nz", str(o.n), "--steps", str(o.steps), *o.flags.split()]
     variants = [("plain", "heat3d-plain", [])] + [
         (f"wrapped_every_{k}", "reprise-heat3d", ["--checkpoint-every", str(k)]) for k in o.every]
     samples = {name: [] for name, _, _ in variants}
@@ -68,6 +72,7 @@ def main():
         "ranks": o.ranks,
         "grid": o.n,
         "steps": o.steps,
+        "flags": o.flags,
         "repeat": o.repeat,
         "ranks_per_node": os.environ.get("REPRISE_RANKS_PER_NODE"),
         "checksum": checksums.pop(),
