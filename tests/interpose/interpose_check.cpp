@@ -631,7 +631,15 @@ void handles() {
   int flag_c = -1, sum = 0;
   MPI_Comm_get_attr(c, key, &in_c, &flag_c);
   MPI_Allreduce(&world_rank, &sum, 1, MPI_INT, MPI_SUM, c);
-  MPI_Comm_delete_attr(b, key);  // slot 3
+  int* via_mpi1 = nullptr;
+  int flag_mpi1 = -1;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // (what is tested here)
+  MPI_Attr_get(b, key, &via_mpi1, &flag_mpi1);              // (MPI-1's names for the same calls)
+  MPI_Comm_delete_attr(b, key);                             // slot 3
+  MPI_Attr_put(b, key, &attribute_slots[6]);
+  MPI_Attr_delete(b, key);  // slot 6
+#pragma GCC diagnostic pop
   MPI_Comm_set_name(c, "reprise-check");
   char name[MPI_MAX_OBJECT_NAME], world_name[MPI_MAX_OBJECT_NAME];
   int length = 0, world_length = 0;
@@ -649,13 +657,24 @@ void handles() {
   MPI_Comm_free(&a);  // slot 2
   MPI_Comm_free_keyval(&key);
   MPI_Comm_free_keyval(&plain);
-  std::uint64_t d = mix(static_cast<std::uint64_t>(copies) ^ static_cast<std::uint64_t>(deletes) << 8 ^
-                        static_cast<std::uint64_t>(in_b - attribute_slots) << 32 ^
-                        static_cast<std::uint64_t>(in_c - attribute_slots) << 36 ^
-                        static_cast<std::uint64_t>(flag_b * 4 + flag_plain * 2 + flag_c) << 40 ^
-                        static_cast<std::uint64_t>(sum) << 44) ^
-                    digest(name, static_cast<std::size_t>(length)) ^
-                    digest(world_name, static_cast<std::size_t>(world_length)) << 1;
+  std::uint64_t d =
+      mix(static_cast<std::uint64_t>(copies) ^ static_cast<std::uint64_t>(deletes) << 8 ^
+          static_cast<std::uint64_t>(in_b - attribute_slots) << 32 ^
+          static_cast<std::uint64_t>(in_c - attribute_slots) << 36 ^
+          static_cast<std::uint64_t>(flag_b * 4 + flag_plain * 2 + flag_c) << 40 ^
+          static_cast<std::uint64_t>(sum) << 44) ^
+      digest(name, static_cast<std::size_t>(length)) ^ digest(world_name, static_cast<std::size_t>(world_length)) << 1 ^
+      mix(static_cast<std::uint64_t>(via_mpi1 - attribute_slots) ^ static_cast<std::uint64_t>(flag_mpi1 + 1) << 8);
+#if MPI_VERSION >= 4 || (defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5)
+  MPI_Comm hinted;
+  MPI_Request made;
+  MPI_Comm_idup_with_info(MPI_COMM_WORLD, MPI_INFO_NULL, &hinted, &made);
+  MPI_Wait(&made, MPI_STATUS_IGNORE);
+  int hinted_sum = 0;
+  MPI_Allreduce(&world_rank, &hinted_sum, 1, MPI_INT, MPI_SUM, hinted);
+  MPI_Comm_free(&hinted);
+  d = mix(d ^ static_cast<std::uint64_t>(hinted_sum));
+#endif
   report("attributes/names", d);
 
   // Packed by the program, sent as MPI_PACKED, unpacked; a receive watched by MPI_Request_get_status.
@@ -772,6 +791,75 @@ void alltoallw_and_persistent() {
             digest(w_rows.data(), w_rows.size()) << 4 ^ digest(&prefix, 1) << 5);
   }
   for (MPI_Request& req : q) MPI_Request_free(&req);
+  // Every other persistent collective, started twice (the second time with new values) and completed by MPI_Waitall.
+  {
+    const int root = n - 1;
+    std::int64_t v[2] = {0, 0}, red[2] = {-1, -1}, ex[2] = {-1, -1}, rs_all[64], rs_block[2] = {-1, -1};
+    std::vector<std::int64_t> spread(static_cast<std::size_t>(2 * n)), gathered(static_cast<std::size_t>(2 * n)),
+        gathered_v(static_cast<std::size_t>(2 * n)), all(static_cast<std::size_t>(2 * n)),
+        all_v(static_cast<std::size_t>(2 * n)), a2a_in(static_cast<std::size_t>(2 * n)),
+        a2av_in(static_cast<std::size_t>(2 * n)), source(static_cast<std::size_t>(2 * n));
+    std::vector<int> twos(static_cast<std::size_t>(n), 2), at(static_cast<std::size_t>(n)),
+        shares(static_cast<std::size_t>(n), 2);
+    for (int r = 0; r < n; ++r) at[static_cast<std::size_t>(r)] = 2 * r;
+    std::int64_t scattered[2] = {-1, -1}, scattered_v[2] = {-1, -1}, nb_in[4], nbv_in[4], nbw_in[4], nbg_in[2],
+                 nbgv_in[2];
+    const int nb_counts[2] = {2, 2}, nb_at[2] = {0, 2}, one_each[2] = {1, 1}, one_at[2] = {0, 1};
+    const MPI_Aint nb_bytes[2] = {0, 2 * sizeof(std::int64_t)};
+    const MPI_Datatype nb_types[2] = {MPI_INT64_T, MPI_INT64_T};
+    for (auto& x : rs_all) x = -1;
+    MPI_Request p[14];
+    int k = 0;
+    MPI_Reduce_init(v, red, 2, MPI_INT64_T, MPI_SUM, root, dup, MPI_INFO_NULL, &p[k++]);
+    MPI_Exscan_init(v, ex, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &p[k++]);
+    MPI_Reduce_scatter_init(spread.data(), rs_all, shares.data(), MPI_INT64_T, MPI_SUM, dup, MPI_INFO_NULL, &p[k++]);
+    MPI_Reduce_scatter_block_init(spread.data(), rs_block, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD, MPI_INFO_NULL,
+                                  &p[k++]);
+    MPI_Gather_init(v, 2, MPI_INT64_T, gathered.data(), 2, MPI_INT64_T, root, dup, MPI_INFO_NULL, &p[k++]);
+    MPI_Gatherv_init(v, 2, MPI_INT64_T, gathered_v.data(), twos.data(), at.data(), MPI_INT64_T, 0, MPI_COMM_WORLD,
+                     MPI_INFO_NULL, &p[k++]);
+    MPI_Allgather_init(v, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, dup, MPI_INFO_NULL, &p[k++]);
+    MPI_Allgatherv_init(v, 2, MPI_INT64_T, all_v.data(), twos.data(), at.data(), MPI_INT64_T, MPI_COMM_WORLD,
+                        MPI_INFO_NULL, &p[k++]);
+    MPI_Scatter_init(source.data(), 2, MPI_INT64_T, scattered, 2, MPI_INT64_T, root, dup, MPI_INFO_NULL, &p[k++]);
+    MPI_Scatterv_init(source.data(), twos.data(), at.data(), MPI_INT64_T, scattered_v, 2, MPI_INT64_T, 0,
+                      MPI_COMM_WORLD, MPI_INFO_NULL, &p[k++]);
+    MPI_Alltoall_init(source.data(), 2, MPI_INT64_T, a2a_in.data(), 2, MPI_INT64_T, dup, MPI_INFO_NULL, &p[k++]);
+    MPI_Alltoallv_init(source.data(), twos.data(), at.data(), MPI_INT64_T, a2av_in.data(), twos.data(), at.data(),
+                       MPI_INT64_T, MPI_COMM_WORLD, MPI_INFO_NULL, &p[k++]);
+    MPI_Request nbr[5];
+    MPI_Neighbor_allgather_init(v, 1, MPI_INT64_T, nbg_in, 1, MPI_INT64_T, cart, MPI_INFO_NULL, &nbr[0]);
+    MPI_Neighbor_allgatherv_init(v, 1, MPI_INT64_T, nbgv_in, one_each, one_at, MPI_INT64_T, cart, MPI_INFO_NULL,
+                                 &nbr[1]);
+    MPI_Neighbor_alltoallv_init(source.data(), nb_counts, nb_at, MPI_INT64_T, nbv_in, nb_counts, nb_at, MPI_INT64_T,
+                                cart, MPI_INFO_NULL, &nbr[2]);
+    MPI_Neighbor_alltoallw_init(source.data(), nb_counts, nb_bytes, nb_types, nbw_in, nb_counts, nb_bytes, nb_types,
+                                cart, MPI_INFO_NULL, &nbr[3]);
+    MPI_Neighbor_alltoall_init(source.data(), 2, MPI_INT64_T, nb_in, 2, MPI_INT64_T, cart, MPI_INFO_NULL, &nbr[4]);
+    for (int round = 0; round < 2; ++round) {
+      v[0] = me * 3 + round, v[1] = me - 7 * round;
+      for (int i = 0; i < 2 * n; ++i) {
+        spread[static_cast<std::size_t>(i)] = (i + 1) * (me + 1) + round;
+        source[static_cast<std::size_t>(i)] = me * 1000 + i + round * 100;
+      }
+      MPI_Startall(k, p);
+      MPI_Startall(5, nbr);
+      MPI_Waitall(k, p, MPI_STATUSES_IGNORE);
+      MPI_Waitall(5, nbr, MPI_STATUSES_IGNORE);
+      if (me == 0) ex[0] = ex[1] = 0;  // (undefined at rank 0)
+      std::uint64_t e = digest(ex, 2) ^ digest(rs_all, 2) << 1 ^ digest(rs_block, 2) << 2 ^
+                        digest(all.data(), all.size()) << 3 ^ digest(all_v.data(), all_v.size()) << 4 ^
+                        digest(scattered, 2) << 5 ^ digest(scattered_v, 2) << 6 ^
+                        digest(a2a_in.data(), a2a_in.size()) << 7 ^ digest(a2av_in.data(), a2av_in.size()) << 8 ^
+                        digest(nb_in, 4) << 9 ^ digest(nbv_in, 4) << 10 ^ digest(nbw_in, 4) << 11 ^
+                        digest(nbg_in, 2) << 12 ^ digest(nbgv_in, 2) << 13;
+      if (me == root) e ^= digest(red, 2) ^ digest(gathered.data(), gathered.size()) << 14;
+      if (me == 0) e ^= digest(gathered_v.data(), gathered_v.size()) << 15;
+      d = mix(d ^ e);
+    }
+    for (int i = 0; i < k; ++i) MPI_Request_free(&p[i]);
+    for (MPI_Request& req : nbr) MPI_Request_free(&req);
+  }
   MPI_Comm_free(&cart);
   MPI_Comm_free(&dup);
 #endif
