@@ -802,8 +802,10 @@ void alltoallw_and_persistent() {
     std::vector<int> twos(static_cast<std::size_t>(n), 2), at(static_cast<std::size_t>(n)),
         shares(static_cast<std::size_t>(n), 2);
     for (int r = 0; r < n; ++r) at[static_cast<std::size_t>(r)] = 2 * r;
-    std::int64_t scattered[2] = {-1, -1}, scattered_v[2] = {-1, -1}, nb_in[4], nbv_in[4], nbw_in[4], nbg_in[2],
-                 nbgv_in[2];
+    // (a neighbour MPI_PROC_NULL, at the ends of 2 ranks, leaves its block as it was)
+    std::int64_t scattered[2] = {-1, -1}, scattered_v[2] = {-1, -1}, nb_in[4] = {-1, -1, -1, -1},
+                 nbv_in[4] = {-1, -1, -1, -1}, nbw_in[4] = {-1, -1, -1, -1}, nbg_in[2] = {-1, -1},
+                 nbgv_in[2] = {-1, -1};
     const int nb_counts[2] = {2, 2}, nb_at[2] = {0, 2}, one_each[2] = {1, 1}, one_at[2] = {0, 1};
     const MPI_Aint nb_bytes[2] = {0, 2 * sizeof(std::int64_t)};
     const MPI_Datatype nb_types[2] = {MPI_INT64_T, MPI_INT64_T};
