@@ -197,6 +197,10 @@ bool from_probe(VRequest& r, bool block) {
 // one's request completes it.
 std::size_t wait_one(VRequest& r) {
   carry_out_collectives(r.collective.get());
+  if (r.send_half) {
+    wait_one(*r.send_half);
+    r.send_half.reset();
+  }
   if (r.null_peer || r.done || r.collective) return r.result;
   if (r.probed) {
     from_probe(r, true);
@@ -209,6 +213,10 @@ std::size_t wait_one(VRequest& r) {
 bool test_one(VRequest& r) {
   carry_out_collectives(r.collective.get());
   if (r.collective) return true;
+  if (r.send_half) {
+    if (!test_one(*r.send_half)) return false;
+    r.send_half.reset();
+  }
   if (r.probed && !r.done) return from_probe(r, false);
   if (!r.null_peer && !r.done) r.done = Wrapped::get().comm().test(r.request, r.result);
   return r.null_peer || r.done;
@@ -398,7 +406,9 @@ extern "C" int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int des
 // complete at once (the copy is made).
 namespace reprise::interpose {
 namespace {
-void buffered(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, const char* call) {
+// A send of a copy of the message (made at the call: MPI_Bsend, MPI_Sendrecv_replace).
+std::unique_ptr<VRequest> send_copy(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                    const char* call) {
   auto r = std::make_unique<VRequest>();
   const std::size_t bytes = bytes_of(count, type);
   r->packed.resize(bytes);
@@ -409,6 +419,11 @@ void buffered(const void* buf, int count, MPI_Datatype type, int dest, int tag, 
     PMPI_Pack(buf, count, type, r->packed.data(), static_cast<int>(bytes), &at, MPI_COMM_SELF);
   }
   post(r.get(), false, r->packed.data(), static_cast<int>(bytes), MPI_BYTE, dest, tag, comm, call);
+  return r;
+}
+
+void buffered(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, const char* call) {
+  auto r = send_copy(buf, count, type, dest, tag, comm, call);
   if (!r->null_peer) Wrapped::get().keep_freed(std::move(r));
 }
 }  // namespace
@@ -457,6 +472,23 @@ extern "C" int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, in
   return MPI_SUCCESS;
 }
 
+// MPI_Sendrecv and its forms: a receive and a send as one request, both posted at the call (for a `_replace` form
+// the send goes from a copy made first, so the receive may overwrite the buffer); it completes when both did, with
+// the receive's status. MPI 4's MPI_Isendrecv returns it to the program.
+namespace reprise::interpose {
+namespace {
+std::unique_ptr<VRequest> exchange(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                                   void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                                   MPI_Comm comm, bool replace, const char* call) {
+  std::unique_ptr<VRequest> s;
+  if (replace) s = send_copy(recvbuf, recvcount, recvtype, dest, sendtag, comm, call);
+  auto r = post(true, recvbuf, recvcount, recvtype, source, recvtag, comm, call);
+  r->send_half = replace ? std::move(s) : post(false, sendbuf, sendcount, sendtype, dest, sendtag, comm, call);
+  return r;
+}
+}  // namespace
+}  // namespace reprise::interpose
+
 extern "C" int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
                             void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
                             MPI_Status* status) {
@@ -464,9 +496,8 @@ extern "C" int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sen
     return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
                          comm, status);
   REPRISE_SERVE("MPI_Sendrecv", {
-    auto r = ri::post(true, recvbuf, recvcount, recvtype, source, recvtag, comm, "MPI_Sendrecv");
-    auto s = ri::post(false, sendbuf, sendcount, sendtype, dest, sendtag, comm, "MPI_Sendrecv");
-    ri::wait_one(*s);
+    auto r = ri::exchange(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
+                          comm, false, "MPI_Sendrecv");
     ri::complete(*r, ri::wait_one(*r), status);
   });
   return MPI_SUCCESS;
@@ -477,19 +508,38 @@ extern "C" int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int
   if (!serving() || !ours(comm))
     return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
   REPRISE_SERVE("MPI_Sendrecv_replace", {
-    // The send goes from a packed copy, so the receive may overwrite the buffer.
-    const std::size_t bytes = ri::bytes_of(count, type);
-    std::vector<std::byte> copy(bytes);
-    int at = 0;
-    if (bytes) PMPI_Pack(buf, count, type, copy.data(), static_cast<int>(bytes), &at, MPI_COMM_SELF);
-    auto s =
-        ri::post(false, copy.data(), static_cast<int>(bytes), MPI_BYTE, dest, sendtag, comm, "MPI_Sendrecv_replace");
-    auto r = ri::post(true, buf, count, type, source, recvtag, comm, "MPI_Sendrecv_replace");
-    ri::wait_one(*s);
+    auto r = ri::exchange(buf, count, type, dest, sendtag, buf, count, type, source, recvtag, comm, true,
+                          "MPI_Sendrecv_replace");
     ri::complete(*r, ri::wait_one(*r), status);
   });
   return MPI_SUCCESS;
 }
+
+#if REPRISE_MPI_4
+extern "C" int MPI_Isendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                             void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                             MPI_Comm comm, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
+                          comm, request);
+  REPRISE_SERVE("MPI_Isendrecv", {
+    *request = Wrapped::get().adopt(ri::exchange(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
+                                                 recvtype, source, recvtag, comm, false, "MPI_Isendrecv"));
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Isendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag, int source,
+                                     int recvtag, MPI_Comm comm, MPI_Request* request) {
+  if (!serving() || !ours(comm))
+    return PMPI_Isendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, request);
+  REPRISE_SERVE("MPI_Isendrecv_replace", {
+    *request = Wrapped::get().adopt(ri::exchange(buf, count, type, dest, sendtag, buf, count, type, source, recvtag,
+                                                 comm, true, "MPI_Isendrecv_replace"));
+  });
+  return MPI_SUCCESS;
+}
+#endif
 
 extern "C" int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   if (!serving() || !ours(*request)) return PMPI_Wait(request, status);
@@ -722,13 +772,14 @@ extern "C" int MPI_Testany(int count, MPI_Request requests[], int* index, int* f
   return MPI_SUCCESS;
 }
 
-// Persistent requests: MPI_Send_init (MPI_Ssend_init: as MPI_Ssend) and MPI_Recv_init keep the arguments (rank
-// and tag checked now, as MPI does), MPI_Start posts them as MPI_Isend or MPI_Irecv would, and a wait or test leaves
-// the handle inactive for the next start. After a rollback the program's set-up makes them again (reprise::run).
+// Persistent requests: MPI_Send_init (MPI_Ssend_init, MPI_Rsend_init: as a standard send) and MPI_Recv_init keep
+// the arguments (rank and tag checked now, as MPI does), MPI_Start posts them as MPI_Isend or MPI_Irecv would
+// (MPI_Bsend_init's as MPI_Ibsend), and a wait or test leaves the handle inactive for the next start. After a rollback
+// the program's set-up makes them again (reprise::run).
 namespace reprise::interpose {
 namespace {
-void init(bool receive, const void* buf, int count, MPI_Datatype type, int rank, int tag, MPI_Comm comm,
-          MPI_Request* request, const char* call) {
+VRequest& init(bool receive, const void* buf, int count, MPI_Datatype type, int rank, int tag, MPI_Comm comm,
+               MPI_Request* request, const char* call) {
   Wrapped& w = Wrapped::get();
   const VComm& c = w.vcomm(comm, call);
   peer(c, rank, call);
@@ -743,7 +794,9 @@ void init(bool receive, const void* buf, int count, MPI_Datatype type, int rank,
   r->source = rank;
   r->tag = tag;
   r->comm = comm;
+  VRequest& made = *r;
   *request = w.adopt(std::move(r));
+  return made;
 }
 
 void start(MPI_Request* request, const char* call) {
@@ -756,6 +809,9 @@ void start(MPI_Request* request, const char* call) {
     w.comm();  // (refused before the program restored after a rollback, as any communicating call)
     r.collective = start_collective(w.vcomm(r.comm, call).context, r.persistent_body);
     r.done = false;
+  } else if (r.buffered) {  // MPI_Bsend_init: a copy sent, complete at once (as MPI_Ibsend)
+    buffered(r.buf, r.count, r.type, r.source, r.tag, r.comm, call);
+    r.done = true;
   } else {
     post(&r, r.receive, r.buf, r.count, r.type, r.source, r.tag, r.comm, call);
   }
@@ -782,6 +838,14 @@ extern "C" int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int
                               MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Rsend_init(buf, count, type, dest, tag, comm, request);
   REPRISE_SERVE("MPI_Rsend_init", { ri::init(false, buf, count, type, dest, tag, comm, request, "MPI_Rsend_init"); });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                              MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Bsend_init(buf, count, type, dest, tag, comm, request);
+  REPRISE_SERVE("MPI_Bsend_init",
+                { ri::init(false, buf, count, type, dest, tag, comm, request, "MPI_Bsend_init").buffered = true; });
   return MPI_SUCCESS;
 }
 

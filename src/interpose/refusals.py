@@ -19,8 +19,6 @@ WHY = [
      r"Rget_accumulate)",
      "one-sided communication is not logged by the protocol, so a rollback could not replay it"),
     (r"^MPI_File", "MPI-IO writes outside the checkpointed state; a rollback would not undo it"),
-    (r"^MPI_Bsend_init", "persistent buffered sends are not supported (MPI_Bsend, MPI_Ibsend and MPI_Send_init "
-     "are)"),
     (r"^MPI_(Psend_init|Precv_init|Pready|Parrived)", "partitioned communication is not supported yet "
      "(persistent requests, MPI_Send_init, MPI_Recv_init and the persistent collectives, are)"),
     (r"^MPI_(Comm_spawn|Comm_connect|Comm_accept|Comm_join|Intercomm_|Comm_remote|Comm_create_from_group|"

@@ -107,6 +107,8 @@ struct VRequest {
   MPI_Comm comm = MPI_COMM_NULL;
   std::shared_ptr<Collective> collective;  // a non-blocking collective's: completes when its body ended
   std::function<void()> persistent_body;   // a persistent collective's (MPI_Allreduce_init, ...): MPI_Start starts it
+  bool buffered = false;                   // MPI_Bsend_init's: each MPI_Start sends a copy (complete at once)
+  std::unique_ptr<VRequest> send_half;     // MPI_Sendrecv's (and its forms') send: complete when both halves are
 };
 
 inline constexpr int kTagsPerContext = 2048;  // tags 0..2046 for the program; 2047 for collectives

@@ -212,6 +212,36 @@ void point_to_point() {
   const std::int64_t counts[4] = {n_p_small, n_again, n_p_large, n_received};
   report("probes", mix(digest(got_p_small.data(), got_p_small.size()) ^ digest(got_p_large.data(), got_p_large.size()) ^
                        digest(counts, 4)));
+
+#if MPI_VERSION >= 4 || (defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5)
+  // MPI_Isendrecv (a column of a matrix in, waited for with its status) and MPI_Isendrecv_replace (a strided
+  // datatype, tested until done; a large message: its own payload), with another exchange under way meanwhile.
+  MPI_Datatype strided;
+  MPI_Type_vector(6, 1, 4, MPI_DOUBLE, &strided);
+  MPI_Type_commit(&strided);
+  double col_in[6][4];
+  for (auto& row : col_in)
+    for (double& x : row) x = -1;
+  std::vector<double> ring(30000), other_in(100, 0), other_out(100, world_rank + 0.75);
+  for (std::size_t i = 0; i < ring.size(); ++i) ring[i] = world_rank * 1e4 + static_cast<double>(i) / 8;
+  MPI_Request isr[3];
+  MPI_Isendrecv(&m[0][3], 1, strided, prev, 31, &col_in[0][1], 1, strided, next, 31, MPI_COMM_WORLD, &isr[0]);
+  MPI_Isendrecv_replace(ring.data(), 1400, strided, next, 32, prev, 32, MPI_COMM_WORLD, &isr[1]);
+  MPI_Isendrecv(other_out.data(), 100, MPI_DOUBLE, next, 33, other_in.data(), 100, MPI_DOUBLE, prev, 33, MPI_COMM_WORLD,
+                &isr[2]);
+  MPI_Status isr_status;
+  MPI_Wait(&isr[0], &isr_status);
+  int isr_count = 0, isr_done = 0;
+  MPI_Get_count(&isr_status, strided, &isr_count);
+  MPI_Status replace_status;
+  while (!isr_done) MPI_Test(&isr[1], &isr_done, &replace_status);
+  MPI_Wait(&isr[2], MPI_STATUS_IGNORE);
+  MPI_Type_free(&strided);
+  report("isendrecv(_replace)",
+         mix(digest(&col_in[0][0], 24) ^ digest(ring.data(), ring.size()) ^ digest(other_in.data(), 100) ^
+             static_cast<std::uint64_t>(isr_count + 10 * isr_status.MPI_SOURCE + 1000 * isr_status.MPI_TAG) ^
+             static_cast<std::uint64_t>(replace_status.MPI_SOURCE + 100 * replace_status.MPI_TAG) << 32));
+#endif
 }
 
 void collectives() {
@@ -722,6 +752,23 @@ void handles() {
   MPI_Rsend(&bs[2], 1, MPI_DOUBLE, next, 23, MPI_COMM_WORLD);
   MPI_Irsend(&bs[3], 1, MPI_DOUBLE, next, 24, MPI_COMM_WORLD, &bq[3]);
   MPI_Waitall(3, &bq[1], MPI_STATUSES_IGNORE);
+  // Persistent buffered and ready sends, started three times (the buffer changed after each wait).
+  double pb = world_rank + 0.125, pr = world_rank - 0.5, pb_in = 0, pr_in = 0, persistent_sum = 0;
+  MPI_Request pq[4];
+  MPI_Bsend_init(&pb, 1, MPI_DOUBLE, next, 25, MPI_COMM_WORLD, &pq[0]);
+  MPI_Rsend_init(&pr, 1, MPI_DOUBLE, next, 26, MPI_COMM_WORLD, &pq[1]);
+  MPI_Recv_init(&pb_in, 1, MPI_DOUBLE, prev, 25, MPI_COMM_WORLD, &pq[2]);
+  MPI_Recv_init(&pr_in, 1, MPI_DOUBLE, prev, 26, MPI_COMM_WORLD, &pq[3]);
+  for (int round = 0; round < 3; ++round) {
+    MPI_Startall(2, &pq[2]);
+    MPI_Barrier(MPI_COMM_WORLD);  // (the ready send's receive is posted)
+    MPI_Startall(2, pq);
+    MPI_Waitall(4, pq, MPI_STATUSES_IGNORE);
+    persistent_sum += pb_in * (round + 1) + pr_in * (round + 7);
+    pb += 1, pr -= 1;
+  }
+  for (MPI_Request& q : pq) MPI_Request_free(&q);
+  br[0] += persistent_sum;
   void* detached = nullptr;
   int detached_size = 0;
   MPI_Buffer_detach(&detached, &detached_size);
