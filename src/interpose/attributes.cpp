@@ -6,10 +6,13 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "interpose/serve.hpp"
 #include "interpose/wrapped.hpp"
@@ -210,4 +213,110 @@ extern "C" int MPI_Comm_get_info(MPI_Comm comm, MPI_Info* info) {
   if (!serving() || !ours(comm)) return PMPI_Comm_get_info(comm, info);
   Wrapped::get().vcomm(comm, "MPI_Comm_get_info");
   return PMPI_Info_create(info);
+}
+
+// ---- Error handlers ----------------------------------------------------------------------------------------------
+// A served call that fails stops the job with a message (serve.hpp), whatever handler the program set: MPI's errors
+// on the program's communicators are the runtime's to handle (a failed process is recovered, not returned). The
+// handler is kept all the same, as libraries save, replace and restore it: MPI_Comm_get_errhandler gives it back, a
+// new communicator inherits its parent's, and MPI_Comm_call_errhandler calls it as MPI would. The library counts
+// references to a handler: the interposition holds one to each handler the program set (so it outlives the program's
+// MPI_Errhandler_free) and gives the program one of its own at each get, both through a communicator of the
+// library's that carries nothing else (a duplicate of MPI_COMM_SELF).
+namespace reprise::interpose {
+namespace {
+
+std::mutex errhandlers_mutex;
+std::map<MPI_Errhandler, MPI_Comm_errhandler_function*> errhandler_functions;  // from MPI_Comm_create_errhandler
+std::vector<MPI_Errhandler> errhandlers_held;
+
+MPI_Comm errhandler_carrier() {
+  static MPI_Comm carrier = [] {
+    MPI_Comm c = MPI_COMM_NULL;
+    PMPI_Comm_dup(MPI_COMM_SELF, &c);
+    return c;
+  }();
+  return carrier;
+}
+
+// A reference of the library's to `handler`, or a refusal naming `call` (not an error handler).
+MPI_Errhandler referenced(MPI_Errhandler handler, const char* call) {
+  MPI_Errhandler out = MPI_ERRHANDLER_NULL;
+  if (handler == MPI_ERRHANDLER_NULL || PMPI_Comm_set_errhandler(errhandler_carrier(), handler) != MPI_SUCCESS ||
+      PMPI_Comm_get_errhandler(errhandler_carrier(), &out) != MPI_SUCCESS)
+    refuse(call, "the handle given is not an error handler");
+  return out;
+}
+
+[[noreturn]] void fatal(MPI_Comm comm, int code, const char* handler) {
+  char text[MPI_MAX_ERROR_STRING] = "";
+  int length = 0;
+  if (PMPI_Error_string(code, text, &length) != MPI_SUCCESS) text[0] = '\0';
+  int rank = -1;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr,
+               "reprise: rank %d: MPI_Comm_call_errhandler: the program raised error %d (%s) on communicator %p, "
+               "whose error handler is %s: the job stops (MPI_Abort with that code); committed checkpoints are "
+               "kept.\n",
+               rank, code, text, static_cast<void*>(comm), handler);
+  std::fflush(nullptr);
+  PMPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace
+}  // namespace reprise::interpose
+
+extern "C" int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* function, MPI_Errhandler* handler) {
+  const int rc = PMPI_Comm_create_errhandler(function, handler);
+  if (rc == MPI_SUCCESS) {
+    const std::lock_guard<std::mutex> lock(ri::errhandlers_mutex);
+    ri::errhandler_functions[*handler] = function;
+  }
+  return rc;
+}
+
+extern "C" int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler handler) {
+  if (!serving() || !ours(comm)) return PMPI_Comm_set_errhandler(comm, handler);
+  REPRISE_SERVE("MPI_Comm_set_errhandler", {
+    VComm& c = Wrapped::get().vcomm(comm, "MPI_Comm_set_errhandler");
+    const std::lock_guard<std::mutex> lock(ri::errhandlers_mutex);
+    if (std::find(ri::errhandlers_held.begin(), ri::errhandlers_held.end(), handler) == ri::errhandlers_held.end())
+      ri::errhandlers_held.push_back(ri::referenced(handler, "MPI_Comm_set_errhandler"));
+    c.errhandler = handler;
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* handler) {
+  if (!serving() || !ours(comm)) return PMPI_Comm_get_errhandler(comm, handler);
+  REPRISE_SERVE("MPI_Comm_get_errhandler", {
+    const VComm& c = Wrapped::get().vcomm(comm, "MPI_Comm_get_errhandler");
+    *handler = ri::referenced(c.errhandler, "MPI_Comm_get_errhandler");
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Comm_call_errhandler(MPI_Comm comm, int code) {
+  if (!serving() || !ours(comm)) return PMPI_Comm_call_errhandler(comm, code);
+  MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+  MPI_Comm_errhandler_function* function = nullptr;
+  REPRISE_SERVE("MPI_Comm_call_errhandler", {
+    handler = Wrapped::get().vcomm(comm, "MPI_Comm_call_errhandler").errhandler;
+    const std::lock_guard<std::mutex> lock(ri::errhandlers_mutex);
+    const auto f = ri::errhandler_functions.find(handler);
+    if (f != ri::errhandler_functions.end()) function = f->second;
+  });
+  if (handler == MPI_ERRORS_RETURN) return MPI_SUCCESS;
+  if (handler == MPI_ERRORS_ARE_FATAL) ri::fatal(comm, code, "MPI_ERRORS_ARE_FATAL");
+#if REPRISE_MPI_4
+  if (handler == MPI_ERRORS_ABORT) ri::fatal(comm, code, "MPI_ERRORS_ABORT");
+#endif
+  if (!function)
+    ri::refuse("MPI_Comm_call_errhandler",
+               "the communicator's error handler was not made by "
+               "MPI_Comm_create_errhandler, so there is no function to call");
+  MPI_Comm handle = comm;
+  function(&handle, &code);  // (the program's code: its MPI calls are served)
+  return MPI_SUCCESS;
 }

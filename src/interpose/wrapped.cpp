@@ -207,17 +207,21 @@ MPI_Comm Wrapped::derive(VComm& parent, const std::vector<int>& members, bool in
   return handle(raw);
 }
 
-MPI_Comm Wrapped::create(bool in_it, const char* call, const std::function<MPI_Comm()>& make) {
+MPI_Comm Wrapped::create(const VComm& parent, bool in_it, const char* call, const std::function<MPI_Comm()>& make) {
   const std::uint64_t seq = created_++;
   if (!replaying_) {
     const MPI_Comm c = make();
-    if (VComm* v = find(c)) v->seq = seq;
+    if (VComm* v = find(c)) {
+      v->seq = seq;
+      v->errhandler = parent.errhandler;
+    }
     return c;
   }
   if (!in_it) return MPI_COMM_NULL;
   for (const VComm& r : recorded_)
     if (r.seq == seq) {
       VComm* raw = new VComm(r);
+      raw->errhandler = parent.errhandler;
       contexts_used_ |= 1u << raw->context;
       comms_.insert(raw);
       return handle(raw);
@@ -237,9 +241,24 @@ void Wrapped::free(MPI_Comm* c) {
         "its request first");
   delete_attributes(*c, *v);
   contexts_used_ &= ~(1u << v->context);
+  std::replace(fortran_.begin(), fortran_.end(), v, static_cast<VComm*>(nullptr));
   comms_.erase(v);
   delete v;
   *c = MPI_COMM_NULL;
+}
+
+int Wrapped::fortran_number(VComm* v) {
+  auto at = std::find(fortran_.begin(), fortran_.end(), v);
+  if (at == fortran_.end()) at = std::find(fortran_.begin(), fortran_.end(), nullptr);
+  if (at == fortran_.end()) at = fortran_.insert(fortran_.end(), nullptr);
+  *at = v;
+  return kFortranBase + static_cast<int>(at - fortran_.begin());
+}
+
+std::optional<MPI_Comm> Wrapped::from_fortran(int number) const {
+  const auto i = static_cast<std::size_t>(number) - kFortranBase;
+  if (number < kFortranBase || i >= fortran_.size()) return std::nullopt;
+  return fortran_[i] ? reinterpret_cast<MPI_Comm>(fortran_[i]) : MPI_COMM_NULL;
 }
 
 Probed& Wrapped::probe(int source, int wire_tag) {
@@ -458,8 +477,10 @@ void Wrapped::rolled_back(bool from_start) {
   probed_.clear();
   for (VComm* c : comms_) delete c;  // (their attributes without their delete callbacks: attributes.cpp)
   comms_.clear();
+  fortran_.clear();
   world_.attributes.clear();
   world_.name.clear();
+  world_.errhandler = MPI_ERRORS_ARE_FATAL;
   contexts_used_ = 1;
   for (const std::string& name : rt_->region_names())
     if (std::find(own_regions_.begin(), own_regions_.end(), name) == own_regions_.end()) rt_->unprotect(name);
@@ -575,7 +596,7 @@ namespace {
 void dup(MPI_Comm comm, MPI_Comm* out, const char* call) {
   Wrapped& w = Wrapped::get();
   VComm& parent = w.vcomm(comm, call);
-  *out = w.create(true, call, [&] {
+  *out = w.create(parent, true, call, [&] {
     std::vector<int> all(static_cast<std::size_t>(parent.size));
     std::iota(all.begin(), all.end(), 0);
     const MPI_Comm c = w.derive(parent, all, true);
@@ -637,7 +658,7 @@ namespace {
 void split(MPI_Comm comm, int color, int key, MPI_Comm* out, const char* call) {
   Wrapped& w = Wrapped::get();
   VComm& parent = w.vcomm(comm, call);
-  *out = w.create(color != MPI_UNDEFINED, call, [&] {
+  *out = w.create(parent, color != MPI_UNDEFINED, call, [&] {
     const std::vector<std::int64_t> mine{color, key};
     const std::vector<std::int64_t> all = allgather_ints(parent, mine);
     std::vector<std::pair<std::int64_t, int>> same;  // (key, parent rank) of this rank's colour
@@ -729,7 +750,7 @@ extern "C" int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* out) {
     VComm& parent = w.vcomm(comm, "MPI_Comm_create");
     const std::vector<int> members = reprise::interpose::members_of(parent, group, "MPI_Comm_create");
     const bool in_it = std::find(members.begin(), members.end(), parent.rank) != members.end();
-    *out = w.create(in_it, "MPI_Comm_create", [&] { return w.derive(parent, members, in_it); });
+    *out = w.create(parent, in_it, "MPI_Comm_create", [&] { return w.derive(parent, members, in_it); });
   });
   return MPI_SUCCESS;
 }
@@ -746,7 +767,7 @@ extern "C" int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MP
     const std::vector<int> members = reprise::interpose::members_of(parent, group, "MPI_Comm_create_group");
     const auto me = std::find(members.begin(), members.end(), parent.rank);
     const bool in_it = me != members.end();
-    *out = w.create(in_it, "MPI_Comm_create_group", [&] {
+    *out = w.create(parent, in_it, "MPI_Comm_create_group", [&] {
       if (!in_it) return MPI_COMM_NULL;
       VComm among;  // the group's ranks on the parent's context: derive()'s agreement among them alone
       among.context = parent.context;
@@ -781,15 +802,23 @@ extern "C" int MPI_Comm_compare(MPI_Comm a, MPI_Comm b, int* result) {
   return MPI_SUCCESS;
 }
 
+// A communicator derived here has a number of the interposition's (MPI_COMM_WORLD the library's): what a program
+// hands to Fortran code or uses as a key, converted back by MPI_Comm_f2c.
+extern "C" int MPI_Comm_c2f(MPI_Comm comm) {
+  if (!serving() || comm == MPI_COMM_WORLD || !reprise::interpose::ours(comm)) return PMPI_Comm_c2f(comm);
+  Wrapped& w = Wrapped::get();
+  return w.fortran_number(w.find(comm));
+}
+
+extern "C" MPI_Comm MPI_Comm_f2c(int number) {
+  const std::optional<MPI_Comm> c = serving() ? Wrapped::get().from_fortran(number) : std::nullopt;
+  return c ? *c : PMPI_Comm_f2c(number);
+}
+
 extern "C" int MPI_Comm_test_inter(MPI_Comm comm, int* flag) {
   if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_test_inter(comm, flag);
   *flag = 0;
   return MPI_SUCCESS;
-}
-
-extern "C" int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler handler) {
-  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_set_errhandler(comm, handler);
-  return MPI_SUCCESS;  // errors of served calls stop the job with a message (failures are the runtime's)
 }
 
 // ---- Cartesian communicators (row-major: the last dimension varies fastest, as MPI numbers them) ----------------
@@ -851,7 +880,7 @@ extern "C" int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const
     if (cells > parent.size)
       throw reprise::UsageError("the grid has " + std::to_string(cells) + " cells, the communicator " +
                                 std::to_string(parent.size) + " ranks");
-    *out = w.create(parent.rank < cells, "MPI_Cart_create", [&] {
+    *out = w.create(parent, parent.rank < cells, "MPI_Cart_create", [&] {
       std::vector<int> members(static_cast<std::size_t>(cells));
       std::iota(members.begin(), members.end(), 0);  // (reorder ignored: ranks keep their numbers)
       const MPI_Comm c = w.derive(parent, members, parent.rank < cells);
@@ -921,7 +950,7 @@ extern "C" int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* ou
   REPRISE_SERVE("MPI_Cart_sub", {
     Wrapped& w = Wrapped::get();
     VComm& parent = cartesian(comm, "MPI_Cart_sub");
-    *out = w.create(true, "MPI_Cart_sub", [&] {
+    *out = w.create(parent, true, "MPI_Cart_sub", [&] {
       const std::vector<int> mine = coords_of(parent, parent.rank);
       std::vector<int> members;
       for (int r = 0; r < parent.size; ++r) {
@@ -988,7 +1017,7 @@ extern "C" int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const
         throw reprise::UsageError("neighbour " + std::to_string(r) + " is not a rank of the communicator (" +
                                   std::to_string(parent.size) + " ranks)");
     }
-    *out = w.create(true, "MPI_Dist_graph_create_adjacent", [&] {
+    *out = w.create(parent, true, "MPI_Dist_graph_create_adjacent", [&] {
       std::vector<int> all(static_cast<std::size_t>(parent.size));
       std::iota(all.begin(), all.end(), 0);
       const MPI_Comm c = w.derive(parent, all, true);

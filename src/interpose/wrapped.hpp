@@ -49,7 +49,8 @@ struct VComm {
   // the order they were set. Not kept with a version: the set-up that sets them runs again after a rollback.
   std::string name;
   std::vector<std::pair<int, void*>> attributes;
-  std::uint64_t seq = 0;  // made by the program's seq-th communicator creation call (from 0)
+  MPI_Errhandler errhandler = MPI_ERRORS_ARE_FATAL;  // MPI_Comm_set_errhandler's (inherited by derived communicators)
+  std::uint64_t seq = 0;                             // made by the program's seq-th communicator creation call (from 0)
   int job_rank(int r) const { return members.empty() ? r : members[static_cast<std::size_t>(r)]; }
   /// MPI_Comm_dup: the same topology as `parent`.
   void keep_topology(const VComm& parent) {
@@ -114,6 +115,7 @@ struct VRequest {
 inline constexpr int kTagsPerContext = 2048;  // tags 0..2046 for the program; 2047 for collectives
 inline constexpr int kContexts = 15;          // 15 * 2048 tags: Comm takes 0..32766
 inline constexpr int kTagUb = kTagsPerContext - 2;
+inline constexpr int kFortranBase = 1 << 24;
 inline constexpr const char* kTableRegion = "reprise.communicators";  // the program's communicators at a version
 
 /// True when the calling thread is the program's (the one that called MPI_Init) outside a served call: only then
@@ -149,11 +151,16 @@ class Wrapped {
   /// A new communicator of `parent`'s members `members` (parent ranks, in the new order); collective over
   /// `parent` (every member calls it, `members` empty where this rank is not in it). Agrees on a free context.
   MPI_Comm derive(VComm& parent, const std::vector<int>& members, bool in_it);
-  /// A communicator creation call of the program (MPI_Comm_dup, MPI_Comm_split, MPI_Cart_create); `in_it`: this
-  /// rank gets a communicator. Live, `make` derives it (collective). While replaying, the communicator this call
-  /// made at its first execution is rebuilt from the checkpoint, with no message.
-  MPI_Comm create(bool in_it, const char* call, const std::function<MPI_Comm()>& make);
+  /// A communicator creation call of the program (MPI_Comm_dup, MPI_Comm_split, MPI_Cart_create) on `parent`;
+  /// `in_it`: this rank gets a communicator. Live, `make` derives it (collective). While replaying, the communicator
+  /// this call made at its first execution is rebuilt from the checkpoint, with no message. Either way it inherits
+  /// the parent's error handler.
+  MPI_Comm create(const VComm& parent, bool in_it, const char* call, const std::function<MPI_Comm()>& make);
   void free(MPI_Comm* c);
+  /// MPI_Comm_c2f and MPI_Comm_f2c for the communicators derived here: numbers from kFortranBase (the library
+  /// numbers its own from 0), the lowest free one first; std::nullopt: not one of those numbers.
+  int fortran_number(VComm* v);
+  std::optional<MPI_Comm> from_fortran(int number) const;
 
   /// The message the next receive of (source, wire tag) gets, received ahead by a probe (a receive posted on Comm
   /// when none is under way). settle() completes it, blocking or not; take() hands it to a receive.
@@ -207,6 +214,7 @@ class Wrapped {
   bool replaying_ = false;
   VComm world_;
   std::unordered_set<VComm*> comms_;
+  std::vector<VComm*> fortran_;  // number - kFortranBase -> communicator (null: free)
   std::unordered_set<VRequest*> requests_;
   std::vector<std::unique_ptr<VRequest>> freed_;  // sends the program freed before they completed
   std::vector<std::shared_ptr<Probed>> probed_;   // in the order the probes came

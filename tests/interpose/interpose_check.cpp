@@ -3,7 +3,7 @@
 // lines (each call's results, folded into digests); the wrapped one also checks that the messages went through
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
 //   interpose-check [--refuse any-source|any-tag|tag|win|cancel|dist-graph|neighbor-no-topology|
-//                             free-receive|split-type|free-icollective]
+//                             free-receive|split-type|free-icollective|errors-are-fatal]
 //   interpose-check --node-communicator
 //   reprise-interpose-check --message-before-restore | --probe-across-checkpoints | --set-up-communicators
 //                           (reprise::run; tests with kills)
@@ -639,6 +639,18 @@ int delete_attribute(MPI_Comm, int, void* value, void*) {
   return MPI_SUCCESS;
 }
 
+// An error handler of the program: folds each call's code, the communicator's size and a sum over it into
+// errors_seen.
+std::uint64_t errors_seen = 0;
+void count_error(MPI_Comm* comm, int* code, ...) {
+  int size = 0, sum = 0, one = 1;
+  MPI_Comm_size(*comm, &size);
+  MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, *comm);
+  int error_class = 0;
+  MPI_Error_class(*code, &error_class);
+  errors_seen = mix(errors_seen ^ static_cast<std::uint64_t>(error_class * 10000 + size * 100 + sum));
+}
+
 void handles() {
   int key = MPI_KEYVAL_INVALID, plain = MPI_KEYVAL_INVALID;
   MPI_Comm_create_keyval(copy_attribute, delete_attribute, &key, nullptr);
@@ -706,6 +718,37 @@ void handles() {
   d = mix(d ^ static_cast<std::uint64_t>(hinted_sum));
 #endif
   report("attributes/names", d);
+
+  // Error handlers: one of the program's set on a duplicate (and freed by the program at once: the communicator
+  // keeps it), given back by MPI_Comm_get_errhandler, inherited by a split of it, called by MPI_Comm_call_errhandler
+  // (its own MPI calls on the communicator served); MPI_ERRORS_RETURN set, got and called on MPI_COMM_WORLD, then
+  // MPI_ERRORS_ARE_FATAL again. MPI_Comm_c2f and MPI_Comm_f2c give the handles back.
+  MPI_Errhandler mine, got_handler, world_handler;
+  MPI_Comm_create_errhandler(count_error, &mine);
+  MPI_Comm e, half;
+  MPI_Comm_dup(MPI_COMM_WORLD, &e);
+  MPI_Comm_set_errhandler(e, mine);
+  MPI_Errhandler_free(&mine);
+  MPI_Comm_get_errhandler(e, &got_handler);
+  MPI_Comm_split(e, world_rank % 2, 0, &half);
+  const int called = MPI_Comm_call_errhandler(e, MPI_ERR_TAG);
+  MPI_Comm_call_errhandler(half, MPI_ERR_COUNT);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_get_errhandler(MPI_COMM_WORLD, &world_handler);
+  const int returned = MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_OTHER);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  const std::uint64_t handlers = static_cast<std::uint64_t>(world_handler == MPI_ERRORS_RETURN) |
+                                 static_cast<std::uint64_t>(returned == MPI_SUCCESS && called == MPI_SUCCESS) << 1;
+  MPI_Errhandler_free(&got_handler);
+  MPI_Errhandler_free(&world_handler);
+  const std::uint64_t fortran = static_cast<std::uint64_t>(MPI_Comm_f2c(MPI_Comm_c2f(e)) == e) |
+                                static_cast<std::uint64_t>(MPI_Comm_f2c(MPI_Comm_c2f(half)) == half) << 1 |
+                                static_cast<std::uint64_t>(MPI_Comm_c2f(half) != MPI_Comm_c2f(e)) << 2 |
+                                static_cast<std::uint64_t>(MPI_Comm_f2c(MPI_Comm_c2f(MPI_COMM_WORLD)) == MPI_COMM_WORLD)
+                                    << 3;
+  MPI_Comm_free(&half);
+  MPI_Comm_free(&e);
+  report("error handlers/c2f", mix(handlers ^ fortran << 4 ^ static_cast<std::uint64_t>(errors_seen) << 8));
 
   // Packed by the program, sent as MPI_PACKED, unpacked; a receive watched by MPI_Request_get_status.
   const int n = world_size, next = (world_rank + 1) % n, prev = (world_rank + n - 1) % n;
@@ -948,6 +991,8 @@ void refuse(const std::string& what) {
   } else if (what == "split-type") {
     MPI_Comm c;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED + 1000, 0, MPI_INFO_NULL, &c);
+  } else if (what == "errors-are-fatal") {  // an error the program raises on MPI_COMM_WORLD (its default handler)
+    if (world_rank == 0) MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_OTHER);
   } else if (what == "free-receive") {
     MPI_Request r;
     MPI_Irecv(&x, 1, MPI_DOUBLE, next, 0, MPI_COMM_WORLD, &r);
@@ -1030,8 +1075,9 @@ int probe_across_checkpoints(int argc, char** argv) {
   });
 }
 // --set-up-communicators: a set-up that makes a communicator by each way served (MPI_Cart_create, MPI_Cart_sub,
-// MPI_Dist_graph_create_adjacent, MPI_Comm_create_group by the odd ranks, MPI_Comm_idup), hangs an attribute on one
-// and makes a persistent collective; every step uses each. After a rollback the failed groups' set-up runs again
+// MPI_Dist_graph_create_adjacent, MPI_Comm_create_group by the odd ranks, MPI_Comm_idup), hangs an attribute on one,
+// sets an error handler on MPI_COMM_WORLD (the grid and its rows inherit it) and makes a persistent collective;
+// every step uses each (the row's error handler called). After a rollback the failed groups' set-up runs again
 // and gets those communicators back from the version (tests with kills). Prints `set-up sum S`.
 int set_up_communicators(int argc, char** argv) {
   return reprise::run(argc, argv, [](int, char**) {
@@ -1040,6 +1086,10 @@ int set_up_communicators(int argc, char** argv) {
     int dims[2] = {0, 0}, periods[2] = {1, 0};
     MPI_Dims_create(n, 2, dims);
     MPI_Comm grid, row, ring, odd = MPI_COMM_NULL, copy;
+    MPI_Errhandler handler;  // MPI_COMM_WORLD's, inherited by the grid and its rows
+    MPI_Comm_create_errhandler(count_error, &handler);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, handler);
+    MPI_Errhandler_free(&handler);
     MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &grid);
     const int keep[2] = {0, 1};
     MPI_Cart_sub(grid, keep, &row);
@@ -1083,7 +1133,10 @@ int set_up_communicators(int argc, char** argv) {
       x = mine * 0.5 + (has ? *tag : 0);
       MPI_Start(&reduce);
       MPI_Wait(&reduce, MPI_STATUS_IGNORE);
-      sum = sum * 31 + around[0] * 7 + around[1] * 5 + row_sum * 3 + odd_max + static_cast<std::int64_t>(total);
+      errors_seen = static_cast<std::uint64_t>(step);
+      MPI_Comm_call_errhandler(row, MPI_ERR_OTHER);  // (a collective over the row, in the handler)
+      sum = sum * 31 + around[0] * 7 + around[1] * 5 + row_sum * 3 + odd_max + static_cast<std::int64_t>(total) +
+            static_cast<std::int64_t>(errors_seen % 1000);
       if (++step % 10 == 0) {
         rt.checkpoint(static_cast<std::uint64_t>(step));
         rt.wait();
@@ -1099,6 +1152,7 @@ int set_up_communicators(int argc, char** argv) {
     MPI_Comm_free(&ring);
     MPI_Comm_free(&row);
     MPI_Comm_free(&grid);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     return 0;
   });
 }
