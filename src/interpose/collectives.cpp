@@ -12,6 +12,7 @@
 #include <functional>
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -498,16 +499,20 @@ void exchange_blocks(VComm& c, const std::vector<int>& in, const std::vector<int
   }
 }
 
+// A collective's blocks; a neighbourhood collective's: block i of `sends` to out-neighbour out[i], block j of
+// `recvs` from in-neighbour in[j] (VComm::neighbours, found once at the call).
+struct Blocks {
+  std::vector<Block> sends, recvs;
+  std::vector<int> in, out;
+};
+
 // A neighbourhood collective. The order of the sends and of the receives makes a Cartesian dimension of 1 or 2
 // periodic ranks, where both neighbours are one rank, come out as MPI defines it: what goes to the -1 neighbour
 // arrives in its block from its +1 neighbour. So per dimension the +1 block is sent first and the -1 block received
 // first; a graph's blocks go in the program's order (a repeated edge: its first block to the first).
-void neighbor_exchange(MPI_Comm comm, const std::vector<Block>& sends, const std::vector<Block>& recvs,
-                       const char* call) {
+void neighbor_exchange(MPI_Comm comm, const Blocks& b, const char* call) {
   VComm& c = Wrapped::get().collective(comm, call);
-  std::vector<int> in, out;
-  c.neighbours(&in, &out);
-  exchange_blocks(c, in, out, sends, recvs, c.topology == VComm::Topology::cartesian, call);
+  exchange_blocks(c, b.in, b.out, b.sends, b.recvs, c.topology.kind == Topology::Kind::cartesian, call);
 }
 
 // MPI_Alltoallw: block r to and from every rank r, each with its own datatype.
@@ -518,14 +523,12 @@ void alltoallw(const std::vector<Block>& sends, const std::vector<Block>& recvs,
   exchange_blocks(c, all, all, sends, recvs, false, call);
 }
 
-// The number of in- and out-neighbours (the blocks a neighbourhood collective's arguments describe).
-std::pair<int, int> degrees(MPI_Comm comm, const char* call) {
+// The in- and out-neighbours of this rank (the blocks a neighbourhood collective's arguments describe).
+void neighbours(MPI_Comm comm, std::vector<int>* in, std::vector<int>* out, const char* call) {
   const VComm& c = Wrapped::get().vcomm(comm, call);
-  if (c.topology == VComm::Topology::none)
+  if (c.topology.kind == Topology::Kind::none)
     refuse(call, "the communicator has no topology (MPI_Cart_create, MPI_Dist_graph_create_adjacent)");
-  std::vector<int> in, out;
-  c.neighbours(&in, &out);
-  return {static_cast<int>(in.size()), static_cast<int>(out.size())};
+  c.neighbours(in, out);
 }
 
 // Blocks of `n` counts at displacements (`displs` in elements of the type, or `byte_displs`; null counts: `count`
@@ -604,21 +607,21 @@ int size_of(MPI_Comm comm, const char* call) {
 // A neighbourhood collective, blocking (`request` null) or started (kept, nonblocking.hpp): `make` describes its
 // blocks for the communicator's in- and out-degree at the call, so a kept one reads the program's buffers when it
 // is carried out, not its arrays of counts, displacements and types.
-struct Blocks {
-  std::vector<Block> sends, recvs;
-};
-int neighbor(MPI_Comm comm, MPI_Request* request, const char* call, const std::function<Blocks(int, int)>& make,
-             bool persistent = false) {
+using SendsAndReceives = std::pair<std::vector<Block>, std::vector<Block>>;
+int neighbor(MPI_Comm comm, MPI_Request* request, const char* call,
+             const std::function<SendsAndReceives(int, int)>& make, bool persistent = false) {
   Blocks b;
   REPRISE_SERVE(call, {
-    const auto [in, out] = degrees(comm, call);
-    b = make(in, out);
-    if (!request) neighbor_exchange(comm, b.sends, b.recvs, call);
+    std::vector<int> in, out;
+    neighbours(comm, &in, &out, call);
+    std::tie(b.sends, b.recvs) = make(static_cast<int>(in.size()), static_cast<int>(out.size()));
+    b.in = std::move(in);
+    b.out = std::move(out);
+    if (!request) neighbor_exchange(comm, b, call);
   });
   if (!request) return MPI_SUCCESS;
   return keep(
-      comm, request, call, [comm, call, b = std::move(b)] { neighbor_exchange(comm, b.sends, b.recvs, call); },
-      persistent);
+      comm, request, call, [comm, call, b = std::move(b)] { neighbor_exchange(comm, b, call); }, persistent);
 }
 
 // MPI_Alltoallw and MPI_Ialltoallw (`request`): displacements in bytes, a datatype per block.
@@ -951,8 +954,8 @@ int neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype
   return neighbor(
       comm, request, call,
       [&](int in, int out) {
-        return Blocks{same_block(sendbuf, out, sendcount, sendtype),
-                      blocks(recvbuf, in, recvcounts, recvcount, displs, nullptr, nullptr, recvtype)};
+        return std::pair{same_block(sendbuf, out, sendcount, sendtype),
+                         blocks(recvbuf, in, recvcounts, recvcount, displs, nullptr, nullptr, recvtype)};
       },
       persistent);
 }
@@ -971,8 +974,8 @@ int neighbor_alltoall(const Side& send, const Side& recv, MPI_Comm comm, MPI_Req
   return neighbor(
       comm, request, call,
       [&](int in, int out) {
-        return Blocks{blocks(send.buf, out, send.counts, send.count, send.displs, send.bytes, send.types, send.type),
-                      blocks(recv.buf, in, recv.counts, recv.count, recv.displs, recv.bytes, recv.types, recv.type)};
+        return std::pair{blocks(send.buf, out, send.counts, send.count, send.displs, send.bytes, send.types, send.type),
+                         blocks(recv.buf, in, recv.counts, recv.count, recv.displs, recv.bytes, recv.types, recv.type)};
       },
       persistent);
 }

@@ -345,12 +345,42 @@ std::unique_ptr<VRequest> Wrapped::release(MPI_Request* r) {
 
 // ---- The communicators at a version (region kTableRegion) and rollback --------------------------------------
 // Words of 64 bits: magic, creation calls so far, contexts in use, count; per communicator seq, context, rank,
-// size, members, dims, topology, sources, destinations, weighted, then the members, the dims, the periods, the
-// sources, the destinations and (weighted) their weights; then the count of probed messages, and per message its
-// source, wire tag, bytes and the bytes themselves (padded to a word).
+// size, the number of members and the members, then its topology (Topology::write); then the count of probed
+// messages, and per message its source, wire tag, bytes and the bytes themselves (padded to a word).
 
 namespace {
-constexpr std::int64_t kTableMagic = 0x5250525443424c32;  // "RPRTCBL2" (1: before topologies had a kind)
+// "RPRTCBL3"; format 1 had no topology kind, format 2 the topology's counts among the communicator's.
+constexpr std::int64_t kTableMagic = 0x5250525443424c33;
+}  // namespace
+
+// Kind, the number of dimensions, sources and destinations, weighted; then the dimensions, the periods, the
+// sources, the destinations and (weighted) their weights.
+void Topology::write(std::vector<std::int64_t>* words) const {
+  words->insert(words->end(), {static_cast<std::int64_t>(kind), static_cast<std::int64_t>(dims.size()),
+                               static_cast<std::int64_t>(sources.size()),
+                               static_cast<std::int64_t>(destinations.size()), weighted ? 1 : 0});
+  for (const std::vector<int>* list : {&dims, &periods, &sources, &destinations})
+    words->insert(words->end(), list->begin(), list->end());
+  if (weighted) {
+    words->insert(words->end(), source_weights.begin(), source_weights.end());
+    words->insert(words->end(), destination_weights.begin(), destination_weights.end());
+  }
+}
+
+void Topology::read(const std::function<std::int64_t()>& next) {
+  kind = static_cast<Kind>(next());
+  const std::int64_t ndims = next(), nsources = next(), ndestinations = next();
+  weighted = next() != 0;
+  auto list = [&](std::vector<int>& out, std::int64_t n) {
+    out.clear();
+    for (std::int64_t k = 0; k < n; ++k) out.push_back(static_cast<int>(next()));
+  };
+  list(dims, ndims);
+  list(periods, ndims);
+  list(sources, nsources);
+  list(destinations, ndestinations);
+  list(source_weights, weighted ? nsources : 0);
+  list(destination_weights, weighted ? ndestinations : 0);
 }
 
 std::pair<void*, std::size_t> Wrapped::locate_table(std::optional<std::size_t> bytes) {
@@ -364,15 +394,9 @@ std::pair<void*, std::size_t> Wrapped::locate_table(std::optional<std::size_t> b
                               static_cast<std::int64_t>(contexts_used_), static_cast<std::int64_t>(live.size())};
   for (const VComm* c : live) {
     w.insert(w.end(), {static_cast<std::int64_t>(c->seq), c->context, c->rank, c->size,
-                       static_cast<std::int64_t>(c->members.size()), static_cast<std::int64_t>(c->dims.size()),
-                       static_cast<std::int64_t>(c->topology), static_cast<std::int64_t>(c->sources.size()),
-                       static_cast<std::int64_t>(c->destinations.size()), c->weighted ? 1 : 0});
-    for (const std::vector<int>* list : {&c->members, &c->dims, &c->periods, &c->sources, &c->destinations})
-      w.insert(w.end(), list->begin(), list->end());
-    if (c->weighted) {
-      w.insert(w.end(), c->source_weights.begin(), c->source_weights.end());
-      w.insert(w.end(), c->destination_weights.begin(), c->destination_weights.end());
-    }
+                       static_cast<std::int64_t>(c->members.size())});
+    w.insert(w.end(), c->members.begin(), c->members.end());
+    c->topology.write(&w);
   }
   // The messages probes received that no receive took yet: delivered, so kept with the version.
   std::size_t done = 0;
@@ -400,11 +424,10 @@ void Wrapped::read_table(std::vector<VComm>* comms) {
     return w[at++];
   };
   const std::int64_t magic = next();
-  if (magic == kTableMagic - 1)
-    throw Error(
-        "the interposition's communicator table in the checkpoint was written by an earlier Reprise (format "
-        "1, before topologies had a kind): run the program from its beginning, or with the Reprise that "
-        "wrote the checkpoint");
+  if (magic == kTableMagic - 1 || magic == kTableMagic - 2)
+    throw Error("the interposition's communicator table in the checkpoint was written by an earlier Reprise (format " +
+                std::to_string(magic == kTableMagic - 1 ? 2 : 1) +
+                "): run the program from its beginning, or with the Reprise that wrote the checkpoint");
   if (magic != kTableMagic) throw Error("the interposition's communicator table in the checkpoint is not one");
   created_ = static_cast<std::uint64_t>(next());
   contexts_used_ = static_cast<std::uint32_t>(next());
@@ -415,22 +438,8 @@ void Wrapped::read_table(std::vector<VComm>* comms) {
     c.context = static_cast<int>(next());
     c.rank = static_cast<int>(next());
     c.size = static_cast<int>(next());
-    const std::int64_t members = next(), dims = next();
-    c.topology = static_cast<VComm::Topology>(next());
-    const std::int64_t sources = next(), destinations = next();
-    c.weighted = next() != 0;
-    auto read = [&](std::vector<int>& list, std::int64_t n) {
-      for (std::int64_t k = 0; k < n; ++k) list.push_back(static_cast<int>(next()));
-    };
-    read(c.members, members);
-    read(c.dims, dims);
-    read(c.periods, dims);
-    read(c.sources, sources);
-    read(c.destinations, destinations);
-    if (c.weighted) {
-      read(c.source_weights, sources);
-      read(c.destination_weights, destinations);
-    }
+    for (std::int64_t members = next(); members > 0; --members) c.members.push_back(static_cast<int>(next()));
+    c.topology.read(next);
     if (comms) comms->push_back(std::move(c));
   }
   probed_.clear();  // (pending ones: their receives are abandoned; the version's received ones come back)
@@ -526,6 +535,7 @@ int run(int argc, char** argv, const std::function<int(int, char**)>& body) {
 }  // namespace reprise
 
 using reprise::interpose::serving;
+using reprise::interpose::Topology;
 using reprise::interpose::VComm;
 using reprise::interpose::Wrapped;
 
@@ -600,7 +610,7 @@ void dup(MPI_Comm comm, MPI_Comm* out, const char* call) {
     std::vector<int> all(static_cast<std::size_t>(parent.size));
     std::iota(all.begin(), all.end(), 0);
     const MPI_Comm c = w.derive(parent, all, true);
-    w.find(c)->keep_topology(parent);
+    w.find(c)->topology = parent.topology;
     return c;
   });
   copy_attributes(comm, parent, *w.find(*out));
@@ -826,10 +836,10 @@ extern "C" int MPI_Comm_test_inter(MPI_Comm comm, int* flag) {
 namespace {
 
 std::vector<int> coords_of(const VComm& c, int rank) {
-  std::vector<int> out(c.dims.size());
-  for (std::size_t d = c.dims.size(); d-- > 0;) {
-    out[d] = rank % c.dims[d];
-    rank /= c.dims[d];
+  std::vector<int> out(c.topology.dims.size());
+  for (std::size_t d = c.topology.dims.size(); d-- > 0;) {
+    out[d] = rank % c.topology.dims[d];
+    rank /= c.topology.dims[d];
   }
   return out;
 }
@@ -837,27 +847,27 @@ std::vector<int> coords_of(const VComm& c, int rank) {
 // MPI_PROC_NULL: outside a non-periodic dimension.
 int rank_of(const VComm& c, std::vector<int> coords) {
   int rank = 0;
-  for (std::size_t d = 0; d < c.dims.size(); ++d) {
+  for (std::size_t d = 0; d < c.topology.dims.size(); ++d) {
     int x = coords[d];
-    if (x < 0 || x >= c.dims[d]) {
-      if (!c.periods[d]) return MPI_PROC_NULL;
-      x = ((x % c.dims[d]) + c.dims[d]) % c.dims[d];
+    if (x < 0 || x >= c.topology.dims[d]) {
+      if (!c.topology.periods[d]) return MPI_PROC_NULL;
+      x = ((x % c.topology.dims[d]) + c.topology.dims[d]) % c.topology.dims[d];
     }
-    rank = rank * c.dims[d] + x;
+    rank = rank * c.topology.dims[d] + x;
   }
   return rank;
 }
 
 VComm& cartesian(MPI_Comm comm, const char* call) {
   VComm& c = Wrapped::get().vcomm(comm, call);
-  if (c.topology != VComm::Topology::cartesian)
+  if (c.topology.kind != Topology::Kind::cartesian)
     reprise::interpose::refuse(call, "the communicator has no Cartesian topology");
   return c;
 }
 
 VComm& graph(MPI_Comm comm, const char* call) {
   VComm& c = Wrapped::get().vcomm(comm, call);
-  if (c.topology != VComm::Topology::graph)
+  if (c.topology.kind != Topology::Kind::graph)
     reprise::interpose::refuse(call, "the communicator has no distributed graph topology");
   return c;
 }
@@ -885,9 +895,9 @@ extern "C" int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const
       std::iota(members.begin(), members.end(), 0);  // (reorder ignored: ranks keep their numbers)
       const MPI_Comm c = w.derive(parent, members, parent.rank < cells);
       if (VComm* v = w.find(c)) {
-        v->topology = VComm::Topology::cartesian;
-        v->dims.assign(dims, dims + ndims);
-        v->periods.assign(periods, periods + ndims);
+        v->topology.kind = Topology::Kind::cartesian;
+        v->topology.dims.assign(dims, dims + ndims);
+        v->topology.periods.assign(periods, periods + ndims);
       }
       return c;
     });
@@ -897,7 +907,7 @@ extern "C" int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const
 
 extern "C" int MPI_Cartdim_get(MPI_Comm comm, int* ndims) {
   if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Cartdim_get(comm, ndims);
-  *ndims = static_cast<int>(cartesian(comm, "MPI_Cartdim_get").dims.size());
+  *ndims = static_cast<int>(cartesian(comm, "MPI_Cartdim_get").topology.dims.size());
   return MPI_SUCCESS;
 }
 
@@ -905,9 +915,9 @@ extern "C" int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[
   if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Cart_get(comm, maxdims, dims, periods, coords);
   const VComm& c = cartesian(comm, "MPI_Cart_get");
   const std::vector<int> mine = coords_of(c, c.rank);
-  for (std::size_t d = 0; d < c.dims.size() && static_cast<int>(d) < maxdims; ++d) {
-    dims[d] = c.dims[d];
-    periods[d] = c.periods[d];
+  for (std::size_t d = 0; d < c.topology.dims.size() && static_cast<int>(d) < maxdims; ++d) {
+    dims[d] = c.topology.dims[d];
+    periods[d] = c.topology.periods[d];
     coords[d] = mine[d];
   }
   return MPI_SUCCESS;
@@ -924,7 +934,7 @@ extern "C" int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[
 extern "C" int MPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank) {
   if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Cart_rank(comm, coords, rank);
   const VComm& c = cartesian(comm, "MPI_Cart_rank");
-  *rank = rank_of(c, std::vector<int>(coords, coords + c.dims.size()));
+  *rank = rank_of(c, std::vector<int>(coords, coords + c.topology.dims.size()));
   if (*rank == MPI_PROC_NULL)
     reprise::interpose::refuse("MPI_Cart_rank", "the coordinates are outside a non-periodic dimension");
   return MPI_SUCCESS;
@@ -933,7 +943,7 @@ extern "C" int MPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank) {
 extern "C" int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* source, int* dest) {
   if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Cart_shift(comm, direction, disp, source, dest);
   const VComm& c = cartesian(comm, "MPI_Cart_shift");
-  if (direction < 0 || direction >= static_cast<int>(c.dims.size()))
+  if (direction < 0 || direction >= static_cast<int>(c.topology.dims.size()))
     reprise::interpose::refuse("MPI_Cart_shift", "direction " + std::to_string(direction) + " is not a dimension");
   std::vector<int> at = coords_of(c, c.rank);
   at[static_cast<std::size_t>(direction)] += disp;
@@ -961,11 +971,11 @@ extern "C" int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* ou
       }
       const MPI_Comm c = w.derive(parent, members, true);
       VComm* v = w.find(c);
-      v->topology = VComm::Topology::cartesian;
-      for (std::size_t d = 0; d < parent.dims.size(); ++d)
+      v->topology.kind = Topology::Kind::cartesian;
+      for (std::size_t d = 0; d < parent.topology.dims.size(); ++d)
         if (remain_dims[d]) {
-          v->dims.push_back(parent.dims[d]);
-          v->periods.push_back(parent.periods[d]);
+          v->topology.dims.push_back(parent.topology.dims[d]);
+          v->topology.periods.push_back(parent.topology.periods[d]);
         }
       return c;
     });
@@ -985,11 +995,11 @@ extern "C" int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const in
 
 extern "C" int MPI_Topo_test(MPI_Comm comm, int* status) {
   if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Topo_test(comm, status);
-  switch (Wrapped::get().vcomm(comm, "MPI_Topo_test").topology) {
-    case VComm::Topology::cartesian:
+  switch (Wrapped::get().vcomm(comm, "MPI_Topo_test").topology.kind) {
+    case Topology::Kind::cartesian:
       *status = MPI_CART;
       break;
-    case VComm::Topology::graph:
+    case Topology::Kind::graph:
       *status = MPI_DIST_GRAPH;
       break;
     default:
@@ -1022,13 +1032,13 @@ extern "C" int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const
       std::iota(all.begin(), all.end(), 0);
       const MPI_Comm c = w.derive(parent, all, true);
       VComm* v = w.find(c);
-      v->topology = VComm::Topology::graph;
-      v->sources.assign(sources, sources + indegree);
-      v->destinations.assign(destinations, destinations + outdegree);
-      v->weighted = sourceweights != MPI_UNWEIGHTED;
-      if (v->weighted) {
-        if (indegree) v->source_weights.assign(sourceweights, sourceweights + indegree);
-        if (outdegree) v->destination_weights.assign(destweights, destweights + outdegree);
+      v->topology.kind = Topology::Kind::graph;
+      v->topology.sources.assign(sources, sources + indegree);
+      v->topology.destinations.assign(destinations, destinations + outdegree);
+      v->topology.weighted = sourceweights != MPI_UNWEIGHTED;
+      if (v->topology.weighted) {
+        if (indegree) v->topology.source_weights.assign(sourceweights, sourceweights + indegree);
+        if (outdegree) v->topology.destination_weights.assign(destweights, destweights + outdegree);
       }
       return c;
     });
@@ -1040,9 +1050,9 @@ extern "C" int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int* indegree, int*
   if (!serving() || !reprise::interpose::ours(comm))
     return PMPI_Dist_graph_neighbors_count(comm, indegree, outdegree, weighted);
   const VComm& c = graph(comm, "MPI_Dist_graph_neighbors_count");
-  *indegree = static_cast<int>(c.sources.size());
-  *outdegree = static_cast<int>(c.destinations.size());
-  *weighted = c.weighted ? 1 : 0;
+  *indegree = static_cast<int>(c.topology.sources.size());
+  *outdegree = static_cast<int>(c.topology.destinations.size());
+  *weighted = c.topology.weighted ? 1 : 0;
   return MPI_SUCCESS;
 }
 
@@ -1052,14 +1062,14 @@ extern "C" int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sour
     return PMPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations,
                                      destweights);
   const VComm& c = graph(comm, "MPI_Dist_graph_neighbors");
-  const bool weights = c.weighted && sourceweights != MPI_UNWEIGHTED;
-  for (std::size_t i = 0; i < c.sources.size() && static_cast<int>(i) < maxindegree; ++i) {
-    sources[i] = c.sources[i];
-    if (weights) sourceweights[i] = c.source_weights[i];
+  const bool weights = c.topology.weighted && sourceweights != MPI_UNWEIGHTED;
+  for (std::size_t i = 0; i < c.topology.sources.size() && static_cast<int>(i) < maxindegree; ++i) {
+    sources[i] = c.topology.sources[i];
+    if (weights) sourceweights[i] = c.topology.source_weights[i];
   }
-  for (std::size_t i = 0; i < c.destinations.size() && static_cast<int>(i) < maxoutdegree; ++i) {
-    destinations[i] = c.destinations[i];
-    if (weights && destweights != MPI_UNWEIGHTED) destweights[i] = c.destination_weights[i];
+  for (std::size_t i = 0; i < c.topology.destinations.size() && static_cast<int>(i) < maxoutdegree; ++i) {
+    destinations[i] = c.topology.destinations[i];
+    if (weights && destweights != MPI_UNWEIGHTED) destweights[i] = c.topology.destination_weights[i];
   }
   return MPI_SUCCESS;
 }
@@ -1067,13 +1077,13 @@ extern "C" int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sour
 void reprise::interpose::VComm::neighbours(std::vector<int>* in, std::vector<int>* out) const {
   in->clear();
   out->clear();
-  if (topology == Topology::graph) {
-    *in = sources;
-    *out = destinations;
+  if (topology.kind == Topology::Kind::graph) {
+    *in = topology.sources;
+    *out = topology.destinations;
     return;
   }
   std::vector<int> at = coords_of(*this, rank);
-  for (std::size_t d = 0; d < dims.size(); ++d) {
+  for (std::size_t d = 0; d < topology.dims.size(); ++d) {
     for (int step : {-1, +1}) {
       at[d] += step;
       in->push_back(rank_of(*this, at));

@@ -25,6 +25,22 @@
 
 namespace reprise::interpose {
 
+/// A communicator's topology (MPI_Cart_create, MPI_Cart_sub, MPI_Dist_graph_create_adjacent; kept by MPI_Comm_dup):
+/// a Cartesian one's dimensions (row-major, as MPI numbers it), or a distributed graph's neighbours of this rank
+/// (comm ranks, in the program's order; their weights when it gave them). Nothing here grows with the job: a grid's
+/// dimensions and this rank's own edges.
+struct Topology {
+  enum class Kind : int { none = 0, cartesian = 1, graph = 2 };
+  Kind kind = Kind::none;
+  std::vector<int> dims, periods;
+  std::vector<int> sources, destinations;
+  bool weighted = false;
+  std::vector<int> source_weights, destination_weights;
+  /// Its words in the communicator table kept with a version (Wrapped::locate_table), and back from them.
+  void write(std::vector<std::int64_t>* words) const;
+  void read(const std::function<std::int64_t()>& next);
+};
+
 /// A communicator of the program: its ranks are a list of the job's (Comm's) ranks; messages on it carry its
 /// context in their tags (wire tag = context * kTagsPerContext + tag; the last tag of a context is its
 /// collectives').
@@ -35,16 +51,7 @@ struct VComm {
   int rank = 0;
   int size = 0;
   std::vector<int> members;  // comm rank -> job rank; empty: the identity (MPI_COMM_WORLD and its duplicates)
-  // A topology (MPI_Cart_create, MPI_Cart_sub, MPI_Dist_graph_create_adjacent; kept by MPI_Comm_dup): a Cartesian
-  // one's dimensions (row-major, as MPI numbers it), or a distributed graph's neighbours of this rank (comm ranks,
-  // in the program's order; their weights when it gave them). Nothing here grows with the job: a grid's dimensions
-  // and this rank's own edges.
-  enum class Topology : int { none = 0, cartesian = 1, graph = 2 };
-  Topology topology = Topology::none;
-  std::vector<int> dims, periods;
-  std::vector<int> sources, destinations;
-  bool weighted = false;
-  std::vector<int> source_weights, destination_weights;
+  Topology topology;
   // What the program hangs on it (attributes.cpp): its name (MPI_Comm_set_name) and attributes (keyval, value) in
   // the order they were set. Not kept with a version: the set-up that sets them runs again after a rollback.
   std::string name;
@@ -52,17 +59,6 @@ struct VComm {
   MPI_Errhandler errhandler = MPI_ERRORS_ARE_FATAL;  // MPI_Comm_set_errhandler's (inherited by derived communicators)
   std::uint64_t seq = 0;                             // made by the program's seq-th communicator creation call (from 0)
   int job_rank(int r) const { return members.empty() ? r : members[static_cast<std::size_t>(r)]; }
-  /// MPI_Comm_dup: the same topology as `parent`.
-  void keep_topology(const VComm& parent) {
-    topology = parent.topology;
-    dims = parent.dims;
-    periods = parent.periods;
-    sources = parent.sources;
-    destinations = parent.destinations;
-    weighted = parent.weighted;
-    source_weights = parent.source_weights;
-    destination_weights = parent.destination_weights;
-  }
   /// The neighbours of this rank (comm ranks, MPI_PROC_NULL where a Cartesian dimension ends) in MPI's order: a
   /// Cartesian communicator's two per dimension (the -1 then the +1 one), a graph's as the program gave them.
   void neighbours(std::vector<int>* in, std::vector<int>* out) const;
