@@ -130,6 +130,7 @@ void Wrapped::stop() {
   }
   for (VRequest* r : requests_) delete r;  // (their Comm requests before Comm goes)
   requests_.clear();
+  fortran_requests_.clear();
   freed_.clear();
   probed_.clear();
   ++depth;
@@ -241,24 +242,10 @@ void Wrapped::free(MPI_Comm* c) {
         "its request first");
   delete_attributes(*c, *v);
   contexts_used_ &= ~(1u << v->context);
-  std::replace(fortran_.begin(), fortran_.end(), v, static_cast<VComm*>(nullptr));
+  fortran_comms_.forget(v);
   comms_.erase(v);
   delete v;
   *c = MPI_COMM_NULL;
-}
-
-int Wrapped::fortran_number(VComm* v) {
-  auto at = std::find(fortran_.begin(), fortran_.end(), v);
-  if (at == fortran_.end()) at = std::find(fortran_.begin(), fortran_.end(), nullptr);
-  if (at == fortran_.end()) at = fortran_.insert(fortran_.end(), nullptr);
-  *at = v;
-  return kFortranBase + static_cast<int>(at - fortran_.begin());
-}
-
-std::optional<MPI_Comm> Wrapped::from_fortran(int number) const {
-  const auto i = static_cast<std::size_t>(number) - kFortranBase;
-  if (number < kFortranBase || i >= fortran_.size()) return std::nullopt;
-  return fortran_[i] ? reinterpret_cast<MPI_Comm>(fortran_[i]) : MPI_COMM_NULL;
 }
 
 Probed& Wrapped::probe(int source, int wire_tag) {
@@ -339,6 +326,7 @@ void Wrapped::reap_freed(bool block) {
 std::unique_ptr<VRequest> Wrapped::release(MPI_Request* r) {
   VRequest* v = find(*r);
   if (v) requests_.erase(v);
+  fortran_requests_.forget(v);
   *r = MPI_REQUEST_NULL;
   return std::unique_ptr<VRequest>(v);
 }
@@ -478,6 +466,7 @@ void Wrapped::abandon_requests() {
   abandon_collectives();
   for (VRequest* r : requests_) delete r;  // Comm cancels their receives
   requests_.clear();
+  fortran_requests_.clear();
   freed_.clear();
 }
 
@@ -486,7 +475,7 @@ void Wrapped::rolled_back(bool from_start) {
   probed_.clear();
   for (VComm* c : comms_) delete c;  // (their attributes without their delete callbacks: attributes.cpp)
   comms_.clear();
-  fortran_.clear();
+  fortran_comms_.clear();
   world_.attributes.clear();
   world_.name.clear();
   world_.errhandler = MPI_ERRORS_ARE_FATAL;
@@ -537,6 +526,7 @@ int run(int argc, char** argv, const std::function<int(int, char**)>& body) {
 using reprise::interpose::serving;
 using reprise::interpose::Topology;
 using reprise::interpose::VComm;
+using reprise::interpose::VRequest;
 using reprise::interpose::Wrapped;
 
 namespace {
@@ -817,12 +807,27 @@ extern "C" int MPI_Comm_compare(MPI_Comm a, MPI_Comm b, int* result) {
 extern "C" int MPI_Comm_c2f(MPI_Comm comm) {
   if (!serving() || comm == MPI_COMM_WORLD || !reprise::interpose::ours(comm)) return PMPI_Comm_c2f(comm);
   Wrapped& w = Wrapped::get();
-  return w.fortran_number(w.find(comm));
+  return w.fortran_comms().number(w.find(comm));
 }
 
 extern "C" MPI_Comm MPI_Comm_f2c(int number) {
-  const std::optional<MPI_Comm> c = serving() ? Wrapped::get().from_fortran(number) : std::nullopt;
-  return c ? *c : PMPI_Comm_f2c(number);
+  if (!serving()) return PMPI_Comm_f2c(number);
+  Wrapped& w = Wrapped::get();
+  const std::optional<VComm*> c = w.fortran_comms().find(number);
+  return !c ? PMPI_Comm_f2c(number) : *c ? w.handle(*c) : MPI_COMM_NULL;
+}
+
+extern "C" int MPI_Request_c2f(MPI_Request request) {
+  if (!serving() || !reprise::interpose::ours(request)) return PMPI_Request_c2f(request);
+  Wrapped& w = Wrapped::get();
+  return w.fortran_requests().number(w.find(request));
+}
+
+extern "C" MPI_Request MPI_Request_f2c(int number) {
+  if (!serving()) return PMPI_Request_f2c(number);
+  Wrapped& w = Wrapped::get();
+  const std::optional<VRequest*> r = w.fortran_requests().find(number);
+  return !r ? PMPI_Request_f2c(number) : *r ? w.handle(*r) : MPI_REQUEST_NULL;
 }
 
 extern "C" int MPI_Comm_test_inter(MPI_Comm comm, int* flag) {

@@ -9,6 +9,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -114,6 +115,34 @@ inline constexpr int kTagUb = kTagsPerContext - 2;
 inline constexpr int kFortranBase = 1 << 24;
 inline constexpr const char* kTableRegion = "reprise.communicators";  // the program's communicators at a version
 
+/// Numbers for the interposition's handles (MPI_Comm_c2f, MPI_Request_c2f; converted back by the _f2c calls): from
+/// kFortranBase, above those the library gives its own handles (from 0), the lowest free one first. Only handles
+/// the program converted take one, until they are freed.
+template <class T>
+class FortranNumbers {
+ public:
+  int number(T* v) {
+    auto at = std::find(slots_.begin(), slots_.end(), v);
+    if (at == slots_.end()) at = std::find(slots_.begin(), slots_.end(), nullptr);
+    if (at == slots_.end()) at = slots_.insert(slots_.end(), nullptr);
+    *at = v;
+    return kFortranBase + static_cast<int>(at - slots_.begin());
+  }
+  /// std::nullopt: not one of these numbers; a null pointer: its handle was freed since.
+  std::optional<T*> find(int number) const {
+    if (number < kFortranBase || static_cast<std::size_t>(number - kFortranBase) >= slots_.size()) return std::nullopt;
+    return slots_[static_cast<std::size_t>(number - kFortranBase)];
+  }
+  void forget(const T* v) {
+    for (T*& slot : slots_)
+      if (slot == v) slot = nullptr;
+  }
+  void clear() { slots_.clear(); }
+
+ private:
+  std::vector<T*> slots_;  // number - kFortranBase -> handle (null: free)
+};
+
 /// True when the calling thread is the program's (the one that called MPI_Init) outside a served call: only then
 /// is a call the program's own.
 bool serving();
@@ -153,10 +182,8 @@ class Wrapped {
   /// the parent's error handler.
   MPI_Comm create(const VComm& parent, bool in_it, const char* call, const std::function<MPI_Comm()>& make);
   void free(MPI_Comm* c);
-  /// MPI_Comm_c2f and MPI_Comm_f2c for the communicators derived here: numbers from kFortranBase (the library
-  /// numbers its own from 0), the lowest free one first; std::nullopt: not one of those numbers.
-  int fortran_number(VComm* v);
-  std::optional<MPI_Comm> from_fortran(int number) const;
+  /// MPI_Comm_c2f and MPI_Comm_f2c for the communicators derived here.
+  FortranNumbers<VComm>& fortran_comms() { return fortran_comms_; }
 
   /// The message the next receive of (source, wire tag) gets, received ahead by a probe (a receive posted on Comm
   /// when none is under way). settle() completes it, blocking or not; take() hands it to a receive.
@@ -168,6 +195,8 @@ class Wrapped {
   std::shared_ptr<Probed> take_matched(MPI_Message m);
   bool ours_message(MPI_Message m) const;
 
+  /// MPI_Request_c2f and MPI_Request_f2c for the requests made here.
+  FortranNumbers<VRequest>& fortran_requests() { return fortran_requests_; }
   VRequest* find(MPI_Request r);
   MPI_Request handle(VRequest* r) { return reinterpret_cast<MPI_Request>(r); }
   MPI_Request adopt(std::unique_ptr<VRequest> r);
@@ -210,7 +239,8 @@ class Wrapped {
   bool replaying_ = false;
   VComm world_;
   std::unordered_set<VComm*> comms_;
-  std::vector<VComm*> fortran_;  // number - kFortranBase -> communicator (null: free)
+  FortranNumbers<VComm> fortran_comms_;
+  FortranNumbers<VRequest> fortran_requests_;
   std::unordered_set<VRequest*> requests_;
   std::vector<std::unique_ptr<VRequest>> freed_;  // sends the program freed before they completed
   std::vector<std::shared_ptr<Probed>> probed_;   // in the order the probes came

@@ -746,9 +746,21 @@ void handles() {
                                 static_cast<std::uint64_t>(MPI_Comm_c2f(half) != MPI_Comm_c2f(e)) << 2 |
                                 static_cast<std::uint64_t>(MPI_Comm_f2c(MPI_Comm_c2f(MPI_COMM_WORLD)) == MPI_COMM_WORLD)
                                     << 3;
+  // A request through its Fortran number and back, then waited for.
+  const int next_rank = (world_rank + 1) % world_size, prev_rank = (world_rank + world_size - 1) % world_size;
+  double out_value = world_rank + 0.5, in_value = -1;
+  MPI_Request sent, received;
+  MPI_Irecv(&in_value, 1, MPI_DOUBLE, prev_rank, 30, e, &received);
+  MPI_Isend(&out_value, 1, MPI_DOUBLE, next_rank, 30, e, &sent);
+  MPI_Request back = MPI_Request_f2c(MPI_Request_c2f(received));
+  const std::uint64_t same_request = back == received && MPI_Request_c2f(sent) != MPI_Request_c2f(received);
+  MPI_Wait(&back, MPI_STATUS_IGNORE);
+  MPI_Wait(&sent, MPI_STATUS_IGNORE);
   MPI_Comm_free(&half);
   MPI_Comm_free(&e);
-  report("error handlers/c2f", mix(handlers ^ fortran << 4 ^ static_cast<std::uint64_t>(errors_seen) << 8));
+  report("error handlers/c2f",
+         mix(handlers ^ fortran << 4 ^ same_request << 6 ^ static_cast<std::uint64_t>(errors_seen) << 8) ^
+             digest(&in_value, 1));
 
   // Packed by the program, sent as MPI_PACKED, unpacked; a receive watched by MPI_Request_get_status.
   const int n = world_size, next = (world_rank + 1) % n, prev = (world_rank + n - 1) % n;
