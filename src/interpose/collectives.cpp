@@ -566,7 +566,7 @@ std::vector<Block> same_block(const void* buf, int n, int count, MPI_Datatype ty
 int start(MPI_Comm comm, MPI_Request* request, const char* call, std::function<void()> body) {
   REPRISE_SERVE(call, {
     Wrapped& w = Wrapped::get();
-    const VComm& c = w.vcomm(comm, call);
+    const VComm& c = w.intra(comm, call);
     if (w.replaying()) {
       if (std::strcmp(call, "MPI_Ibarrier") != 0) w.comm();
       body = [] {};
@@ -584,7 +584,7 @@ int start(MPI_Comm comm, MPI_Request* request, const char* call, std::function<v
 int init(MPI_Comm comm, MPI_Request* request, const char* call, std::function<void()> body) {
   REPRISE_SERVE(call, {
     Wrapped& w = Wrapped::get();
-    w.vcomm(comm, call);
+    w.intra(comm, call);
     auto r = std::make_unique<VRequest>();
     r->persistent = true;
     r->active = false;
@@ -601,7 +601,7 @@ int keep(MPI_Comm comm, MPI_Request* request, const char* call, std::function<vo
 }
 
 int size_of(MPI_Comm comm, const char* call) {
-  return Wrapped::get().vcomm(comm, call).size;
+  return Wrapped::get().intra(comm, call).size;
 }
 
 // A neighbourhood collective, blocking (`request` null) or started (kept, nonblocking.hpp): `make` describes its

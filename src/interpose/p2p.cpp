@@ -66,6 +66,12 @@ int peer(const VComm& c, int rank, const char* call) {
     refuse(call,
            "MPI_ANY_SOURCE is not supported: which message matches would depend on timing, and a replay "
            "after a failure could deliver another one. Name the source rank");
+  if (c.inter()) {  // (a rank of the remote group)
+    if (rank < 0 || static_cast<std::size_t>(rank) >= c.remote.size())
+      refuse(call, "rank " + std::to_string(rank) + " is not in the intercommunicator's remote group (" +
+                       std::to_string(c.remote.size()) + " ranks)");
+    return c.remote[static_cast<std::size_t>(rank)];
+  }
   if (rank < 0 || rank >= c.size)
     refuse(call, "rank " + std::to_string(rank) + " is not in the communicator (" + std::to_string(c.size) + " ranks)");
   return c.job_rank(rank);

@@ -21,9 +21,11 @@ WHY = [
     (r"^MPI_File", "MPI-IO writes outside the checkpointed state; a rollback would not undo it"),
     (r"^MPI_(Psend_init|Precv_init|Pready|Parrived)", "partitioned communication is not supported yet "
      "(persistent requests, MPI_Send_init, MPI_Recv_init and the persistent collectives, are)"),
-    (r"^MPI_(Comm_spawn|Comm_connect|Comm_accept|Comm_join|Intercomm_|Comm_remote|Comm_create_from_group|"
-     r"Intercomm_create_from_groups)", "new processes and intercommunicators are managed by the runtime itself "
-     "(replacements after a failure)"),
+    (r"^MPI_(Comm_spawn|Comm_connect|Comm_accept|Comm_join)", "new processes and connections between jobs are the "
+     "runtime's own (replacements after a failure); intercommunicators within the job are served "
+     "(MPI_Intercomm_create)"),
+    (r"^MPI_(Comm_create_from_group|Intercomm_create_from_groups)", "the communicators of MPI sessions are not "
+     "supported: derive them from MPI_COMM_WORLD"),
     (r"^MPI_(Dist_graph_create$|Graph)", "a graph given by edges of other ranks (MPI_Dist_graph_create, MPI-1's "
      "MPI_Graph_create) is not supported: each rank would hold edges that grow with the job "
      "(MPI_Dist_graph_create_adjacent and MPI_Cart_create are served)"),
@@ -33,7 +35,6 @@ WHY = [
      r"\w*|\w+_init(_c)?)$", "this form of a collective is not supported yet (large counts): the int-count forms "
      "are served, blocking, non-blocking and persistent (docs/WRAPPING.md)"),
     (r"^MPI_Cancel", "a cancelled message would leave its channel's order undefined for the replay"),
-    (r"^MPI_Comm_remote_group", "intercommunicators are managed by the runtime itself"),
 ]
 GENERIC = "it is not supported on the application's communicators under Reprise (docs/WRAPPING.md lists what is)"
 

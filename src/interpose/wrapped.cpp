@@ -172,11 +172,37 @@ VComm& Wrapped::vcomm(MPI_Comm c, const char* call) {
                                     "MPI_Comm_create, MPI_Cart_create)");
 }
 
-VComm& Wrapped::collective(MPI_Comm c, const char* call) {
+VComm& Wrapped::intra(MPI_Comm c, const char* call) {
   VComm& v = vcomm(c, call);
+  if (v.inter())
+    refuse(call,
+           "the communicator is an intercommunicator: point-to-point, MPI_Intercomm_merge and MPI_Comm_free are "
+           "served on one, not collectives or new communicators (merge it with MPI_Intercomm_merge first)");
+  return v;
+}
+
+VComm& Wrapped::collective(MPI_Comm c, const char* call) {
+  VComm& v = intra(c, call);
   carry_out_collectives();  // (this one after those the program started before it)
   rt_->collective_point();
   return v;
+}
+
+int Wrapped::free_context(std::uint64_t used) {
+  int context = 0;
+  while (context < kContexts && (used >> context & 1u)) ++context;
+  if (context == kContexts)
+    throw UsageError("more than " + std::to_string(kContexts - 1) +
+                     " communicators derived from MPI_COMM_WORLD are alive at once (each takes a range of Comm's "
+                     "tags); free those no longer used with MPI_Comm_free");
+  return context;
+}
+
+MPI_Comm Wrapped::add(std::unique_ptr<VComm> v) {
+  contexts_used_ |= 1u << v->context;
+  VComm* raw = v.release();
+  comms_.insert(raw);
+  return handle(raw);
 }
 
 MPI_Comm Wrapped::derive(VComm& parent, const std::vector<int>& members, bool in_it) {
@@ -184,12 +210,7 @@ MPI_Comm Wrapped::derive(VComm& parent, const std::vector<int>& members, bool in
   // meet).
   std::uint64_t used = contexts_used_;
   allreduce_bits(parent, used);
-  int context = 0;
-  while (context < kContexts && (used >> context & 1u)) ++context;
-  if (context == kContexts)
-    throw UsageError("more than " + std::to_string(kContexts - 1) +
-                     " communicators derived from MPI_COMM_WORLD are alive at once (each takes a range of Comm's "
-                     "tags); free those no longer used with MPI_Comm_free");
+  const int context = free_context(used);
   if (!in_it) return MPI_COMM_NULL;
   auto v = std::make_unique<VComm>();
   v->context = context;
@@ -202,10 +223,7 @@ MPI_Comm Wrapped::derive(VComm& parent, const std::vector<int>& members, bool in
     if (members[i] == parent.rank) v->rank = static_cast<int>(i);
   }
   if (identity) v->members.clear();
-  contexts_used_ |= 1u << context;
-  VComm* raw = v.release();
-  comms_.insert(raw);
-  return handle(raw);
+  return add(std::move(v));
 }
 
 MPI_Comm Wrapped::create(const VComm& parent, bool in_it, const char* call, const std::function<MPI_Comm()>& make) {
@@ -333,11 +351,13 @@ std::unique_ptr<VRequest> Wrapped::release(MPI_Request* r) {
 
 // ---- The communicators at a version (region kTableRegion) and rollback --------------------------------------
 // Words of 64 bits: magic, creation calls so far, contexts in use, count; per communicator seq, context, rank,
-// size, the number of members and the members, then its topology (Topology::write); then the count of probed
-// messages, and per message its source, wire tag, bytes and the bytes themselves (padded to a word).
+// size, the number of members and the members, the number of remote members (an intercommunicator's) and those,
+// then its topology (Topology::write); then the count of probed messages, and per message its source, wire tag,
+// bytes and the bytes themselves (padded to a word).
 
 namespace {
-// "RPRTCBL3"; format 1 had no topology kind, format 2 the topology's counts among the communicator's.
+// "RPRTCBL3"; format 1 had no topology kind, format 2 no remote group and the topology's counts among the
+// communicator's.
 constexpr std::int64_t kTableMagic = 0x5250525443424c33;
 }  // namespace
 
@@ -384,6 +404,8 @@ std::pair<void*, std::size_t> Wrapped::locate_table(std::optional<std::size_t> b
     w.insert(w.end(), {static_cast<std::int64_t>(c->seq), c->context, c->rank, c->size,
                        static_cast<std::int64_t>(c->members.size())});
     w.insert(w.end(), c->members.begin(), c->members.end());
+    w.push_back(static_cast<std::int64_t>(c->remote.size()));
+    w.insert(w.end(), c->remote.begin(), c->remote.end());
     c->topology.write(&w);
   }
   // The messages probes received that no receive took yet: delivered, so kept with the version.
@@ -427,6 +449,7 @@ void Wrapped::read_table(std::vector<VComm>* comms) {
     c.rank = static_cast<int>(next());
     c.size = static_cast<int>(next());
     for (std::int64_t members = next(); members > 0; --members) c.members.push_back(static_cast<int>(next()));
+    for (std::int64_t remote = next(); remote > 0; --remote) c.remote.push_back(static_cast<int>(next()));
     c.topology.read(next);
     if (comms) comms->push_back(std::move(c));
   }
@@ -595,7 +618,7 @@ namespace {
 // MPI_Comm_dup's body: the same ranks, topology and (through their copy callbacks) attributes.
 void dup(MPI_Comm comm, MPI_Comm* out, const char* call) {
   Wrapped& w = Wrapped::get();
-  VComm& parent = w.vcomm(comm, call);
+  VComm& parent = w.intra(comm, call);
   *out = w.create(parent, true, call, [&] {
     std::vector<int> all(static_cast<std::size_t>(parent.size));
     std::iota(all.begin(), all.end(), 0);
@@ -612,7 +635,7 @@ void dup(MPI_Comm comm, MPI_Comm* out, const char* call) {
 int idup(MPI_Comm comm, MPI_Comm* out, MPI_Request* request, const char* call) {
   REPRISE_SERVE(call, {
     Wrapped& w = Wrapped::get();
-    const VComm& c = w.vcomm(comm, call);
+    const VComm& c = w.intra(comm, call);
     auto r = std::make_unique<VRequest>();
     if (w.replaying()) {
       dup(comm, out, call);
@@ -657,7 +680,7 @@ namespace {
 // MPI_Comm_split's body: each colour's ranks ordered by (key, parent rank).
 void split(MPI_Comm comm, int color, int key, MPI_Comm* out, const char* call) {
   Wrapped& w = Wrapped::get();
-  VComm& parent = w.vcomm(comm, call);
+  VComm& parent = w.intra(comm, call);
   *out = w.create(parent, color != MPI_UNDEFINED, call, [&] {
     const std::vector<std::int64_t> mine{color, key};
     const std::vector<std::int64_t> all = allgather_ints(parent, mine);
@@ -701,8 +724,8 @@ extern "C" int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_I
 // Groups are the library's: MPI_Comm_group gives a real MPI group of the communicator's job ranks (taken from the
 // runtime's communicator, numbered as the job), in the communicator's order, so every group call (MPI_Group_incl,
 // _excl, _translate_ranks, _rank, _size, _free, ...) is the library's own. MPI_Comm_create maps a group back to
-// ranks of its parent and derives the communicator as MPI_Comm_split does. (MPI_Comm_create_group, collective over
-// the group's members only, stays refused: deriving a communicator agrees on its context over the parent.)
+// ranks of its parent and derives the communicator as MPI_Comm_split does. An intercommunicator's group is its local
+// group (MPI_Comm_remote_group: intercomm.cpp).
 extern "C" int MPI_Comm_group(MPI_Comm comm, MPI_Group* group) {
   if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_group(comm, group);
   REPRISE_SERVE("MPI_Comm_group", {
@@ -747,7 +770,7 @@ extern "C" int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* out) {
   if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_create(comm, group, out);
   REPRISE_SERVE("MPI_Comm_create", {
     Wrapped& w = Wrapped::get();
-    VComm& parent = w.vcomm(comm, "MPI_Comm_create");
+    VComm& parent = w.intra(comm, "MPI_Comm_create");
     const std::vector<int> members = reprise::interpose::members_of(parent, group, "MPI_Comm_create");
     const bool in_it = std::find(members.begin(), members.end(), parent.rank) != members.end();
     *out = w.create(parent, in_it, "MPI_Comm_create", [&] { return w.derive(parent, members, in_it); });
@@ -763,7 +786,7 @@ extern "C" int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MP
   if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_create_group(comm, group, tag, out);
   REPRISE_SERVE("MPI_Comm_create_group", {
     Wrapped& w = Wrapped::get();
-    VComm& parent = w.vcomm(comm, "MPI_Comm_create_group");
+    VComm& parent = w.intra(comm, "MPI_Comm_create_group");
     const std::vector<int> members = reprise::interpose::members_of(parent, group, "MPI_Comm_create_group");
     const auto me = std::find(members.begin(), members.end(), parent.rank);
     const bool in_it = me != members.end();
@@ -795,7 +818,7 @@ extern "C" int MPI_Comm_compare(MPI_Comm a, MPI_Comm b, int* result) {
     Wrapped& w = Wrapped::get();
     const VComm& x = w.vcomm(a, "MPI_Comm_compare");
     const VComm& y = w.vcomm(b, "MPI_Comm_compare");
-    bool same = x.size == y.size;
+    bool same = x.size == y.size && x.remote == y.remote;  // (intercommunicators: both groups)
     for (int r = 0; same && r < x.size; ++r) same = x.job_rank(r) == y.job_rank(r);
     *result = &x == &y ? MPI_IDENT : same ? MPI_CONGRUENT : MPI_UNEQUAL;
   });
@@ -828,12 +851,6 @@ extern "C" MPI_Request MPI_Request_f2c(int number) {
   Wrapped& w = Wrapped::get();
   const std::optional<VRequest*> r = w.fortran_requests().find(number);
   return !r ? PMPI_Request_f2c(number) : *r ? w.handle(*r) : MPI_REQUEST_NULL;
-}
-
-extern "C" int MPI_Comm_test_inter(MPI_Comm comm, int* flag) {
-  if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_test_inter(comm, flag);
-  *flag = 0;
-  return MPI_SUCCESS;
 }
 
 // ---- Cartesian communicators (row-major: the last dimension varies fastest, as MPI numbers them) ----------------
@@ -884,7 +901,7 @@ extern "C" int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const
   if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Cart_create(comm, ndims, dims, periods, reorder, out);
   REPRISE_SERVE("MPI_Cart_create", {
     Wrapped& w = Wrapped::get();
-    VComm& parent = w.vcomm(comm, "MPI_Cart_create");
+    VComm& parent = w.intra(comm, "MPI_Cart_create");
     int cells = 1;
     for (int d = 0; d < ndims; ++d) {
       if (dims[d] <= 0)
@@ -1024,7 +1041,7 @@ extern "C" int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const
                                            info, reorder, out);
   REPRISE_SERVE("MPI_Dist_graph_create_adjacent", {
     Wrapped& w = Wrapped::get();
-    VComm& parent = w.vcomm(comm, "MPI_Dist_graph_create_adjacent");
+    VComm& parent = w.intra(comm, "MPI_Dist_graph_create_adjacent");
     if (indegree < 0 || outdegree < 0) throw reprise::UsageError("a negative degree");
     for (int i = 0; i < indegree + outdegree; ++i) {
       const int r = i < indegree ? sources[i] : destinations[i - indegree];

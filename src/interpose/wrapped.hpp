@@ -52,6 +52,10 @@ struct VComm {
   int rank = 0;
   int size = 0;
   std::vector<int> members;  // comm rank -> job rank; empty: the identity (MPI_COMM_WORLD and its duplicates)
+  // An intercommunicator's remote group (MPI_Intercomm_create): its job ranks, which a rank of point-to-point names;
+  // empty for an intracommunicator.
+  std::vector<int> remote;
+  bool inter() const { return !remote.empty(); }
   Topology topology;
   // What the program hangs on it (attributes.cpp): its name (MPI_Comm_set_name) and attributes (keyval, value) in
   // the order they were set. Not kept with a version: the set-up that sets them runs again after a rollback.
@@ -170,12 +174,19 @@ class Wrapped {
   VComm* find(MPI_Comm c);
   /// The program's communicator `c`, or a refusal naming `call` (a handle not derived from MPI_COMM_WORLD).
   VComm& vcomm(MPI_Comm c, const char* call);
-  /// vcomm() for a collective call; first the failure injection's `collective` point (REPRISE_KILL).
+  /// vcomm() refusing an intercommunicator (collectives and communicator calls on one are not served).
+  VComm& intra(MPI_Comm c, const char* call);
+  /// intra() for a collective call; first the failure injection's `collective` point (REPRISE_KILL).
   VComm& collective(MPI_Comm c, const char* call);
   MPI_Comm handle(VComm* v) { return reinterpret_cast<MPI_Comm>(v); }
   /// A new communicator of `parent`'s members `members` (parent ranks, in the new order); collective over
   /// `parent` (every member calls it, `members` empty where this rank is not in it). Agrees on a free context.
   MPI_Comm derive(VComm& parent, const std::vector<int>& members, bool in_it);
+  /// The lowest context not in `used` (bits: contexts in use at the members of a new communicator), or an error.
+  static int free_context(std::uint64_t used);
+  /// A new communicator of the program (its context taken here).
+  MPI_Comm add(std::unique_ptr<VComm> v);
+  std::uint64_t contexts_used() const { return contexts_used_; }
   /// A communicator creation call of the program (MPI_Comm_dup, MPI_Comm_split, MPI_Cart_create) on `parent`;
   /// `in_it`: this rank gets a communicator. Live, `make` derives it (collective). While replaying, the communicator
   /// this call made at its first execution is rebuilt from the checkpoint, with no message. Either way it inherits

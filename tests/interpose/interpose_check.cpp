@@ -3,7 +3,7 @@
 // lines (each call's results, folded into digests); the wrapped one also checks that the messages went through
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
 //   interpose-check [--refuse any-source|any-tag|tag|win|cancel|dist-graph|neighbor-no-topology|
-//                             free-receive|split-type|free-icollective|errors-are-fatal]
+//                             free-receive|split-type|free-icollective|errors-are-fatal|inter-collective]
 //   interpose-check --node-communicator
 //   reprise-interpose-check --message-before-restore | --probe-across-checkpoints | --set-up-communicators
 //                           (reprise::run; tests with kills)
@@ -830,6 +830,85 @@ void handles() {
   report("buffered/ready sends", digest(br, 4) ^ static_cast<std::uint64_t>(detached == attached.data()) << 60);
 }
 
+// Intercommunicators: the even and the odd world ranks as two groups, joined by MPI_Intercomm_create twice (leaders
+// rank 0 of each group; then each group's last rank); each rank sends to and receives from every remote rank
+// (blocking and not, a probe), the remote group's world ranks, then MPI_Intercomm_merge (the even group low, then
+// both low: Open MPI's order, the group whose rank 0 is the higher world rank first) and a reduction over each.
+void intercommunicators() {
+  if (world_size < 2) return;
+  const int color = world_rank % 2;
+  MPI_Comm half, inter, ends, low_first, both_low;
+  MPI_Comm_split(MPI_COMM_WORLD, color, world_rank, &half);
+  int local = 0, local_size = 0;
+  MPI_Comm_rank(half, &local);
+  MPI_Comm_size(half, &local_size);
+  MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, 1 - color, 77, &inter);
+  const int evens = (world_size + 1) / 2, odds = world_size / 2;
+  const int other_last = color == 0 ? 2 * (odds - 1) + 1 : 2 * (evens - 1);  // the other group's last world rank
+  MPI_Intercomm_create(half, local_size - 1, MPI_COMM_WORLD, other_last, 78, &ends);
+  int is_inter = 0, remote_size = 0, inter_rank = -1, inter_size = 0;
+  MPI_Comm_test_inter(inter, &is_inter);
+  MPI_Comm_remote_size(inter, &remote_size);
+  MPI_Comm_rank(inter, &inter_rank);
+  MPI_Comm_size(inter, &inter_size);
+  std::vector<double> out(static_cast<std::size_t>(remote_size)), in(static_cast<std::size_t>(remote_size), -1);
+  std::vector<MPI_Request> requests;
+  for (int r = 0; r < remote_size; ++r) {
+    out[static_cast<std::size_t>(r)] = world_rank * 100.0 + r + 0.25;
+    requests.emplace_back();
+    MPI_Irecv(&in[static_cast<std::size_t>(r)], 1, MPI_DOUBLE, r, 5, inter, &requests.back());
+  }
+  for (int r = 0; r < remote_size; ++r) {
+    requests.emplace_back();
+    MPI_Isend(&out[static_cast<std::size_t>(r)], 1, MPI_DOUBLE, r, 5, inter, &requests.back());
+  }
+  std::vector<MPI_Status> statuses(requests.size());
+  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data());
+  std::uint64_t sources = 0;
+  for (int r = 0; r < remote_size; ++r) sources = sources * 31 + static_cast<std::uint64_t>(statuses[r].MPI_SOURCE);
+  // Over the second one: a ring between the groups' ranks (local rank i to remote rank i % remote size), a probe.
+  int ends_remote = 0;
+  MPI_Comm_remote_size(ends, &ends_remote);
+  const int to = local % ends_remote;
+  int token = world_rank * 7, got_token = -1, probed_count = 0;
+  MPI_Request token_sent;
+  MPI_Isend(&token, 1, MPI_INT, to, 9, ends, &token_sent);
+  std::int64_t tokens = 0;
+  for (int r = 0; r < ends_remote; ++r) {  // the remote ranks that send here: r % local_size == local
+    if (r % local_size != local) continue;
+    MPI_Status st;
+    MPI_Probe(r, 9, ends, &st);
+    MPI_Get_count(&st, MPI_INT, &probed_count);
+    MPI_Recv(&got_token, 1, MPI_INT, r, 9, ends, MPI_STATUS_IGNORE);
+    tokens = tokens * 131 + got_token + probed_count;
+  }
+  MPI_Wait(&token_sent, MPI_STATUS_IGNORE);
+  MPI_Group remote_group, world_group;
+  MPI_Comm_remote_group(inter, &remote_group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  std::vector<int> remote_ranks(static_cast<std::size_t>(remote_size)), world_ranks(remote_ranks.size());
+  for (int r = 0; r < remote_size; ++r) remote_ranks[static_cast<std::size_t>(r)] = r;
+  MPI_Group_translate_ranks(remote_group, remote_size, remote_ranks.data(), world_group, world_ranks.data());
+  MPI_Group_free(&remote_group);
+  MPI_Group_free(&world_group);
+  MPI_Intercomm_merge(inter, color, &low_first);
+  MPI_Intercomm_merge(ends, 0, &both_low);
+  int merged_rank = -1, merged_size = 0, both_rank = -1, weighted = 0, both_weighted = 0;
+  MPI_Comm_rank(low_first, &merged_rank);
+  MPI_Comm_size(low_first, &merged_size);
+  MPI_Comm_rank(both_low, &both_rank);
+  const int mine = world_rank * (merged_rank + 1), mine_both = world_rank * (both_rank + 3);
+  MPI_Allreduce(&mine, &weighted, 1, MPI_INT, MPI_SUM, low_first);
+  MPI_Allreduce(&mine_both, &both_weighted, 1, MPI_INT, MPI_SUM, both_low);
+  for (MPI_Comm* c : {&both_low, &low_first, &ends, &inter, &half}) MPI_Comm_free(c);
+  report("intercommunicators",
+         mix(digest(in.data(), in.size()) ^ sources ^ static_cast<std::uint64_t>(tokens) << 3 ^
+             digest(world_ranks.data(), world_ranks.size()) << 1 ^
+             static_cast<std::uint64_t>(is_inter + 2 * inter_rank + 100 * inter_size + 10000 * remote_size) << 20 ^
+             static_cast<std::uint64_t>(merged_rank + 100 * merged_size) << 40 ^
+             static_cast<std::uint64_t>(weighted) << 8 ^ static_cast<std::uint64_t>(both_weighted) << 12));
+}
+
 // MPI_Alltoallw (a strided datatype out, rows in), blocking and not; the persistent collectives (MPI 4), started
 // three times with new values, several at once with persistent point-to-point, then freed.
 void alltoallw_and_persistent() {
@@ -1003,6 +1082,11 @@ void refuse(const std::string& what) {
   } else if (what == "split-type") {
     MPI_Comm c;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED + 1000, 0, MPI_INFO_NULL, &c);
+  } else if (what == "inter-collective") {  // a collective on an intercommunicator
+    MPI_Comm half, inter;
+    MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, 0, &half);
+    MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, 1 - world_rank % 2, 0, &inter);
+    MPI_Barrier(inter);
   } else if (what == "errors-are-fatal") {  // an error the program raises on MPI_COMM_WORLD (its default handler)
     if (world_rank == 0) MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_OTHER);
   } else if (what == "free-receive") {
@@ -1088,8 +1172,9 @@ int probe_across_checkpoints(int argc, char** argv) {
 }
 // --set-up-communicators: a set-up that makes a communicator by each way served (MPI_Cart_create, MPI_Cart_sub,
 // MPI_Dist_graph_create_adjacent, MPI_Comm_create_group by the odd ranks, MPI_Comm_idup), hangs an attribute on one,
-// sets an error handler on MPI_COMM_WORLD (the grid and its rows inherit it) and makes a persistent collective;
-// every step uses each (the row's error handler called). After a rollback the failed groups' set-up runs again
+// sets an error handler on MPI_COMM_WORLD (the grid and its rows inherit it), joins the even and the odd ranks by
+// MPI_Intercomm_create and merges them, and makes a persistent collective; every step uses each (the row's error
+// handler called). After a rollback the failed groups' set-up runs again
 // and gets those communicators back from the version (tests with kills). Prints `set-up sum S`.
 int set_up_communicators(int argc, char** argv) {
   return reprise::run(argc, argv, [](int, char**) {
@@ -1118,6 +1203,14 @@ int set_up_communicators(int argc, char** argv) {
       MPI_Group_free(&odd_group);
       MPI_Group_free(&world_group);
     }
+    MPI_Comm half, inter, merged;  // the even and the odd ranks, joined, then merged (the odd ones first)
+    MPI_Comm_split(MPI_COMM_WORLD, me % 2, 0, &half);
+    MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, 1 - me % 2, 5, &inter);
+    MPI_Intercomm_merge(inter, 1 - me % 2, &merged);
+    int local = 0, local_size = 0, remote_size = 0;
+    MPI_Comm_rank(half, &local);
+    MPI_Comm_size(half, &local_size);
+    MPI_Comm_remote_size(inter, &remote_size);
     MPI_Request made;
     MPI_Comm_idup(ring, &copy, &made);
     MPI_Wait(&made, MPI_STATUS_IGNORE);
@@ -1147,8 +1240,22 @@ int set_up_communicators(int argc, char** argv) {
       MPI_Wait(&reduce, MPI_STATUS_IGNORE);
       errors_seen = static_cast<std::uint64_t>(step);
       MPI_Comm_call_errhandler(row, MPI_ERR_OTHER);  // (a collective over the row, in the handler)
+      // Over the intercommunicator: local rank i to remote rank i % remote size; then a reduction over the merge.
+      MPI_Request across;
+      MPI_Isend(&mine, 1, MPI_INT, local % remote_size, 6, inter, &across);
+      std::int64_t from_other = 0;
+      for (int r = local; r < remote_size; r += local_size) {
+        int got = 0;
+        MPI_Recv(&got, 1, MPI_INT, r, 6, inter, MPI_STATUS_IGNORE);
+        from_other = from_other * 7 + got;
+      }
+      MPI_Wait(&across, MPI_STATUS_IGNORE);
+      int merged_rank = 0, weighted = 0, term = 0;
+      MPI_Comm_rank(merged, &merged_rank);
+      term = mine * (merged_rank + 1);
+      MPI_Allreduce(&term, &weighted, 1, MPI_INT, MPI_SUM, merged);
       sum = sum * 31 + around[0] * 7 + around[1] * 5 + row_sum * 3 + odd_max + static_cast<std::int64_t>(total) +
-            static_cast<std::int64_t>(errors_seen % 1000);
+            static_cast<std::int64_t>(errors_seen % 1000) + from_other * 3 + weighted;
       if (++step % 10 == 0) {
         rt.checkpoint(static_cast<std::uint64_t>(step));
         rt.wait();
@@ -1164,6 +1271,7 @@ int set_up_communicators(int argc, char** argv) {
     MPI_Comm_free(&ring);
     MPI_Comm_free(&row);
     MPI_Comm_free(&grid);
+    for (MPI_Comm* c : {&merged, &inter, &half}) MPI_Comm_free(c);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     return 0;
   });
@@ -1214,6 +1322,7 @@ int main(int argc, char** argv) {
     topologies();
     handles();
     alltoallw_and_persistent();
+    intercommunicators();
 #ifdef REPRISE_WRAPPED
     // The messages went through reprise::Comm: the runtime counted them.
     const auto stats = nlohmann::json::parse(reprise::wrapped_runtime().messages().stats_json());
