@@ -1102,6 +1102,11 @@ void refuse(const std::string& what) {
 }
 
 #ifdef REPRISE_WRAPPED
+// sum * 31 + v, wrapping around as two's complement does (no signed overflow).
+std::int64_t fold(std::int64_t sum, std::int64_t v) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(sum) * 31u + static_cast<std::uint64_t>(v));
+}
+
 // --message-before-restore: a body run through reprise::run that broadcasts before it restores. After a rollback
 // the ranks that run it again are refused at that MPI_Bcast (the ranks of other groups would never answer it).
 int message_before_restore(int argc, char** argv) {
@@ -1148,7 +1153,7 @@ int probe_across_checkpoints(int argc, char** argv) {
       MPI_Get_count(&st, MPI_INT, &n);
       std::vector<int> in(static_cast<std::size_t>(n));
       MPI_Recv(in.data(), n, MPI_INT, prev, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      for (int v : in) sum = sum * 31 + v;
+      for (int v : in) sum = fold(sum, v);
     };
     const long steps = 30;
     while (step < steps) {
@@ -1254,8 +1259,10 @@ int set_up_communicators(int argc, char** argv) {
       MPI_Comm_rank(merged, &merged_rank);
       term = mine * (merged_rank + 1);
       MPI_Allreduce(&term, &weighted, 1, MPI_INT, MPI_SUM, merged);
-      sum = sum * 31 + around[0] * 7 + around[1] * 5 + row_sum * 3 + odd_max + static_cast<std::int64_t>(total) +
-            static_cast<std::int64_t>(errors_seen % 1000) + from_other * 3 + weighted;
+      const std::int64_t term_of_step = around[0] * 7 + around[1] * 5 + row_sum * 3 + odd_max +
+                                        static_cast<std::int64_t>(total) +
+                                        static_cast<std::int64_t>(errors_seen % 1000) + from_other * 3 + weighted;
+      sum = fold(sum, term_of_step);
       if (++step % 10 == 0) {
         rt.checkpoint(static_cast<std::uint64_t>(step));
         rt.wait();
