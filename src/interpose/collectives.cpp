@@ -213,20 +213,45 @@ std::vector<std::int64_t> allgather_ints(VComm& c, const std::vector<std::int64_
 namespace reprise::interpose {
 namespace {
 
+// On an intercommunicator: each group's barrier, then their leaders (rank 0) exchange an empty message and each
+// tells its group; no rank leaves before every rank of both groups came.
 void barrier(MPI_Comm comm, const char* call) {
-  VComm& c = Wrapped::get().collective(comm, call);
+  VComm& c = Wrapped::get().collective(comm, call, true);
   // Run again before the program restored (Wrapped::replaying): nothing to wait for, its messages of the first
   // execution are in the version's channel counters.
   if (!Wrapped::get().replaying()) {
     std::uint64_t nothing = 0;
     allreduce_bits(c, nothing);
+    if (!c.inter()) return;
+    if (c.rank == 0)
+      Wrapped::get().comm().sendrecv(nullptr, 0, c.remote.front(), collective_tag(c), nullptr, 0, c.remote.front(),
+                                     collective_tag(c));
+    bcast(c, nullptr, 0, 0);
   }
 }
 
+// On an intercommunicator: the root (MPI_ROOT; the others of its group MPI_PROC_NULL) sends to the other group's
+// rank 0, which broadcasts in its group (the program names the root by its rank in the remote group).
 void bcast_of(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, const char* call) {
-  VComm& c = Wrapped::get().collective(comm, call);
+  VComm& c = Wrapped::get().collective(comm, call, true);
   require_contiguous(type, call);
-  bcast(c, buf, bytes_of(count, type), check_root(c, root, call));
+  const std::size_t bytes = bytes_of(count, type);
+  if (!c.inter()) {
+    bcast(c, buf, bytes, check_root(c, root, call));
+    return;
+  }
+  if (root == MPI_PROC_NULL) return;
+  Comm& m = Wrapped::get().comm();
+  if (root == MPI_ROOT) {
+    m.send(buf, bytes, c.remote.front(), collective_tag(c));
+    return;
+  }
+  if (root < 0 || static_cast<std::size_t>(root) >= c.remote.size())
+    refuse(call, "root " + std::to_string(root) +
+                     " is not a rank of the intercommunicator's remote group (nor "
+                     "MPI_ROOT or MPI_PROC_NULL)");
+  if (c.rank == 0) m.recv(buf, bytes, c.remote[static_cast<std::size_t>(root)], collective_tag(c));
+  bcast(c, buf, bytes, 0);
 }
 
 void reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,

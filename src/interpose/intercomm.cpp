@@ -1,7 +1,8 @@
 // Intercommunicators (MPI_Intercomm_create, as coupled codes join two groups): a VComm whose `remote` lists the
 // other group's job ranks, on a context free at every rank of both groups. Point-to-point on it names ranks of the
 // remote group (p2p.cpp: peer()), logged and replayed as any message; MPI_Intercomm_merge makes the intracommunicator
-// of both groups. Collectives and new communicators on an intercommunicator are refused (Wrapped::intra).
+// of both groups, MPI_Comm_dup another intercommunicator of the same groups. MPI_Barrier and MPI_Bcast on one are
+// collectives.cpp's; the other collectives and new communicators on one are refused (Wrapped::intra).
 #include <mpi.h>
 
 #include <cstddef>
@@ -48,6 +49,24 @@ std::vector<std::int64_t> job_ranks(const VComm& c) {
 }
 
 }  // namespace
+
+MPI_Comm dup_intercomm(VComm& c) {
+  Wrapped& w = Wrapped::get();
+  std::uint64_t used = w.contexts_used();
+  allreduce_bits(c, used);  // (over the local group, on the intercommunicator's context)
+  const std::vector<std::int64_t> mine{static_cast<std::int64_t>(used)};
+  const std::vector<std::int64_t> theirs =
+      across(c, 0, c.remote.front(), collective_tag(c), c.rank == 0 ? mine : std::vector<std::int64_t>{});
+  if (theirs.size() != 1) throw Error("the remote group's leader sent no contexts");
+  auto v = std::make_unique<VComm>();
+  v->context = Wrapped::free_context(used | static_cast<std::uint64_t>(theirs[0]));
+  v->rank = c.rank;
+  v->size = c.size;
+  v->members = c.members;
+  v->remote = c.remote;
+  return w.add(std::move(v));
+}
+
 }  // namespace reprise::interpose
 
 using reprise::interpose::ours;

@@ -63,6 +63,9 @@ void fill_status(MPI_Status* status, int source, int tag, std::size_t bytes);
 void copy_attributes(MPI_Comm from_handle, const VComm& from, VComm& to);
 void delete_attributes(MPI_Comm handle, VComm& c);
 
+/// MPI_Comm_dup of an intercommunicator (intercomm.cpp): the same groups on a context free in both.
+MPI_Comm dup_intercomm(VComm& c);
+
 // Collectives over Comm's point-to-point (collectives.cpp): the same tree every time, so results are
 // bit-reproducible and replayable.
 void allreduce_bits(VComm& c, std::uint64_t& bits);  // bitwise OR

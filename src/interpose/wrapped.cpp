@@ -176,13 +176,14 @@ VComm& Wrapped::intra(MPI_Comm c, const char* call) {
   VComm& v = vcomm(c, call);
   if (v.inter())
     refuse(call,
-           "the communicator is an intercommunicator: point-to-point, MPI_Intercomm_merge and MPI_Comm_free are "
-           "served on one, not collectives or new communicators (merge it with MPI_Intercomm_merge first)");
+           "the communicator is an intercommunicator: point-to-point, MPI_Barrier, MPI_Bcast, MPI_Comm_dup, "
+           "MPI_Intercomm_merge and MPI_Comm_free are served on one, not this call (merge it with "
+           "MPI_Intercomm_merge first)");
   return v;
 }
 
-VComm& Wrapped::collective(MPI_Comm c, const char* call) {
-  VComm& v = intra(c, call);
+VComm& Wrapped::collective(MPI_Comm c, const char* call, bool inter_too) {
+  VComm& v = inter_too ? vcomm(c, call) : intra(c, call);
   carry_out_collectives();  // (this one after those the program started before it)
   rt_->collective_point();
   return v;
@@ -618,8 +619,9 @@ namespace {
 // MPI_Comm_dup's body: the same ranks, topology and (through their copy callbacks) attributes.
 void dup(MPI_Comm comm, MPI_Comm* out, const char* call) {
   Wrapped& w = Wrapped::get();
-  VComm& parent = w.intra(comm, call);
+  VComm& parent = w.vcomm(comm, call);
   *out = w.create(parent, true, call, [&] {
+    if (parent.inter()) return dup_intercomm(parent);
     std::vector<int> all(static_cast<std::size_t>(parent.size));
     std::iota(all.begin(), all.end(), 0);
     const MPI_Comm c = w.derive(parent, all, true);
@@ -635,7 +637,7 @@ void dup(MPI_Comm comm, MPI_Comm* out, const char* call) {
 int idup(MPI_Comm comm, MPI_Comm* out, MPI_Request* request, const char* call) {
   REPRISE_SERVE(call, {
     Wrapped& w = Wrapped::get();
-    const VComm& c = w.intra(comm, call);
+    const VComm& c = w.vcomm(comm, call);
     auto r = std::make_unique<VRequest>();
     if (w.replaying()) {
       dup(comm, out, call);

@@ -176,8 +176,9 @@ class Wrapped {
   VComm& vcomm(MPI_Comm c, const char* call);
   /// vcomm() refusing an intercommunicator (collectives and communicator calls on one are not served).
   VComm& intra(MPI_Comm c, const char* call);
-  /// intra() for a collective call; first the failure injection's `collective` point (REPRISE_KILL).
-  VComm& collective(MPI_Comm c, const char* call);
+  /// intra() for a collective call (vcomm() where it is served on an intercommunicator: `inter_too`); first the
+  /// failure injection's `collective` point (REPRISE_KILL).
+  VComm& collective(MPI_Comm c, const char* call, bool inter_too = false);
   MPI_Comm handle(VComm* v) { return reinterpret_cast<MPI_Comm>(v); }
   /// A new communicator of `parent`'s members `members` (parent ranks, in the new order); collective over
   /// `parent` (every member calls it, `members` empty where this rank is not in it). Agrees on a free context.

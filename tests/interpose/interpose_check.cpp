@@ -832,8 +832,9 @@ void handles() {
 
 // Intercommunicators: the even and the odd world ranks as two groups, joined by MPI_Intercomm_create twice (leaders
 // rank 0 of each group; then each group's last rank); each rank sends to and receives from every remote rank
-// (blocking and not, a probe), the remote group's world ranks, then MPI_Intercomm_merge (the even group low, then
-// both low: Open MPI's order, the group whose rank 0 is the higher world rank first) and a reduction over each.
+// (blocking and not, a probe), a barrier and broadcasts across, a duplicate, the remote group's world ranks, then
+// MPI_Intercomm_merge (the even group low, then both low: Open MPI's order, the group whose rank 0 is the higher
+// world rank first) and a reduction over each.
 void intercommunicators() {
   if (world_size < 2) return;
   const int color = world_rank % 2;
@@ -883,6 +884,24 @@ void intercommunicators() {
     tokens = tokens * 131 + got_token + probed_count;
   }
   MPI_Wait(&token_sent, MPI_STATUS_IGNORE);
+  // A barrier across, a broadcast from each group's rank 0 to the other group, and a duplicate used for a message.
+  MPI_Barrier(inter);
+  double from_even[3] = {-1, -1, -1}, from_odd[3] = {-1, -1, -1};
+  if (color == 0)
+    for (int i = 0; i < 3; ++i) from_even[i] = world_rank + i * 0.5 + 1;
+  else
+    for (int i = 0; i < 3; ++i) from_odd[i] = world_rank - i * 0.25;
+  MPI_Bcast(from_even, 3, MPI_DOUBLE, color == 0 ? (local == 0 ? MPI_ROOT : MPI_PROC_NULL) : 0, inter);
+  MPI_Bcast(from_odd, 3, MPI_DOUBLE, color == 1 ? (local == 0 ? MPI_ROOT : MPI_PROC_NULL) : 0, inter);
+  MPI_Comm inter_copy;
+  MPI_Comm_dup(inter, &inter_copy);
+  int copy_inter = 0, copy_remote = 0, mirrored = -1;
+  MPI_Comm_test_inter(inter_copy, &copy_inter);
+  MPI_Comm_remote_size(inter_copy, &copy_remote);
+  if (local < copy_remote) {  // local rank i and remote rank i, where both are
+    MPI_Sendrecv(&world_rank, 1, MPI_INT, local, 3, &mirrored, 1, MPI_INT, local, 3, inter_copy, MPI_STATUS_IGNORE);
+  }
+  MPI_Comm_free(&inter_copy);
   MPI_Group remote_group, world_group;
   MPI_Comm_remote_group(inter, &remote_group);
   MPI_Comm_group(MPI_COMM_WORLD, &world_group);
@@ -906,7 +925,9 @@ void intercommunicators() {
              digest(world_ranks.data(), world_ranks.size()) << 1 ^
              static_cast<std::uint64_t>(is_inter + 2 * inter_rank + 100 * inter_size + 10000 * remote_size) << 20 ^
              static_cast<std::uint64_t>(merged_rank + 100 * merged_size) << 40 ^
-             static_cast<std::uint64_t>(weighted) << 8 ^ static_cast<std::uint64_t>(both_weighted) << 12));
+             static_cast<std::uint64_t>(weighted) << 8 ^ static_cast<std::uint64_t>(both_weighted) << 12) ^
+             digest(from_even, 3) ^ digest(from_odd, 3) << 2 ^
+             static_cast<std::uint64_t>(copy_inter + 2 * copy_remote + 100 * (mirrored + 1)) << 5);
 }
 
 // MPI_Alltoallw (a strided datatype out, rows in), blocking and not; the persistent collectives (MPI 4), started
@@ -1086,7 +1107,8 @@ void refuse(const std::string& what) {
     MPI_Comm half, inter;
     MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, 0, &half);
     MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, 1 - world_rank % 2, 0, &inter);
-    MPI_Barrier(inter);
+    double y = 0;
+    MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, inter);
   } else if (what == "errors-are-fatal") {  // an error the program raises on MPI_COMM_WORLD (its default handler)
     if (world_rank == 0) MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_OTHER);
   } else if (what == "free-receive") {
