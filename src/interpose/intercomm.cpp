@@ -80,9 +80,15 @@ namespace ri = reprise::interpose;
 // lowest context free in both groups.
 extern "C" int MPI_Intercomm_create(MPI_Comm local, int local_leader, MPI_Comm peer, int remote_leader, int tag,
                                     MPI_Comm* out) {
-  if (!serving() || !ours(local)) return PMPI_Intercomm_create(local, local_leader, peer, remote_leader, tag, out);
+  if (!serving() || !(ours(local) || ours(peer)))
+    return PMPI_Intercomm_create(local, local_leader, peer, remote_leader, tag, out);
   REPRISE_SERVE("MPI_Intercomm_create", {
     Wrapped& w = Wrapped::get();
+    if (!ours(local))  // (MPI_COMM_SELF: the library's, so would be the intercommunicator and its messages)
+      ri::refuse("MPI_Intercomm_create",
+                 "the local communicator is not MPI_COMM_WORLD or one derived from it (MPI_COMM_SELF is the "
+                 "library's, and so would be the intercommunicator: its messages would not be logged). Make the "
+                 "local group with MPI_Comm_split of MPI_COMM_WORLD");
     VComm& group = w.intra(local, "MPI_Intercomm_create");
     if (local_leader < 0 || local_leader >= group.size)
       throw reprise::UsageError("local leader " + std::to_string(local_leader) + " is not a rank of the local group");

@@ -3,7 +3,8 @@
 // lines (each call's results, folded into digests); the wrapped one also checks that the messages went through
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
 //   interpose-check [--refuse any-source|any-tag|tag|win|cancel|dist-graph|neighbor-no-topology|
-//                             free-receive|split-type|free-icollective|errors-are-fatal|inter-collective]
+//                             free-receive|split-type|free-icollective|errors-are-fatal|inter-collective|
+//                             inter-self]
 //   interpose-check --node-communicator
 //   reprise-interpose-check --message-before-restore | --probe-across-checkpoints | --set-up-communicators
 //                           (reprise::run; tests with kills)
@@ -1109,6 +1110,9 @@ void refuse(const std::string& what) {
     MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, 1 - world_rank % 2, 0, &inter);
     double y = 0;
     MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, inter);
+  } else if (what == "inter-self") {  // an intercommunicator of MPI_COMM_SELF, the library's communicator
+    MPI_Comm inter;
+    MPI_Intercomm_create(MPI_COMM_SELF, 0, MPI_COMM_WORLD, next, 0, &inter);
   } else if (what == "errors-are-fatal") {  // an error the program raises on MPI_COMM_WORLD (its default handler)
     if (world_rank == 0) MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_OTHER);
   } else if (what == "free-receive") {
