@@ -37,6 +37,9 @@ WHY = [
     (r"^MPI_Cancel", "a cancelled message would leave its channel's order undefined for the replay"),
 ]
 GENERIC = "it is not supported on the application's communicators under Reprise (docs/WRAPPING.md lists what is)"
+# Refused on MPI_COMM_SELF too (the library's communicator, but the processes or connections they make would be
+# outside the protocol; the runtime makes its replacements on communicators of its own).
+SELF_TOO = ("MPI_Comm_spawn", "MPI_Comm_spawn_multiple", "MPI_Comm_connect", "MPI_Comm_accept")
 
 
 def prototypes(header):
@@ -111,6 +114,8 @@ def main():
         checks = []
         for p in comms:
             checks.append("reprise::interpose::ours(%s)" % arg_name(p, 0))
+            if name in SELF_TOO:
+                checks.append("%s == MPI_COMM_SELF" % arg_name(p, 0))
         for p in reqs:
             n = arg_name(p, 0)
             checks.append("reprise::interpose::ours(%s%s)" % ("*" if "*" in p else "", n))

@@ -4,7 +4,7 @@
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
 //   interpose-check [--refuse any-source|any-tag|tag|win|cancel|dist-graph|neighbor-no-topology|
 //                             free-receive|split-type|free-icollective|errors-are-fatal|inter-collective|
-//                             inter-self]
+//                             inter-self|spawn-self]
 //   interpose-check --node-communicator
 //   reprise-interpose-check --message-before-restore | --probe-across-checkpoints | --set-up-communicators
 //                           (reprise::run; tests with kills)
@@ -1113,6 +1113,10 @@ void refuse(const std::string& what) {
   } else if (what == "inter-self") {  // an intercommunicator of MPI_COMM_SELF, the library's communicator
     MPI_Comm inter;
     MPI_Intercomm_create(MPI_COMM_SELF, 0, MPI_COMM_WORLD, next, 0, &inter);
+  } else if (what == "spawn-self") {  // new processes from MPI_COMM_SELF: outside the protocol
+    MPI_Comm children;
+    char command[] = "true";
+    MPI_Comm_spawn(command, MPI_ARGV_NULL, 1, MPI_INFO_NULL, 0, MPI_COMM_SELF, &children, MPI_ERRCODES_IGNORE);
   } else if (what == "errors-are-fatal") {  // an error the program raises on MPI_COMM_WORLD (its default handler)
     if (world_rank == 0) MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_OTHER);
   } else if (what == "free-receive") {
