@@ -41,6 +41,27 @@ std::vector<std::int64_t> across(VComm& group, int leader, int other, int wire, 
   return theirs;
 }
 
+// A context free at every rank of both groups, and what the other group's leader sent besides: each group agrees on
+// the contexts in use among its ranks, and the leaders exchange those, each followed by `extra` (read at this
+// group's leader; `other` and `wire` as for across()), of at least `words` words at both leaders.
+struct Agreed {
+  int context = 0;
+  std::vector<std::int64_t> extra;  // the other group's
+};
+Agreed agree(VComm& group, int leader, int other, int wire, std::vector<std::int64_t> extra, std::size_t words,
+             const char* what) {
+  std::uint64_t used = Wrapped::get().contexts_used();
+  allreduce_bits(group, used);
+  extra.insert(extra.begin(), static_cast<std::int64_t>(used));
+  std::vector<std::int64_t> theirs =
+      across(group, leader, other, wire, group.rank == leader ? extra : std::vector<std::int64_t>{});
+  if (theirs.size() < words + 1) throw Error(std::string("the remote group's leader sent no ") + what);
+  Agreed a;
+  a.context = Wrapped::free_context(used | static_cast<std::uint64_t>(theirs[0]));
+  a.extra.assign(theirs.begin() + 1, theirs.end());
+  return a;
+}
+
 // The job ranks of `c`'s (local) group, in its order.
 std::vector<std::int64_t> job_ranks(const VComm& c) {
   std::vector<std::int64_t> out(static_cast<std::size_t>(c.size));
@@ -52,14 +73,9 @@ std::vector<std::int64_t> job_ranks(const VComm& c) {
 
 MPI_Comm dup_intercomm(VComm& c) {
   Wrapped& w = Wrapped::get();
-  std::uint64_t used = w.contexts_used();
-  allreduce_bits(c, used);  // (over the local group, on the intercommunicator's context)
-  const std::vector<std::int64_t> mine{static_cast<std::int64_t>(used)};
-  const std::vector<std::int64_t> theirs =
-      across(c, 0, c.remote.front(), collective_tag(c), c.rank == 0 ? mine : std::vector<std::int64_t>{});
-  if (theirs.size() != 1) throw Error("the remote group's leader sent no contexts");
+  const Agreed a = agree(c, 0, c.remote.front(), collective_tag(c), {}, 0, "contexts");
   auto v = std::make_unique<VComm>();
-  v->context = Wrapped::free_context(used | static_cast<std::uint64_t>(theirs[0]));
+  v->context = a.context;
   v->rank = c.rank;
   v->size = c.size;
   v->members = c.members;
@@ -93,8 +109,6 @@ extern "C" int MPI_Intercomm_create(MPI_Comm local, int local_leader, MPI_Comm p
     if (local_leader < 0 || local_leader >= group.size)
       throw reprise::UsageError("local leader " + std::to_string(local_leader) + " is not a rank of the local group");
     *out = w.create(group, true, "MPI_Intercomm_create", [&] {
-      std::uint64_t used = w.contexts_used();
-      ri::allreduce_bits(group, used);
       int other = -1, wire = -1;
       std::vector<std::int64_t> mine;
       if (group.rank == local_leader) {
@@ -102,16 +116,14 @@ extern "C" int MPI_Intercomm_create(MPI_Comm local, int local_leader, MPI_Comm p
         other = ri::peer(p, remote_leader, "MPI_Intercomm_create");
         wire = ri::wire_tag(p, tag, "MPI_Intercomm_create");
         mine = ri::job_ranks(group);
-        mine.insert(mine.begin(), static_cast<std::int64_t>(used));
       }
-      const std::vector<std::int64_t> theirs = ri::across(group, local_leader, other, wire, mine);
-      if (theirs.size() < 2) throw reprise::Error("the remote group's leader sent no group");
+      const ri::Agreed a = ri::agree(group, local_leader, other, wire, std::move(mine), 1, "group");
       auto v = std::make_unique<VComm>();
-      v->context = Wrapped::free_context(used | static_cast<std::uint64_t>(theirs[0]));
+      v->context = a.context;
       v->rank = group.rank;
       v->size = group.size;
       v->members = group.members;
-      v->remote.assign(theirs.begin() + 1, theirs.end());
+      v->remote.assign(a.extra.begin(), a.extra.end());
       return w.add(std::move(v));
     });
   });
@@ -128,15 +140,12 @@ extern "C" int MPI_Intercomm_merge(MPI_Comm inter, int high, MPI_Comm* out) {
     VComm& c = w.vcomm(inter, "MPI_Intercomm_merge");
     if (!c.inter()) ri::refuse("MPI_Intercomm_merge", "the communicator is not an intercommunicator");
     *out = w.create(c, true, "MPI_Intercomm_merge", [&] {
-      std::uint64_t used = w.contexts_used();
-      ri::allreduce_bits(c, used);  // (over the local group, on the intercommunicator's context)
-      const std::vector<std::int64_t> mine{static_cast<std::int64_t>(used), high ? 1 : 0, c.job_rank(0)};
-      const std::vector<std::int64_t> theirs =
-          ri::across(c, 0, c.remote.front(), ri::collective_tag(c), c.rank == 0 ? mine : std::vector<std::int64_t>{});
-      if (theirs.size() != 3) throw reprise::Error("the remote group's leader sent no merge request");
-      const bool first = (high != 0) != (theirs[1] != 0) ? high == 0 : c.job_rank(0) > theirs[2];
+      // (over the local group, on the intercommunicator's context)
+      const ri::Agreed a =
+          ri::agree(c, 0, c.remote.front(), ri::collective_tag(c), {high ? 1 : 0, c.job_rank(0)}, 2, "merge request");
+      const bool first = (high != 0) != (a.extra[0] != 0) ? high == 0 : c.job_rank(0) > a.extra[1];
       auto v = std::make_unique<VComm>();
-      v->context = Wrapped::free_context(used | static_cast<std::uint64_t>(theirs[0]));
+      v->context = a.context;
       std::vector<int> order;  // job ranks: this group's then the other's, or the other way round
       for (int r = 0; r < c.size; ++r) order.push_back(c.job_rank(r));
       order.insert(first ? order.end() : order.begin(), c.remote.begin(), c.remote.end());
