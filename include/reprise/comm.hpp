@@ -64,6 +64,9 @@ class Comm {
 
   int rank() const;
   int size() const;
+  /// The largest tag: the MPI library's MPI_TAG_UB (at least 32767). Tags are 0..tag_ub() but 32767, which is
+  /// Comm's own (its collectives).
+  int tag_ub() const;
   int group_of(int rank) const;
 
   void send(const void* buf, std::size_t bytes, int dest, int tag);

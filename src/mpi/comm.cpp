@@ -88,6 +88,9 @@ int Comm::rank() const {
 int Comm::size() const {
   return s_->size();
 }
+int Comm::tag_ub() const {
+  return s_->tag_ub();
+}
 int Comm::group_of(int r) const {
   return s_->group_of(r);
 }

@@ -17,6 +17,17 @@
 #include "reprise/errors.hpp"
 
 namespace reprise::mpi {
+namespace {
+// MPI_TAG_UB, the same at every process of the job (MPI-4.1 9.1.2); at least 32767.
+int library_tag_ub() {
+  int* ub = nullptr;
+  int flag = 0;
+  if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag) != MPI_SUCCESS || !flag || ub == nullptr ||
+      *ub < CommState::kCollectiveTag)
+    return CommState::kCollectiveTag;
+  return *ub;
+}
+}  // namespace
 
 int probe_any_source(MPI_Comm comm, int tag, int* flag, MPI_Status* st) {
   const int rc = MPI_Iprobe(MPI_ANY_SOURCE, tag, comm, flag, st);
@@ -51,6 +62,7 @@ CommState::CommState(CommHost& host, int rank, protocol::GroupMap groups, loggin
                      logging::MessageLog::Allocate log_memory)
     : host_(host),
       rank_(rank),
+      tag_ub_(library_tag_ub()),
       groups_(std::move(groups)),
       members_(groups_.members(rank)),
       log_options_(log_options),
@@ -64,10 +76,13 @@ void CommState::add_epoch(MPI_Comm messages, MPI_Comm payloads) {
 }
 
 void CommState::check_tag(int tag) const {
-  if (tag < 0 || tag >= kCollectiveTag)
+  if (tag < 0 || tag > tag_ub_ || tag == kCollectiveTag)
     throw UsageError("reprise::Comm: tag " + std::to_string(tag) + " out of range: application tags are 0.." +
-                     std::to_string(kCollectiveTag - 1) + " (" + std::to_string(kCollectiveTag) +
-                     " is reserved for Comm's collectives)");
+                     std::to_string(kCollectiveTag - 1) +
+                     (tag_ub_ > kCollectiveTag ? " and " + std::to_string(kCollectiveTag + 1) + ".." +
+                                                     std::to_string(tag_ub_) + " (MPI_TAG_UB)"
+                                               : std::string()) +
+                     "; " + std::to_string(kCollectiveTag) + " is reserved for Comm's collectives");
 }
 
 namespace {

@@ -137,7 +137,7 @@ class CommState {
 
   // Comm's own tags and the header's magic.
   static constexpr std::uint32_t kMagic = 0x52505231;  // "RPR1"
-  static constexpr int kCollectiveTag = 32767;         // reserved: application tags are 0..32766
+  static constexpr int kCollectiveTag = 32767;         // reserved: application tags are 0..tag_ub() but this one
   static constexpr int kViewTag = 1;                   // a committed view (on the view communicator)
   static constexpr int kAskTag = 4;                    // "your group, please checkpoint" (log bound; view comm.)
   static constexpr std::uint64_t kFloodAsk = 1;        // an ask's first word: pass it on to every group (flood_ask)
@@ -153,6 +153,8 @@ class CommState {
   Comm& comm() { return comm_; }
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(groups_.ranks()); }
+  /// The largest tag: the MPI library's MPI_TAG_UB (at least 32767; Open MPI's is 2^31 - 1).
+  int tag_ub() const { return tag_ub_; }
   int group_of(int r) const {
     if (r < 0 || r >= size())
       throw UsageError("reprise::Comm::group_of: " + std::to_string(r) + " is not a rank of this job of " +
@@ -332,6 +334,7 @@ class CommState {
 
   CommHost& host_;
   int rank_;
+  int tag_ub_;                 // MPI_TAG_UB of the library
   protocol::GroupMap groups_;  // shared with the Process (one table for a REPRISE_GROUPS list, else O(1))
   std::vector<int> members_;   // this rank's group, ascending
   logging::LogOptions log_options_;

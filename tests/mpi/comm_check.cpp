@@ -8,8 +8,9 @@
 // MODE: normal; late-receive (each rank also sends one message that its receiver takes only two checkpoints
 // later: a failure in between needs it replayed from the log the sender checkpointed); dirty-channel (rank 0 leaves a
 // message to its group partner unreceived before a checkpoint: a clear ProtocolError); any-source (a wildcard receive:
-// a clear UsageError); reorder (two messages to the next rank each step, tags 8 then 9, the second waited for
-// first: held until the first is delivered; its own checksum); early-wait (rank 1 waits for rank 0's second message
+// a clear UsageError); reserved-tag (a send with Comm's own tag 32767: a clear UsageError); reorder (two messages to
+// the next rank each step, tags 8 then MPI_TAG_UB, the second waited for first: held until the first is delivered;
+// its own checksum); early-wait (rank 1 waits for rank 0's second message
 // without a receive for the first: a clear ProtocolError); drift (ranks 0 and 1, slowed by
 // --lag-ms each step, send ranks 2 and 3 one message a step, which they take --late steps later, and nothing
 // else: the receivers' group runs up to --late steps, several checkpoints, ahead of the senders', so a rollback of
@@ -219,15 +220,17 @@ int run(int argc, char** argv) {
           fold(prev);
         }
         if (mode == "reorder") {
-          // Two messages to the next rank, tag 8 (small: packed behind its header) then tag 9 (large); the
-          // receiver waits for tag 9 first: it arrives early and is held until tag 8 is delivered.
+          // Two messages to the next rank, tag 8 (small: packed behind its header) then the largest tag (large;
+          // MPI_TAG_UB, above Comm's own 32767 where the library allows); the receiver waits for the large one
+          // first: it arrives early and is held until tag 8 is delivered.
           std::vector<std::uint64_t> small(4), large(words), got_small(4), got_large(words);
           for (std::size_t i = 0; i < small.size(); ++i) small[i] = mix(state[i] + 8);
           for (std::size_t i = 0; i < words; ++i) large[i] = mix(state[i] + 9);
-          reprise::Comm::Request r9 = c.irecv(got_large.data(), words * 8, prev, 9);
+          const int top = c.tag_ub();
+          reprise::Comm::Request r9 = c.irecv(got_large.data(), words * 8, prev, top);
           reprise::Comm::Request r8 = c.irecv(got_small.data(), small.size() * 8, prev, 8);
           reprise::Comm::Request s8 = c.isend(small.data(), small.size() * 8, next, 8);
-          reprise::Comm::Request s9 = c.isend(large.data(), words * 8, next, 9);
+          reprise::Comm::Request s9 = c.isend(large.data(), words * 8, next, top);
           c.wait(r9);
           c.wait(r8);
           c.wait(s8);
@@ -283,6 +286,7 @@ int run(int argc, char** argv) {
           }
         }
         if (mode == "any-source" && step == 1) c.recv(in.data(), 8, MPI_ANY_SOURCE, 3);
+        if (mode == "reserved-tag" && step == 1) c.send(in.data(), 8, (me + 1) % n, 32767);       // Comm's own
         if (mode == "dirty-channel" && step == every - 1 && me == 0) c.send(in.data(), 8, 1, 4);  // never received
         ++step;
         if (step % every == 0) {
