@@ -145,12 +145,13 @@ extern "C" int MPI_Comm_delete_attr(MPI_Comm comm, int keyval) {
   return MPI_SUCCESS;
 }
 
-// The program's own keyvals from the communicator; the predefined ones: MPI_TAG_UB is the interposition's (its tags
-// are fewer than the library's), the others (MPI_WTIME_IS_GLOBAL, ...) the job's.
+// The program's own keyvals from the communicator; the predefined ones: MPI_TAG_UB is the interposition's (each
+// communicator takes a range of the library's tags: TagLayout), the others (MPI_WTIME_IS_GLOBAL, ...) the job's.
 extern "C" int MPI_Comm_get_attr(MPI_Comm comm, int keyval, void* value, int* flag) {
   if (!serving() || !ours(comm)) return PMPI_Comm_get_attr(comm, keyval, value, flag);
   if (keyval == MPI_TAG_UB) {
-    static int tag_ub = reprise::interpose::kTagUb;
+    static int tag_ub = 0;
+    tag_ub = Wrapped::get().tags().tag_ub();
     *static_cast<int**>(value) = &tag_ub;
     *flag = 1;
     return MPI_SUCCESS;

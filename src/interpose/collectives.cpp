@@ -184,13 +184,13 @@ int check_root(const VComm& c, int root, const char* call) {
 
 }  // namespace
 
-void allreduce_bits(VComm& c, std::uint64_t& bits) {
+void allreduce_bits(VComm& c, std::uint64_t* words, std::size_t count) {
   carry_out_collectives();  // (the communicator calls: after the collectives started before them)
-  std::vector<std::byte> acc(sizeof bits);
-  std::memcpy(acc.data(), &bits, sizeof bits);
-  reduce_to_zero(c, acc, 1, MPI_UINT64_T, MPI_BOR);
+  std::vector<std::byte> acc(count * sizeof *words);
+  std::memcpy(acc.data(), words, acc.size());
+  reduce_to_zero(c, acc, static_cast<int>(count), MPI_UINT64_T, MPI_BOR);
   bcast(c, acc.data(), acc.size(), 0);
-  std::memcpy(&bits, acc.data(), sizeof bits);
+  std::memcpy(words, acc.data(), acc.size());
 }
 
 std::vector<std::int64_t> allgather_ints(VComm& c, const std::vector<std::int64_t>& mine) {
@@ -221,7 +221,7 @@ void barrier(MPI_Comm comm, const char* call) {
   // execution are in the version's channel counters.
   if (!Wrapped::get().replaying()) {
     std::uint64_t nothing = 0;
-    allreduce_bits(c, nothing);
+    allreduce_bits(c, &nothing, 1);
     if (!c.inter()) return;
     if (c.rank == 0)
       Wrapped::get().comm().sendrecv(nullptr, 0, c.remote.front(), collective_tag(c), nullptr, 0, c.remote.front(),

@@ -50,15 +50,20 @@ struct Agreed {
 };
 Agreed agree(VComm& group, int leader, int other, int wire, std::vector<std::int64_t> extra, std::size_t words,
              const char* what) {
-  std::uint64_t used = Wrapped::get().contexts_used();
-  allreduce_bits(group, used);
-  extra.insert(extra.begin(), static_cast<std::int64_t>(used));
+  Wrapped& w = Wrapped::get();
+  ContextSet used = w.contexts_used();
+  allreduce_bits(group, used.words.data(), used.words.size());
+  constexpr auto kUsed = static_cast<std::ptrdiff_t>(ContextSet::kWords);
+  extra.insert(extra.begin(), used.words.begin(), used.words.end());
   std::vector<std::int64_t> theirs =
       across(group, leader, other, wire, group.rank == leader ? extra : std::vector<std::int64_t>{});
-  if (theirs.size() < words + 1) throw Error(std::string("the remote group's leader sent no ") + what);
+  if (theirs.size() < words + ContextSet::kWords) throw Error(std::string("the remote group's leader sent no ") + what);
+  ContextSet both;
+  std::copy(theirs.begin(), theirs.begin() + kUsed, both.words.begin());
+  both |= used;
   Agreed a;
-  a.context = Wrapped::free_context(used | static_cast<std::uint64_t>(theirs[0]));
-  a.extra.assign(theirs.begin() + 1, theirs.end());
+  a.context = w.free_context(both);
+  a.extra.assign(theirs.begin() + kUsed, theirs.end());
   return a;
 }
 

@@ -79,10 +79,11 @@ int peer(const VComm& c, int rank, const char* call) {
 
 int wire_tag(const VComm& c, int tag, const char* call) {
   if (tag == MPI_ANY_TAG) refuse(call, "MPI_ANY_TAG is not supported: messages are matched by their tag. Name the tag");
-  if (tag < 0 || tag > kTagUb)
-    refuse(call, "tag " + std::to_string(tag) + " is outside 0.." + std::to_string(kTagUb) +
-                     " (MPI_TAG_UB under Reprise: each communicator takes a range of the protocol's tags)");
-  return c.context * kTagsPerContext + tag;
+  const TagLayout& tags = Wrapped::get().tags();
+  if (tag < 0 || tag > tags.tag_ub())
+    refuse(call, "tag " + std::to_string(tag) + " is outside 0.." + std::to_string(tags.tag_ub()) +
+                     " (MPI_TAG_UB under Reprise: each communicator takes a range of the library's tags)");
+  return tags.wire(c.context, tag);
 }
 
 void fill_status(MPI_Status* status, int source, int tag, std::size_t bytes) {

@@ -48,10 +48,10 @@ MPI_Aint extent_of(MPI_Datatype type);
 
 /// The job rank (Comm's) of `rank` in `c`; refuses MPI_ANY_SOURCE and ranks outside it. MPI_PROC_NULL passes.
 int peer(const VComm& c, int rank, const char* call);
-/// Comm's tag for the program's `tag` on `c`; refuses MPI_ANY_TAG and tags above kTagUb.
+/// Comm's tag for the program's `tag` on `c`; refuses MPI_ANY_TAG and tags above the program's MPI_TAG_UB.
 int wire_tag(const VComm& c, int tag, const char* call);
 inline int collective_tag(const VComm& c) {
-  return c.context * kTagsPerContext + kTagsPerContext - 1;
+  return Wrapped::get().tags().collective(c.context);
 }
 
 /// A status as MPI fills it (MPI_Get_count reads the count set here).
@@ -68,7 +68,7 @@ MPI_Comm dup_intercomm(VComm& c);
 
 // Collectives over Comm's point-to-point (collectives.cpp): the same tree every time, so results are
 // bit-reproducible and replayable.
-void allreduce_bits(VComm& c, std::uint64_t& bits);  // bitwise OR
+void allreduce_bits(VComm& c, std::uint64_t* words, std::size_t count);  // bitwise OR of `count` words
 std::vector<std::int64_t> allgather_ints(VComm& c, const std::vector<std::int64_t>& mine);
 
 }  // namespace reprise::interpose

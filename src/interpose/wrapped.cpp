@@ -97,6 +97,7 @@ void Wrapped::start() {
     world_.context = 0;
     world_.rank = rt_->rank();
     world_.size = rt_->size();
+    tags_ = TagLayout::for_library(rt_->messages().tag_ub());
     rt_->protect_resizable(kTableRegion, [this](std::optional<std::size_t> bytes) { return locate_table(bytes); });
     rt_->on_restore([this] { restored(); });
     // The non-blocking collectives started before rt.step() or rt.checkpoint() are carried out there, so that a
@@ -189,18 +190,19 @@ VComm& Wrapped::collective(MPI_Comm c, const char* call, bool inter_too) {
   return v;
 }
 
-int Wrapped::free_context(std::uint64_t used) {
+int Wrapped::free_context(const ContextSet& used) const {
   int context = 0;
-  while (context < kContexts && (used >> context & 1u)) ++context;
-  if (context == kContexts)
-    throw UsageError("more than " + std::to_string(kContexts - 1) +
+  while (context < tags_.contexts && used.has(context)) ++context;
+  if (context == tags_.contexts)
+    throw UsageError("more than " + std::to_string(tags_.contexts - 1) +
                      " communicators derived from MPI_COMM_WORLD are alive at once (each takes a range of Comm's "
-                     "tags); free those no longer used with MPI_Comm_free");
+                     "tags, as many as this MPI library's MPI_TAG_UB leaves room for); free those no longer used "
+                     "with MPI_Comm_free");
   return context;
 }
 
 MPI_Comm Wrapped::add(std::unique_ptr<VComm> v) {
-  contexts_used_ |= 1u << v->context;
+  contexts_used_.add(v->context);
   VComm* raw = v.release();
   comms_.insert(raw);
   return handle(raw);
@@ -209,8 +211,8 @@ MPI_Comm Wrapped::add(std::unique_ptr<VComm> v) {
 MPI_Comm Wrapped::derive(VComm& parent, const std::vector<int>& members, bool in_it) {
   // A context free at every member of the parent (disjoint communicators may share one: their messages never
   // meet).
-  std::uint64_t used = contexts_used_;
-  allreduce_bits(parent, used);
+  ContextSet used = contexts_used_;
+  allreduce_bits(parent, used.words.data(), used.words.size());
   const int context = free_context(used);
   if (!in_it) return MPI_COMM_NULL;
   auto v = std::make_unique<VComm>();
@@ -242,7 +244,7 @@ MPI_Comm Wrapped::create(const VComm& parent, bool in_it, const char* call, cons
     if (r.seq == seq) {
       VComm* raw = new VComm(r);
       raw->errhandler = parent.errhandler;
-      contexts_used_ |= 1u << raw->context;
+      contexts_used_.add(raw->context);
       comms_.insert(raw);
       return handle(raw);
     }
@@ -260,7 +262,7 @@ void Wrapped::free(MPI_Comm* c) {
         "MPI_Comm_free of a communicator with a non-blocking collective still under way on it: wait for "
         "its request first");
   delete_attributes(*c, *v);
-  contexts_used_ &= ~(1u << v->context);
+  contexts_used_.remove(v->context);
   fortran_comms_.forget(v);
   comms_.erase(v);
   delete v;
@@ -351,15 +353,15 @@ std::unique_ptr<VRequest> Wrapped::release(MPI_Request* r) {
 }
 
 // ---- The communicators at a version (region kTableRegion) and rollback --------------------------------------
-// Words of 64 bits: magic, creation calls so far, contexts in use, count; per communicator seq, context, rank,
-// size, the number of members and the members, the number of remote members (an intercommunicator's) and those,
-// then its topology (Topology::write); then the count of probed messages, and per message its source, wire tag,
-// bytes and the bytes themselves (padded to a word).
+// Words of 64 bits: magic, the tag layout (base, tags per context), creation calls so far, the contexts in use
+// (ContextSet::kWords), count; per communicator seq, context, rank, size, the number of members and the members,
+// the number of remote members (an intercommunicator's) and those, then its topology (Topology::write); then the
+// count of probed messages, and per message its source, wire tag, bytes and the bytes themselves (padded to a word).
 
 namespace {
-// "RPRTCBL3"; format 1 had no topology kind, format 2 no remote group and the topology's counts among the
-// communicator's.
-constexpr std::int64_t kTableMagic = 0x5250525443424c33;
+// "RPRTCBL4"; format 1 had no topology kind, format 2 no remote group and the topology's counts among the
+// communicator's, format 3 no tag layout and one word of contexts (at most 15).
+constexpr std::int64_t kTableMagic = 0x5250525443424c34;
 }  // namespace
 
 // Kind, the number of dimensions, sources and destinations, weighted; then the dimensions, the periods, the
@@ -399,8 +401,9 @@ std::pair<void*, std::size_t> Wrapped::locate_table(std::optional<std::size_t> b
   }
   std::vector<const VComm*> live(comms_.begin(), comms_.end());
   std::sort(live.begin(), live.end(), [](const VComm* a, const VComm* b) { return a->seq < b->seq; });
-  std::vector<std::int64_t> w{kTableMagic, static_cast<std::int64_t>(created_),
-                              static_cast<std::int64_t>(contexts_used_), static_cast<std::int64_t>(live.size())};
+  std::vector<std::int64_t> w{kTableMagic, tags_.base, tags_.per_context, static_cast<std::int64_t>(created_)};
+  for (const std::uint64_t word : contexts_used_.words) w.push_back(static_cast<std::int64_t>(word));
+  w.push_back(static_cast<std::int64_t>(live.size()));
   for (const VComm* c : live) {
     w.insert(w.end(), {static_cast<std::int64_t>(c->seq), c->context, c->rank, c->size,
                        static_cast<std::int64_t>(c->members.size())});
@@ -435,13 +438,19 @@ void Wrapped::read_table(std::vector<VComm>* comms) {
     return w[at++];
   };
   const std::int64_t magic = next();
-  if (magic == kTableMagic - 1 || magic == kTableMagic - 2)
+  if (magic >= kTableMagic - 3 && magic < kTableMagic)
     throw Error("the interposition's communicator table in the checkpoint was written by an earlier Reprise (format " +
-                std::to_string(magic == kTableMagic - 1 ? 2 : 1) +
+                std::to_string(4 - (kTableMagic - magic)) +
                 "): run the program from its beginning, or with the Reprise that wrote the checkpoint");
   if (magic != kTableMagic) throw Error("the interposition's communicator table in the checkpoint is not one");
+  const std::int64_t base = next(), per_context = next();
+  if (base != tags_.base || per_context != tags_.per_context)
+    throw Error("the checkpoint's messages carry tags laid out for an MPI library whose MPI_TAG_UB gave " +
+                std::to_string(per_context) + " tags to each communicator from " + std::to_string(base) +
+                "; this one's gives " + std::to_string(tags_.per_context) + " from " + std::to_string(tags_.base) +
+                ": relaunch with the MPI library that wrote the checkpoint");
   created_ = static_cast<std::uint64_t>(next());
-  contexts_used_ = static_cast<std::uint32_t>(next());
+  for (std::uint64_t& word : contexts_used_.words) word = static_cast<std::uint64_t>(next());
   const std::int64_t count = next();
   for (std::int64_t i = 0; i < count; ++i) {
     VComm c;
@@ -481,7 +490,7 @@ void Wrapped::begin_replay() {
 
 void Wrapped::restored() {
   read_table(nullptr);
-  for (const VComm* c : comms_) contexts_used_ |= 1u << c->context;  // (a program that kept its handles)
+  for (const VComm* c : comms_) contexts_used_.add(c->context);  // (a program that kept its handles)
   replaying_ = false;
   recorded_.clear();
 }
@@ -503,7 +512,7 @@ void Wrapped::rolled_back(bool from_start) {
   world_.attributes.clear();
   world_.name.clear();
   world_.errhandler = MPI_ERRORS_ARE_FATAL;
-  contexts_used_ = 1;
+  contexts_used_ = ContextSet::world();
   for (const std::string& name : rt_->region_names())
     if (std::find(own_regions_.begin(), own_regions_.end(), name) == own_regions_.end()) rt_->unprotect(name);
   created_ = 0;

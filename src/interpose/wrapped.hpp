@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "interpose/tags.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/errors.hpp"
 #include "reprise/mpi.hpp"
@@ -43,8 +44,7 @@ struct Topology {
 };
 
 /// A communicator of the program: its ranks are a list of the job's (Comm's) ranks; messages on it carry its
-/// context in their tags (wire tag = context * kTagsPerContext + tag; the last tag of a context is its
-/// collectives').
+/// context in their tags (TagLayout).
 struct VComm {
   static constexpr std::uint64_t kMagic = 0x52505256434f4d4dull;  // "RPRVCOMM"
   std::uint64_t magic = kMagic;
@@ -113,9 +113,6 @@ struct VRequest {
   std::unique_ptr<VRequest> send_half;     // MPI_Sendrecv's (and its forms') send: complete when both halves are
 };
 
-inline constexpr int kTagsPerContext = 2048;  // tags 0..2046 for the program; 2047 for collectives
-inline constexpr int kContexts = 15;          // 15 * 2048 tags: Comm takes 0..32766
-inline constexpr int kTagUb = kTagsPerContext - 2;
 inline constexpr int kFortranBase = 1 << 24;
 inline constexpr const char* kTableRegion = "reprise.communicators";  // the program's communicators at a version
 
@@ -183,11 +180,12 @@ class Wrapped {
   /// A new communicator of `parent`'s members `members` (parent ranks, in the new order); collective over
   /// `parent` (every member calls it, `members` empty where this rank is not in it). Agrees on a free context.
   MPI_Comm derive(VComm& parent, const std::vector<int>& members, bool in_it);
-  /// The lowest context not in `used` (bits: contexts in use at the members of a new communicator), or an error.
-  static int free_context(std::uint64_t used);
+  /// The lowest context not in `used` (contexts in use at the members of a new communicator), or an error.
+  int free_context(const ContextSet& used) const;
   /// A new communicator of the program (its context taken here).
   MPI_Comm add(std::unique_ptr<VComm> v);
-  std::uint64_t contexts_used() const { return contexts_used_; }
+  const ContextSet& contexts_used() const { return contexts_used_; }
+  const TagLayout& tags() const { return tags_; }
   /// A communicator creation call of the program (MPI_Comm_dup, MPI_Comm_split, MPI_Cart_create) on `parent`;
   /// `in_it`: this rank gets a communicator. Live, `make` derives it (collective). While replaying, the communicator
   /// this call made at its first execution is rebuilt from the checkpoint, with no message. Either way it inherits
@@ -254,9 +252,10 @@ class Wrapped {
   FortranNumbers<VComm> fortran_comms_;
   FortranNumbers<VRequest> fortran_requests_;
   std::unordered_set<VRequest*> requests_;
-  std::vector<std::unique_ptr<VRequest>> freed_;  // sends the program freed before they completed
-  std::vector<std::shared_ptr<Probed>> probed_;   // in the order the probes came
-  std::uint32_t contexts_used_ = 1;               // bit c: context c is in use here (0: MPI_COMM_WORLD)
+  std::vector<std::unique_ptr<VRequest>> freed_;    // sends the program freed before they completed
+  std::vector<std::shared_ptr<Probed>> probed_;     // in the order the probes came
+  ContextSet contexts_used_ = ContextSet::world();  // in use here (0: MPI_COMM_WORLD)
+  TagLayout tags_;                                  // from the library's MPI_TAG_UB (start())
 };
 
 /// Inside a served call: the runtime's MPI calls go to the library.

@@ -4,7 +4,7 @@
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
 //   interpose-check [--refuse any-source|any-tag|tag|win|cancel|dist-graph|neighbor-no-topology|
 //                             free-receive|split-type|free-icollective|errors-are-fatal|inter-collective|
-//                             inter-self|spawn-self]
+//                             inter-self|spawn-self|communicators]
 //   interpose-check --node-communicator
 //   reprise-interpose-check --message-before-restore | --probe-across-checkpoints | --set-up-communicators
 //                           (reprise::run; tests with kills)
@@ -412,6 +412,45 @@ void nonblocking_collectives() {
   MPI_Comm_free(&dup);
 }
 
+// MPI's tag range (MPI_TAG_UB at least 32767: tags 32767 and 1000000 where the library allows it) on derived
+// communicators, 40 of them alive at once (dups and splits of each other, each used by an allreduce and a ring
+// message), freed in another order than made, and one made again afterwards.
+void many_communicators() {
+  int* ub = nullptr;
+  int has = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &has);
+  const int top = has && *ub >= 1000000 ? 1000000 : 32767;
+  constexpr int kComms = 40;
+  std::vector<MPI_Comm> comms(kComms);
+  std::uint64_t d = static_cast<std::uint64_t>(has && *ub >= 32767);
+  for (int i = 0; i < kComms; ++i) {
+    const MPI_Comm parent = i == 0 ? MPI_COMM_WORLD : comms[static_cast<std::size_t>(i - 1)];
+    if (i % 3 == 2)
+      MPI_Comm_split(parent, 0, -world_rank, &comms[static_cast<std::size_t>(i)]);  // the order reversed each time
+    else
+      MPI_Comm_dup(parent, &comms[static_cast<std::size_t>(i)]);
+    int r = 0, n = 0;
+    MPI_Comm_rank(comms[static_cast<std::size_t>(i)], &r);
+    MPI_Comm_size(comms[static_cast<std::size_t>(i)], &n);
+    long long v = static_cast<long long>(r + 1) * (i + 3), sum = 0;
+    MPI_Allreduce(&v, &sum, 1, MPI_LONG_LONG, MPI_SUM, comms[static_cast<std::size_t>(i)]);
+    double x[2] = {r * 1.5 + i, 0}, y[2] = {0, 0};
+    const int tag = i % 2 == 0 ? 32767 : top;
+    MPI_Sendrecv(x, 1, MPI_DOUBLE, (r + 1) % n, tag, y, 1, MPI_DOUBLE, (r + n - 1) % n, tag,
+                 comms[static_cast<std::size_t>(i)], MPI_STATUS_IGNORE);
+    d = mix(d ^ static_cast<std::uint64_t>(sum) ^ static_cast<std::uint64_t>(r) << 32 ^ digest(y, 1));
+  }
+  for (int i = 0; i < kComms; i += 2) MPI_Comm_free(&comms[static_cast<std::size_t>(i)]);
+  for (int i = 1; i < kComms; i += 2) MPI_Comm_free(&comms[static_cast<std::size_t>(i)]);
+  MPI_Comm again;
+  MPI_Comm_dup(MPI_COMM_WORLD, &again);
+  const int next = (world_rank + 1) % world_size, prev = (world_rank + world_size - 1) % world_size;
+  int got = -1;
+  MPI_Sendrecv(&world_rank, 1, MPI_INT, next, top, &got, 1, MPI_INT, prev, top, again, MPI_STATUS_IGNORE);
+  MPI_Comm_free(&again);
+  report("communicators and tags", mix(d ^ static_cast<std::uint64_t>(got)));
+}
+
 void communicators() {
   MPI_Comm dup, half, cart;
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
@@ -441,7 +480,7 @@ void communicators() {
       mix(static_cast<std::uint64_t>(hr) ^ static_cast<std::uint64_t>(hs) << 8 ^ static_cast<std::uint64_t>(sum) << 16 ^
           static_cast<std::uint64_t>(cmp) << 24 ^ static_cast<std::uint64_t>(coords[0] * 10 + coords[1]) << 32 ^
           static_cast<std::uint64_t>(src[1] + 2) << 40 ^ digest(&y, 1) ^ static_cast<std::uint64_t>(back == cr) << 48 ^
-          static_cast<std::uint64_t>(has && *tag_ub >= 2046) << 56);
+          static_cast<std::uint64_t>(has && *tag_ub >= 32767) << 56);
   MPI_Comm_free(&cart);
   MPI_Comm_free(&half);
   MPI_Comm_free(&dup);
@@ -1079,8 +1118,18 @@ void refuse(const std::string& what) {
     if (world_rank == 0) MPI_Recv(&x, 1, MPI_DOUBLE, MPI_ANY_SOURCE, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   } else if (what == "any-tag") {
     if (world_rank == 0) MPI_Recv(&x, 1, MPI_DOUBLE, 1, MPI_ANY_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  } else if (what == "tag") {
-    if (world_rank == 0) MPI_Send(&x, 1, MPI_DOUBLE, next, 5000, MPI_COMM_WORLD);
+  } else if (what == "tag") {  // one above MPI_TAG_UB
+    int* ub = nullptr;
+    int has = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &has);
+    if (world_rank == 0 && has && *ub < INT32_MAX) MPI_Send(&x, 1, MPI_DOUBLE, next, *ub + 1, MPI_COMM_WORLD);
+  } else if (what == "communicators") {  // more alive at once than the tags leave room for (kept until refused)
+    std::vector<MPI_Comm> kept;
+    for (int i = 0; i < 5000; ++i) {
+      kept.emplace_back();
+      MPI_Comm_dup(MPI_COMM_WORLD, &kept.back());
+    }
+    for (MPI_Comm& c : kept) MPI_Comm_free(&c);
   } else if (what == "win") {
     MPI_Win win;
     MPI_Win_create(&x, sizeof x, sizeof x, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
@@ -1356,6 +1405,7 @@ int main(int argc, char** argv) {
     collectives();
     nonblocking_collectives();
     communicators();
+    many_communicators();
     topologies();
     handles();
     alltoallw_and_persistent();
