@@ -132,6 +132,10 @@ class MpiRuntime : public Runtime {
   /// survivors' own recovery limit does, so that no orphaned replacement keeps the job from ending.
   static int init_within_recovery_limit(const std::function<int()>& init);
 
+  /// True on one of the runtime's own threads (its buddy progress, drain, file writer, pools): a layer that
+  /// interposes MPI tells their calls from those of the application's threads.
+  static bool own_thread();
+
  private:
   // The MPI interposition (libreprise_interpose.so) keeps its communicators in a region of its own
   // (protect_resizable), reads them back before the program's set-up runs again after a rollback (restore_own), and

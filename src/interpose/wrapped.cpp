@@ -53,10 +53,17 @@ bool Wrapped::app_thread() const {
 }
 
 // The thread first: the runtime's own threads call MPI too (the buddy's progress thread's MPI_Iprobe), and must
-// not read what the program's thread writes (the runtime being made, `depth`).
-bool serving() {
+// not read what the program's thread writes (the runtime being made, `depth`). Another thread of the program was
+// told at most MPI_THREAD_FUNNELED: its call would reach the library with the program's handles, unlogged (or with
+// a handle the library does not know): refused.
+bool serving(const char* call) {
   Wrapped& w = Wrapped::get();
-  return w.app_thread() && w.depth == 0 && w.started();
+  if (w.app_thread()) return w.depth == 0 && w.started();
+  if (MpiRuntime::own_thread() || !w.running()) return false;
+  refuse(call,
+         "called by a thread other than the one that called MPI_Init. The program was told MPI_THREAD_FUNNELED at "
+         "most (MPI_Init_thread's `provided`): under Reprise only that thread calls MPI, since the protocol "
+         "replays one thread's calls in their order. Make the MPI calls on the thread that called MPI_Init");
 }
 
 bool ours(MPI_Comm c) {
@@ -107,7 +114,8 @@ void Wrapped::start() {
                     { carry_out_collectives(); });
     });
     own_regions_ = rt_->region_names();
-    if (rt_->restarted()) begin_replay();    // a replacement, or a relaunch from files
+    if (rt_->restarted()) begin_replay();  // a replacement, or a relaunch from files
+    running_ = true;
   } catch (const UnrecoverableFailure& e) {  // e.g. a replacement whose data were lost with its buddy
     stop_unrecoverable(e);
   } catch (const std::exception& e) {
@@ -125,6 +133,7 @@ void Wrapped::finish() {
 
 void Wrapped::stop() {
   if (!rt_) return;
+  running_ = false;
   if (!rt_->finished_) {
     reap_freed(true);  // (their receivers wait for them)
     rt_->finish();     // uniform: every rank returns, or every rank takes part in a recovery
@@ -588,8 +597,9 @@ extern "C" int MPI_Init_thread(int* argc, char*** argv, int required, int* provi
   return MPI_SUCCESS;
 }
 
-extern "C" int MPI_Query_thread(int* provided) {
-  if (!serving()) return PMPI_Query_thread(provided);  // (the runtime's own question)
+extern "C" int MPI_Query_thread(int* provided) {  // (any thread may ask)
+  if (!Wrapped::get().running() || reprise::MpiRuntime::own_thread() || (Wrapped::get().app_thread() && !serving()))
+    return PMPI_Query_thread(provided);  // (the runtime's own question)
   *provided = told_level;
   return MPI_SUCCESS;
 }

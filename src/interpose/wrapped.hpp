@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -145,8 +146,8 @@ class FortranNumbers {
 };
 
 /// True when the calling thread is the program's (the one that called MPI_Init) outside a served call: only then
-/// is a call the program's own.
-bool serving();
+/// is a call the program's own. Refuses `call` (the MPI function calling this) on another thread of the program.
+bool serving(const char* call = __builtin_FUNCTION());
 /// Whether a handle is the program's (served here).
 bool ours(MPI_Comm c);
 bool ours(MPI_Request r);
@@ -163,6 +164,8 @@ class Wrapped {
   /// MPI_Finalize: the runtime's uniform end (MpiRuntime::finish), then the runtime goes.
   void stop();
   bool started() const { return rt_ != nullptr; }
+  /// From MPI_Init's end to MPI_Finalize (read by any thread).
+  bool running() const { return running_; }
   MpiRuntime& runtime();
   /// Comm, for a served call that communicates; refused while replaying (after a rollback, before the program
   /// restored: the ranks that did not roll back would never answer).
@@ -242,6 +245,7 @@ class Wrapped {
   void read_table(std::vector<VComm>* comms);
 
   std::unique_ptr<MpiRuntime> rt_;
+  std::atomic<bool> running_{false};
   std::vector<std::byte> table_;          // the region "reprise.communicators": the live communicators at a version
   std::vector<VComm> recorded_;           // while replaying: the version's communicators
   std::vector<std::string> own_regions_;  // the runtime's and ours (not unprotected at a rollback)

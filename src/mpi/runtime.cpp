@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/thread_name.hpp"
 #include "gpu/backend.hpp"
 #include "mpi/coordination.hpp"
 #include "mpi/layout.hpp"
@@ -151,6 +152,10 @@ std::string MpiRuntime::placements_json() {
                                        static_cast<std::size_t>(lens[static_cast<std::size_t>(i)]));
   return out + "]";
 }
+bool MpiRuntime::own_thread() {
+  return core::runtime_thread();
+}
+
 int MpiRuntime::init_within_recovery_limit(const std::function<int()>& init) {
   const char* replacing = std::getenv("REPRISE_REPLACING");
   if (!replacing || !*replacing) return init();

@@ -4,7 +4,7 @@
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
 //   interpose-check [--refuse any-source|any-tag|tag|win|cancel|dist-graph|neighbor-no-topology|
 //                             free-receive|split-type|free-icollective|errors-are-fatal|inter-collective|
-//                             inter-self|spawn-self|communicators]
+//                             inter-self|spawn-self|foreign-thread|communicators]
 //   interpose-check --node-communicator
 //   reprise-interpose-check --message-before-restore | --probe-across-checkpoints | --set-up-communicators
 //                           (reprise::run; tests with kills)
@@ -16,6 +16,7 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #ifdef REPRISE_WRAPPED
@@ -1123,6 +1124,8 @@ void refuse(const std::string& what) {
     int has = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &has);
     if (world_rank == 0 && has && *ub < INT32_MAX) MPI_Send(&x, 1, MPI_DOUBLE, next, *ub + 1, MPI_COMM_WORLD);
+  } else if (what == "foreign-thread") {  // a thread other than MPI_Init's (told MPI_THREAD_FUNNELED at most)
+    if (world_rank == 0) std::thread([&] { MPI_Send(&x, 1, MPI_DOUBLE, next, 0, MPI_COMM_WORLD); }).join();
   } else if (what == "communicators") {  // more alive at once than the tags leave room for (kept until refused)
     std::vector<MPI_Comm> kept;
     for (int i = 0; i < 5000; ++i) {
