@@ -1260,9 +1260,9 @@ int probe_across_checkpoints(int argc, char** argv) {
 // --set-up-communicators: a set-up that makes a communicator by each way served (MPI_Cart_create, MPI_Cart_sub,
 // MPI_Dist_graph_create_adjacent, MPI_Comm_create_group by the odd ranks, MPI_Comm_idup), hangs an attribute on one,
 // sets an error handler on MPI_COMM_WORLD (the grid and its rows inherit it), joins the even and the odd ranks by
-// MPI_Intercomm_create and merges them, and makes a persistent collective; every step uses each (the row's error
-// handler called). After a rollback the failed groups' set-up runs again
-// and gets those communicators back from the version (tests with kills). Prints `set-up sum S`.
+// MPI_Intercomm_create and merges them, makes a persistent collective and 70 duplicates (a message on one of them,
+// tag 100000); every step uses each (the row's error handler called). After a rollback the failed groups' set-up runs
+// again and gets those communicators back from the version (tests with kills). Prints `set-up sum S`.
 int set_up_communicators(int argc, char** argv) {
   return reprise::run(argc, argv, [](int, char**) {
     reprise::MpiRuntime& rt = reprise::wrapped_runtime();
@@ -1308,6 +1308,8 @@ int set_up_communicators(int argc, char** argv) {
     double x = 0, total = 0;
     MPI_Request reduce;
     MPI_Allreduce_init(&x, &total, 1, MPI_DOUBLE, MPI_SUM, copy, MPI_INFO_NULL, &reduce);
+    std::vector<MPI_Comm> dups(70);  // more than 64 alive: the contexts in use span two words of their set
+    for (std::size_t i = 0; i < dups.size(); ++i) MPI_Comm_dup(i == 0 ? MPI_COMM_WORLD : dups[i - 1], &dups[i]);
     long step = 0;
     std::int64_t sum = 0;
     rt.protect("step", &step);
@@ -1341,6 +1343,10 @@ int set_up_communicators(int argc, char** argv) {
       MPI_Comm_rank(merged, &merged_rank);
       term = mine * (merged_rank + 1);
       MPI_Allreduce(&term, &weighted, 1, MPI_INT, MPI_SUM, merged);
+      int ring_value = 0;  // around the ring on one of the duplicates, with a tag above 32767
+      MPI_Sendrecv(&mine, 1, MPI_INT, (me + 1) % n, 100000, &ring_value, 1, MPI_INT, (me + n - 1) % n, 100000,
+                   dups[static_cast<std::size_t>(step * 17 % 70)], MPI_STATUS_IGNORE);
+      weighted += ring_value * 11;
       const std::int64_t term_of_step = around[0] * 7 + around[1] * 5 + row_sum * 3 + odd_max +
                                         static_cast<std::int64_t>(total) +
                                         static_cast<std::int64_t>(errors_seen % 1000) + from_other * 3 + weighted;
@@ -1354,6 +1360,7 @@ int set_up_communicators(int argc, char** argv) {
     MPI_Allreduce(&sum, &all, 1, MPI_INT64_T, MPI_BXOR, MPI_COMM_WORLD);
     if (me == 0) std::printf("set-up sum %" PRId64 "\n", all);
     MPI_Request_free(&reduce);
+    for (MPI_Comm& c : dups) MPI_Comm_free(&c);
     MPI_Comm_free(&copy);
     MPI_Comm_free_keyval(&key);
     if (odd != MPI_COMM_NULL) MPI_Comm_free(&odd);
