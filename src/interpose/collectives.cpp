@@ -193,6 +193,70 @@ void allreduce_bits(VComm& c, std::uint64_t* words, std::size_t count) {
   std::memcpy(words, acc.data(), acc.size());
 }
 
+namespace {
+// Records received as bytes, appended to `into`.
+void append_records(const std::vector<std::byte>& got, std::vector<std::int64_t>& into) {
+  const std::size_t at = into.size();
+  into.resize(at + got.size() / sizeof(std::int64_t));
+  if (!got.empty()) std::memcpy(into.data() + at, got.data(), got.size());
+}
+
+// Whatever `from` sends (records of words), appended to `into`.
+void receive_records(VComm& c, int from, std::vector<std::int64_t>& into) {
+  std::vector<std::byte> got;
+  Comm& m = Wrapped::get().comm();
+  Comm::Request r = m.irecv_any_size(got, c.job_rank(from), collective_tag(c));
+  m.wait(r);
+  append_records(got, into);
+}
+
+void send_records(VComm& c, int to, const std::vector<std::int64_t>& records) {
+  send_to(c, to, records.data(), records.size() * sizeof(std::int64_t));
+}
+
+// Takes out of `all` (records of `words` words) those whose first word `away` accepts, and returns them.
+template <class Away>
+std::vector<std::int64_t> take_records(std::vector<std::int64_t>& all, std::size_t words, Away away) {
+  std::vector<std::int64_t> taken, kept;
+  const auto size = static_cast<std::ptrdiff_t>(words);
+  for (auto at = all.begin(); all.end() - at >= size; at += size) {
+    std::vector<std::int64_t>& into = away(*at) ? taken : kept;
+    into.insert(into.end(), at, at + size);
+  }
+  all.swap(kept);
+  return taken;
+}
+}  // namespace
+
+// A butterfly: the ranks from p2 (the largest power of two up to the size) on fold into rank r - p2 first, which
+// holds their records and hands them theirs at the end; among the p2 others, round k sends the partner that differs
+// in bit k the records whose holder differs from this rank in bit k (one message each way, empty or not).
+std::vector<std::int64_t> route(VComm& c, std::vector<std::int64_t> records, std::size_t words) {
+  carry_out_collectives();  // (the communicator calls: after the collectives started before them)
+  const int n = c.size, me = c.rank, p2 = power_of_two_below(n);
+  if (me >= p2) {
+    send_records(c, me - p2, records);
+    records.clear();
+    receive_records(c, me - p2, records);
+    return records;
+  }
+  if (me + p2 < n) receive_records(c, me + p2, records);
+  const auto holder = [p2](std::int64_t rank) { return rank >= p2 ? rank - p2 : rank; };
+  for (int bit = 1; bit < p2; bit <<= 1) {
+    const std::vector<std::int64_t> away =
+        take_records(records, words, [&](std::int64_t to) { return (holder(to) & bit) != (me & bit); });
+    Comm& m = Wrapped::get().comm();
+    std::vector<std::byte> got;
+    Comm::Request r = m.irecv_any_size(got, c.job_rank(me ^ bit), collective_tag(c));
+    Comm::Request s = m.isend(away.data(), away.size() * sizeof(std::int64_t), c.job_rank(me ^ bit), collective_tag(c));
+    m.wait(r);
+    m.wait(s);
+    append_records(got, records);
+  }
+  if (me + p2 < n) send_records(c, me + p2, take_records(records, words, [&](std::int64_t to) { return to != me; }));
+  return records;
+}
+
 std::vector<std::int64_t> allgather_ints(VComm& c, const std::vector<std::int64_t>& mine) {
   carry_out_collectives();  // (the communicator calls: after the collectives started before them)
   const std::size_t each = mine.size() * sizeof(std::int64_t);

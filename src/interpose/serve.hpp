@@ -70,5 +70,9 @@ MPI_Comm dup_intercomm(VComm& c);
 // bit-reproducible and replayable.
 void allreduce_bits(VComm& c, std::uint64_t* words, std::size_t count);  // bitwise OR of `count` words
 std::vector<std::int64_t> allgather_ints(VComm& c, const std::vector<std::int64_t>& mine);
+/// A sparse exchange over `c`: `records` of `words` words each, the first naming the rank of `c` it is for, delivered
+/// there in log2(size) rounds of one message per partner, nothing held per rank of `c`. Returns the records for this
+/// rank (their order depends on the routes: the caller sorts them).
+std::vector<std::int64_t> route(VComm& c, std::vector<std::int64_t> records, std::size_t words);
 
 }  // namespace reprise::interpose

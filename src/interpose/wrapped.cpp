@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "interpose/nonblocking.hpp"
@@ -1051,9 +1052,30 @@ extern "C" int MPI_Topo_test(MPI_Comm comm, int* status) {
   return MPI_SUCCESS;
 }
 
+namespace reprise::interpose {
+namespace {
+// A communicator of `parent`'s ranks in their order (a graph's reorder is ignored) with this rank's edges.
+MPI_Comm graph_communicator(VComm& parent, Topology topology) {
+  Wrapped& w = Wrapped::get();
+  std::vector<int> all(static_cast<std::size_t>(parent.size));
+  std::iota(all.begin(), all.end(), 0);
+  const MPI_Comm c = w.derive(parent, all, true);
+  topology.kind = Topology::Kind::graph;
+  w.find(c)->topology = std::move(topology);
+  return c;
+}
+
+void check_neighbour(const VComm& c, int r) {
+  if (r < 0 || r >= c.size)
+    throw UsageError("neighbour " + std::to_string(r) + " is not a rank of the communicator (" +
+                     std::to_string(c.size) + " ranks)");
+}
+}  // namespace
+}  // namespace reprise::interpose
+
 // MPI_Dist_graph_create_adjacent: every rank gives its own edges, so the communicator is the parent's ranks in
 // their order (reorder ignored) with this rank's neighbours; the neighbourhood collectives use them
-// (collectives.cpp). MPI_Dist_graph_create, where a rank may give edges of others, is refused (refusals.py).
+// (collectives.cpp).
 extern "C" int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[],
                                               const int sourceweights[], int outdegree, const int destinations[],
                                               const int destweights[], MPI_Info info, int reorder, MPI_Comm* out) {
@@ -1064,26 +1086,65 @@ extern "C" int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const
     Wrapped& w = Wrapped::get();
     VComm& parent = w.intra(comm, "MPI_Dist_graph_create_adjacent");
     if (indegree < 0 || outdegree < 0) throw reprise::UsageError("a negative degree");
-    for (int i = 0; i < indegree + outdegree; ++i) {
-      const int r = i < indegree ? sources[i] : destinations[i - indegree];
-      if (r < 0 || r >= parent.size)
-        throw reprise::UsageError("neighbour " + std::to_string(r) + " is not a rank of the communicator (" +
-                                  std::to_string(parent.size) + " ranks)");
-    }
+    for (int i = 0; i < indegree + outdegree; ++i)
+      reprise::interpose::check_neighbour(parent, i < indegree ? sources[i] : destinations[i - indegree]);
     *out = w.create(parent, true, "MPI_Dist_graph_create_adjacent", [&] {
-      std::vector<int> all(static_cast<std::size_t>(parent.size));
-      std::iota(all.begin(), all.end(), 0);
-      const MPI_Comm c = w.derive(parent, all, true);
-      VComm* v = w.find(c);
-      v->topology.kind = Topology::Kind::graph;
-      v->topology.sources.assign(sources, sources + indegree);
-      v->topology.destinations.assign(destinations, destinations + outdegree);
-      v->topology.weighted = sourceweights != MPI_UNWEIGHTED;
-      if (v->topology.weighted) {
-        if (indegree) v->topology.source_weights.assign(sourceweights, sourceweights + indegree);
-        if (outdegree) v->topology.destination_weights.assign(destweights, destweights + outdegree);
+      Topology t;
+      t.sources.assign(sources, sources + indegree);
+      t.destinations.assign(destinations, destinations + outdegree);
+      t.weighted = sourceweights != MPI_UNWEIGHTED;
+      if (t.weighted) {
+        if (indegree) t.source_weights.assign(sourceweights, sourceweights + indegree);
+        if (outdegree) t.destination_weights.assign(destweights, destweights + outdegree);
       }
-      return c;
+      return reprise::interpose::graph_communicator(parent, std::move(t));
+    });
+  });
+  return MPI_SUCCESS;
+}
+
+// MPI_Dist_graph_create: a rank may give any edges, so each edge (s, d) goes to s as an out-edge and to d as an
+// in-edge by a sparse exchange (route(): log2(size) rounds, nothing held per rank of the communicator, so a rank
+// ends with its own edges only, as with the adjacent form). A rank's edges come in the order of the rank that gave
+// them, then of its list (MPI leaves the order to the library; Open MPI's may differ).
+extern "C" int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[],
+                                     const int destinations[], const int weights[], MPI_Info info, int reorder,
+                                     MPI_Comm* out) {
+  if (!serving() || !reprise::interpose::ours(comm))
+    return PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info, reorder, out);
+  REPRISE_SERVE("MPI_Dist_graph_create", {
+    Wrapped& w = Wrapped::get();
+    VComm& parent = w.intra(comm, "MPI_Dist_graph_create");
+    if (n < 0) throw reprise::UsageError("a negative number of sources");
+    const bool weighted = weights != MPI_UNWEIGHTED;
+    // A record: the rank it is for, in (0) or out (1), the other end, the weight, the rank that gave it, its index.
+    constexpr std::size_t kWords = 6;
+    std::vector<std::int64_t> records;
+    for (int i = 0, edge = 0; i < n; ++i) {
+      reprise::interpose::check_neighbour(parent, sources[i]);
+      if (degrees[i] < 0) throw reprise::UsageError("a negative degree");
+      for (int k = 0; k < degrees[i]; ++k, ++edge) {
+        const int s = sources[i], d = destinations[edge];
+        reprise::interpose::check_neighbour(parent, d);
+        const std::int64_t weight = weighted ? weights[edge] : 0;
+        records.insert(records.end(), {s, 1, d, weight, parent.rank, edge});
+        records.insert(records.end(), {d, 0, s, weight, parent.rank, edge});
+      }
+    }
+    *out = w.create(parent, true, "MPI_Dist_graph_create", [&] {
+      const std::vector<std::int64_t> mine = reprise::interpose::route(parent, std::move(records), kWords);
+      std::vector<const std::int64_t*> edges;
+      for (std::size_t i = 0; i + kWords <= mine.size(); i += kWords) edges.push_back(mine.data() + i);
+      std::sort(edges.begin(), edges.end(), [](const std::int64_t* a, const std::int64_t* b) {
+        return std::tie(a[4], a[5], a[1]) < std::tie(b[4], b[5], b[1]);
+      });
+      Topology t;
+      t.weighted = weighted;
+      for (const std::int64_t* e : edges) {
+        (e[1] ? t.destinations : t.sources).push_back(static_cast<int>(e[2]));
+        if (weighted) (e[1] ? t.destination_weights : t.source_weights).push_back(static_cast<int>(e[3]));
+      }
+      return reprise::interpose::graph_communicator(parent, std::move(t));
     });
   });
   return MPI_SUCCESS;

@@ -2,7 +2,7 @@
 // (interpose-check-plain) and linked with libreprise_interpose.so (reprise-interpose-check). Both print the same
 // lines (each call's results, folded into digests); the wrapped one also checks that the messages went through
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
-//   interpose-check [--refuse any-source|any-tag|tag|win|cancel|dist-graph|neighbor-no-topology|
+//   interpose-check [--refuse any-source|any-tag|tag|win|cancel|graph|neighbor-no-topology|
 //                             free-receive|split-type|free-icollective|errors-are-fatal|inter-collective|
 //                             inter-self|spawn-self|foreign-thread|communicators]
 //   interpose-check --node-communicator
@@ -10,6 +10,7 @@
 //                           (reprise::run; tests with kills)
 #include <mpi.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -450,6 +451,43 @@ void many_communicators() {
   MPI_Sendrecv(&world_rank, 1, MPI_INT, next, top, &got, 1, MPI_INT, prev, top, again, MPI_STATUS_IGNORE);
   MPI_Comm_free(&again);
   report("communicators and tags", mix(d ^ static_cast<std::uint64_t>(got)));
+}
+
+// MPI_Dist_graph_create with edges given by other ranks: rank r gives those of rank r + 1 (to r + 2 and r + 4,
+// weights from the source) and one of its own (to r + 3, weight 7). The library may order a rank's neighbours as
+// it likes, so what each rank got is compared as (neighbour, weight) and (neighbour, value) pairs, sorted.
+void dist_graph() {
+  const int n = world_size, me = world_rank, s = (me + 1) % n;
+  const int sources[2] = {s, me}, degrees[2] = {2, 1};
+  const int destinations[3] = {(s + 1) % n, (s + 3) % n, (me + 3) % n}, weights[3] = {s * 10 + 1, s * 10 + 3, 7};
+  MPI_Comm g;
+  MPI_Dist_graph_create(MPI_COMM_WORLD, 2, sources, degrees, destinations, weights, MPI_INFO_NULL, 1, &g);
+  int kind = -1, in = -1, out = -1, weighted = -1;
+  MPI_Topo_test(g, &kind);
+  MPI_Dist_graph_neighbors_count(g, &in, &out, &weighted);
+  std::vector<int> src(static_cast<std::size_t>(in)), sw(src.size()), dst(static_cast<std::size_t>(out)),
+      dw(dst.size());
+  MPI_Dist_graph_neighbors(g, in, src.data(), sw.data(), out, dst.data(), dw.data());
+  std::vector<std::pair<int, int>> in_edges, out_edges, gathered, exchanged;
+  for (std::size_t i = 0; i < src.size(); ++i) in_edges.emplace_back(src[i], sw[i]);
+  for (std::size_t i = 0; i < dst.size(); ++i) out_edges.emplace_back(dst[i], dw[i]);
+  // Every neighbour's value (MPI_Neighbor_allgather) and one per edge (MPI_Neighbor_alltoall: the destination and
+  // the edge's weight, from the source), in the order of the neighbours just read.
+  const int mine = me * 3 + 1;
+  std::vector<int> all(src.size(), -1), to(dst.size()), from(src.size(), -1);
+  MPI_Neighbor_allgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, g);
+  for (std::size_t i = 0; i < dst.size(); ++i) to[i] = dst[i] * 1000 + dw[i];
+  MPI_Neighbor_alltoall(to.data(), 1, MPI_INT, from.data(), 1, MPI_INT, g);
+  for (std::size_t i = 0; i < src.size(); ++i) gathered.emplace_back(src[i], all[i]);
+  for (std::size_t i = 0; i < src.size(); ++i) exchanged.emplace_back(src[i], from[i]);
+  std::uint64_t d = mix(static_cast<std::uint64_t>(kind == MPI_DIST_GRAPH) ^ static_cast<std::uint64_t>(in) << 8 ^
+                        static_cast<std::uint64_t>(out) << 16 ^ static_cast<std::uint64_t>(weighted) << 24);
+  for (auto* pairs : {&in_edges, &out_edges, &gathered, &exchanged}) {
+    std::sort(pairs->begin(), pairs->end());
+    for (const auto& [a, b] : *pairs) d = mix(d ^ static_cast<std::uint64_t>(a) << 32 ^ static_cast<std::uint32_t>(b));
+  }
+  MPI_Comm_free(&g);
+  report("neighbors dist graph", d);
 }
 
 void communicators() {
@@ -1140,10 +1178,12 @@ void refuse(const std::string& what) {
     MPI_Request r;
     MPI_Irecv(&x, 1, MPI_DOUBLE, next, 0, MPI_COMM_WORLD, &r);
     MPI_Cancel(&r);
-  } else if (what == "dist-graph") {  // edges given by any rank: refused (the adjacent form is served)
-    const int me = world_rank, edge = next;
+  } else if (what == "graph") {  // MPI-1's graph: every rank gives the whole graph (a ring)
+    std::vector<int> index(static_cast<std::size_t>(world_size)), edges(index.size());
+    for (int r = 0; r < world_size; ++r)
+      index[static_cast<std::size_t>(r)] = r + 1, edges[static_cast<std::size_t>(r)] = (r + 1) % world_size;
     MPI_Comm g;
-    MPI_Dist_graph_create(MPI_COMM_WORLD, 1, &me, &edge, &edge, MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &g);
+    MPI_Graph_create(MPI_COMM_WORLD, world_size, index.data(), edges.data(), 0, &g);
   } else if (what == "neighbor-no-topology") {
     double y[2] = {0, 0};
     MPI_Neighbor_allgather(&x, 1, MPI_DOUBLE, y, 1, MPI_DOUBLE, MPI_COMM_WORLD);
@@ -1260,8 +1300,9 @@ int probe_across_checkpoints(int argc, char** argv) {
 // --set-up-communicators: a set-up that makes a communicator by each way served (MPI_Cart_create, MPI_Cart_sub,
 // MPI_Dist_graph_create_adjacent, MPI_Comm_create_group by the odd ranks, MPI_Comm_idup), hangs an attribute on one,
 // sets an error handler on MPI_COMM_WORLD (the grid and its rows inherit it), joins the even and the odd ranks by
-// MPI_Intercomm_create and merges them, makes a persistent collective and 70 duplicates (a message on one of them,
-// tag 100000); every step uses each (the row's error handler called). After a rollback the failed groups' set-up runs
+// MPI_Intercomm_create and merges them, makes a persistent collective, 70 duplicates (a message on one of them, tag
+// 100000) and a graph by MPI_Dist_graph_create (each rank giving another's edges); every step uses each (the row's
+// error handler called). After a rollback the failed groups' set-up runs
 // again and gets those communicators back from the version (tests with kills). Prints `set-up sum S`.
 int set_up_communicators(int argc, char** argv) {
   return reprise::run(argc, argv, [](int, char**) {
@@ -1308,6 +1349,11 @@ int set_up_communicators(int argc, char** argv) {
     double x = 0, total = 0;
     MPI_Request reduce;
     MPI_Allreduce_init(&x, &total, 1, MPI_DOUBLE, MPI_SUM, copy, MPI_INFO_NULL, &reduce);
+    MPI_Comm given;  // a graph whose edges other ranks give: rank r those of r + 1 (to r + 2 and r + 3)
+    {
+      const int s = (me + 1) % n, degree = 2, to[2] = {(s + 1) % n, (s + 2) % n};
+      MPI_Dist_graph_create(MPI_COMM_WORLD, 1, &s, &degree, to, MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &given);
+    }
     std::vector<MPI_Comm> dups(70);  // more than 64 alive: the contexts in use span two words of their set
     for (std::size_t i = 0; i < dups.size(); ++i) MPI_Comm_dup(i == 0 ? MPI_COMM_WORLD : dups[i - 1], &dups[i]);
     long step = 0;
@@ -1347,6 +1393,10 @@ int set_up_communicators(int argc, char** argv) {
       MPI_Sendrecv(&mine, 1, MPI_INT, (me + 1) % n, 100000, &ring_value, 1, MPI_INT, (me + n - 1) % n, 100000,
                    dups[static_cast<std::size_t>(step * 17 % 70)], MPI_STATUS_IGNORE);
       weighted += ring_value * 11;
+      int from_given[2] = {0, 0}, given_in[2] = {-1, -1}, given_out[2] = {-1, -1};
+      MPI_Neighbor_allgather(&mine, 1, MPI_INT, from_given, 1, MPI_INT, given);
+      MPI_Dist_graph_neighbors(given, 2, given_in, MPI_UNWEIGHTED, 2, given_out, MPI_UNWEIGHTED);
+      for (int i = 0; i < 2; ++i) weighted += from_given[i] * (given_in[i] + 13);  // (any order of the two)
       const std::int64_t term_of_step = around[0] * 7 + around[1] * 5 + row_sum * 3 + odd_max +
                                         static_cast<std::int64_t>(total) +
                                         static_cast<std::int64_t>(errors_seen % 1000) + from_other * 3 + weighted;
@@ -1361,6 +1411,7 @@ int set_up_communicators(int argc, char** argv) {
     if (me == 0) std::printf("set-up sum %" PRId64 "\n", all);
     MPI_Request_free(&reduce);
     for (MPI_Comm& c : dups) MPI_Comm_free(&c);
+    MPI_Comm_free(&given);
     MPI_Comm_free(&copy);
     MPI_Comm_free_keyval(&key);
     if (odd != MPI_COMM_NULL) MPI_Comm_free(&odd);
@@ -1417,6 +1468,7 @@ int main(int argc, char** argv) {
     communicators();
     many_communicators();
     topologies();
+    dist_graph();
     handles();
     alltoallw_and_persistent();
     intercommunicators();
