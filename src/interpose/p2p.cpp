@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -204,6 +205,11 @@ bool from_probe(VRequest& r, bool block) {
 // one's request completes it.
 std::size_t wait_one(VRequest& r) {
   carry_out_collectives(r.collective.get());
+  if (r.partitions > 0 && !r.receive && r.ready < r.partitions)
+    throw UsageError("a wait for a partitioned send (MPI_Psend_init) of which " + std::to_string(r.ready) + " of " +
+                     std::to_string(r.partitions) +
+                     " partitions are marked ready: it would never complete. Mark every partition with MPI_Pready "
+                     "(or _range, _list) first");
   if (r.send_half) {
     wait_one(*r.send_half);
     r.send_half.reset();
@@ -220,6 +226,7 @@ std::size_t wait_one(VRequest& r) {
 bool test_one(VRequest& r) {
   carry_out_collectives(r.collective.get());
   if (r.collective) return true;
+  if (r.partitions > 0 && !r.receive && r.ready < r.partitions) return false;  // (sent once every one is ready)
   if (r.send_half) {
     if (!test_one(*r.send_half)) return false;
     r.send_half.reset();
@@ -816,6 +823,11 @@ void start(MPI_Request* request, const char* call) {
     w.comm();  // (refused before the program restored after a rollback, as any communicating call)
     r.collective = start_collective(w.vcomm(r.comm, call).context, r.persistent_body);
     r.done = false;
+  } else if (r.partitions > 0 && !r.receive) {  // MPI_Psend_init: sent once every partition is ready (MPI_Pready)
+    r.marked.assign(static_cast<std::size_t>(r.partitions), false);
+    r.ready = 0;
+    r.done = false;
+    r.request = Comm::Request();
   } else if (r.buffered) {  // MPI_Bsend_init: a copy sent, complete at once (as MPI_Ibsend)
     buffered(r.buf, r.count, r.type, r.source, r.tag, r.comm, call);
     r.done = true;
@@ -845,6 +857,99 @@ extern "C" int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int
                               MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Rsend_init(buf, count, type, dest, tag, comm, request);
   REPRISE_SERVE("MPI_Rsend_init", { ri::init(false, buf, count, type, dest, tag, comm, request, "MPI_Rsend_init"); });
+  return MPI_SUCCESS;
+}
+
+// Partitioned communication (MPI 4): a persistent request whose message is the partitions together. The send goes
+// as one message once the program marked every partition ready (MPI_Pready, _range, _list: at the call that marks
+// the last, so in the program's order, as the protocol replays it); MPI_Parrived of any partition is true once the
+// whole message arrived (MPI lets partitions arrive together). Only the thread that called MPI_Init marks them.
+namespace reprise::interpose {
+namespace {
+void partitioned_init(bool receive, const void* buf, int partitions, MPI_Count count, MPI_Datatype type, int rank,
+                      int tag, MPI_Comm comm, MPI_Request* request, const char* call) {
+  if (partitions < 1 || count < 0 || static_cast<long double>(partitions) * static_cast<long double>(count) > INT_MAX)
+    refuse(call, std::to_string(partitions) + " partitions of " + std::to_string(count) +
+                     " elements: the partitions must be at least 1 and their elements together at most " +
+                     std::to_string(INT_MAX) + " under Reprise");
+  VRequest& r = init(receive, buf, static_cast<int>(partitions * count), type, rank, tag, comm, request, call);
+  r.partitions = partitions;
+}
+
+VRequest& partitioned(MPI_Request request, bool receive, const char* call) {
+  VRequest& r = *Wrapped::get().find(request);
+  if (r.partitions == 0 || r.receive != receive)
+    refuse(call, std::string("the request is not a partitioned ") +
+                     (receive ? "receive (MPI_Precv_init)" : "send (MPI_Psend_init)"));
+  if (!r.active) refuse(call, "the partitioned request is not active: MPI_Start it first");
+  return r;
+}
+
+void mark_ready(VRequest& r, int partition, const char* call) {
+  if (partition < 0 || partition >= r.partitions)
+    refuse(call,
+           "partition " + std::to_string(partition) + " is not one of the request's " + std::to_string(r.partitions));
+  if (r.marked[static_cast<std::size_t>(partition)])
+    refuse(call, "partition " + std::to_string(partition) + " is already marked ready since the request started");
+  r.marked[static_cast<std::size_t>(partition)] = true;
+  if (++r.ready == r.partitions) post(&r, false, r.buf, r.count, r.type, r.source, r.tag, r.comm, call);
+}
+}  // namespace
+}  // namespace reprise::interpose
+
+extern "C" int MPI_Psend_init(const void* buf, int partitions, MPI_Count count, MPI_Datatype type, int dest, int tag,
+                              MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Psend_init(buf, partitions, count, type, dest, tag, comm, info, request);
+  REPRISE_SERVE("MPI_Psend_init", {
+    ri::partitioned_init(false, buf, partitions, count, type, dest, tag, comm, request, "MPI_Psend_init");
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Precv_init(void* buf, int partitions, MPI_Count count, MPI_Datatype type, int source, int tag,
+                              MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  if (!serving() || !ours(comm)) return PMPI_Precv_init(buf, partitions, count, type, source, tag, comm, info, request);
+  REPRISE_SERVE("MPI_Precv_init", {
+    ri::partitioned_init(true, buf, partitions, count, type, source, tag, comm, request, "MPI_Precv_init");
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Pready(int partition, MPI_Request request) {
+  if (!serving() || !ours(request)) return PMPI_Pready(partition, request);
+  REPRISE_SERVE("MPI_Pready",
+                { ri::mark_ready(ri::partitioned(request, false, "MPI_Pready"), partition, "MPI_Pready"); });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Pready_range(int low, int high, MPI_Request request) {
+  if (!serving() || !ours(request)) return PMPI_Pready_range(low, high, request);
+  REPRISE_SERVE("MPI_Pready_range", {
+    VRequest& r = ri::partitioned(request, false, "MPI_Pready_range");
+    for (int p = low; p <= high; ++p) ri::mark_ready(r, p, "MPI_Pready_range");
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Pready_list(int length, int partitions[], MPI_Request request) {
+  if (!serving() || !ours(request)) return PMPI_Pready_list(length, partitions, request);
+  REPRISE_SERVE("MPI_Pready_list", {
+    VRequest& r = ri::partitioned(request, false, "MPI_Pready_list");
+    for (int i = 0; i < length; ++i) ri::mark_ready(r, partitions[i], "MPI_Pready_list");
+  });
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Parrived(MPI_Request request, int partition, int* flag) {
+  if (!serving() || !ours(request)) return PMPI_Parrived(request, partition, flag);
+  REPRISE_SERVE("MPI_Parrived", {
+    VRequest& r = ri::partitioned(request, true, "MPI_Parrived");
+    if (partition < 0 || partition >= r.partitions)
+      ri::refuse("MPI_Parrived", "partition " + std::to_string(partition) + " is not one of the request's " +
+                                     std::to_string(r.partitions));
+    *flag = ri::test_one(r) ? 1 : 0;  // (the request stays the program's: its wait or test completes it)
+    if (!*flag) ri::idle();
+  });
   return MPI_SUCCESS;
 }
 

@@ -19,8 +19,6 @@ WHY = [
      r"Rget_accumulate)",
      "one-sided communication is not logged by the protocol, so a rollback could not replay it"),
     (r"^MPI_File", "MPI-IO writes outside the checkpointed state; a rollback would not undo it"),
-    (r"^MPI_(Psend_init|Precv_init|Pready|Parrived)", "partitioned communication is not supported yet "
-     "(persistent requests, MPI_Send_init, MPI_Recv_init and the persistent collectives, are)"),
     (r"^MPI_(Comm_spawn|Comm_connect|Comm_accept|Comm_join)", "new processes and connections between jobs are the "
      "runtime's own (replacements after a failure); intercommunicators within the job are served "
      "(MPI_Intercomm_create)"),
@@ -61,7 +59,7 @@ def prototypes(header):
 
 def reads_requests(name):
     """Whether the call reads the requests it is given (the others' requests are outputs: the library makes them)."""
-    return re.match(r"^MPI_(Wait|Test|Cancel|Request_|Start|Grequest_complete)", name) is not None
+    return re.match(r"^MPI_(Wait|Test|Cancel|Request_|Start|Grequest_complete|Pready|Parrived)", name) is not None
 
 
 def split_args(args):

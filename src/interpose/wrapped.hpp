@@ -111,7 +111,12 @@ struct VRequest {
   std::shared_ptr<Collective> collective;  // a non-blocking collective's: completes when its body ended
   std::function<void()> persistent_body;   // a persistent collective's (MPI_Allreduce_init, ...): MPI_Start starts it
   bool buffered = false;                   // MPI_Bsend_init's: each MPI_Start sends a copy (complete at once)
-  std::unique_ptr<VRequest> send_half;     // MPI_Sendrecv's (and its forms') send: complete when both halves are
+  // A partitioned request (MPI_Psend_init, MPI_Precv_init): its partitions, and for a send those marked ready since
+  // its MPI_Start (MPI_Pready): the message goes once every one is.
+  int partitions = 0;
+  std::vector<bool> marked;
+  int ready = 0;
+  std::unique_ptr<VRequest> send_half;  // MPI_Sendrecv's (and its forms') send: complete when both halves are
 };
 
 inline constexpr int kFortranBase = 1 << 24;

@@ -4,7 +4,8 @@
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
 //   interpose-check [--refuse any-source|any-tag|tag|win|cancel|graph|neighbor-no-topology|
 //                             free-receive|split-type|free-icollective|errors-are-fatal|inter-collective|
-//                             inter-self|spawn-self|foreign-thread|communicators]
+//                             inter-self|spawn-self|foreign-thread|communicators|
+//                             partition-not-ready]
 //   interpose-check --node-communicator
 //   reprise-interpose-check --message-before-restore | --probe-across-checkpoints | --set-up-communicators
 //                           (reprise::run; tests with kills)
@@ -488,6 +489,37 @@ void dist_graph() {
   }
   MPI_Comm_free(&g);
   report("neighbors dist graph", d);
+}
+
+// Partitioned communication around the ring: 4 partitions of 3 ints, started three times; partitions marked
+// ready out of order (a list, a range, one), the receiver polling MPI_Parrived before its wait.
+void partitioned() {
+  const int next = (world_rank + 1) % world_size, prev = (world_rank + world_size - 1) % world_size;
+  std::vector<int> out(12), in(12, -1);
+  MPI_Request send, recv;
+  MPI_Psend_init(out.data(), 4, 3, MPI_INT, next, 9, MPI_COMM_WORLD, MPI_INFO_NULL, &send);
+  MPI_Precv_init(in.data(), 4, 3, MPI_INT, prev, 9, MPI_COMM_WORLD, MPI_INFO_NULL, &recv);
+  std::uint64_t d = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 12; ++i) out[static_cast<std::size_t>(i)] = world_rank * 100 + round * 12 + i;
+    MPI_Start(&recv);
+    MPI_Start(&send);
+    int list[2] = {3, 1};
+    MPI_Pready_list(2, list, send);
+    MPI_Pready_range(0, 0, send);
+    MPI_Pready(2, send);
+    int arrived = 0;
+    while (!arrived) MPI_Parrived(recv, 2, &arrived);
+    MPI_Status st;
+    MPI_Wait(&recv, &st);
+    MPI_Wait(&send, MPI_STATUS_IGNORE);
+    int count = -1;
+    MPI_Get_count(&st, MPI_INT, &count);
+    d = mix(d ^ digest(in.data(), in.size()) ^ static_cast<std::uint64_t>(count) << 40);
+  }
+  MPI_Request_free(&send);
+  MPI_Request_free(&recv);
+  report("persistent partitioned", d);
 }
 
 void communicators() {
@@ -1162,6 +1194,13 @@ void refuse(const std::string& what) {
     int has = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &has);
     if (world_rank == 0 && has && *ub < INT32_MAX) MPI_Send(&x, 1, MPI_DOUBLE, next, *ub + 1, MPI_COMM_WORLD);
+  } else if (what == "partition-not-ready") {  // a wait for a partitioned send with a partition not marked
+    double y[2] = {0, 0};
+    MPI_Request send;
+    MPI_Psend_init(y, 2, 1, MPI_DOUBLE, next, 0, MPI_COMM_WORLD, MPI_INFO_NULL, &send);
+    MPI_Start(&send);
+    MPI_Pready(1, send);
+    MPI_Wait(&send, MPI_STATUS_IGNORE);
   } else if (what == "foreign-thread") {  // a thread other than MPI_Init's (told MPI_THREAD_FUNNELED at most)
     if (world_rank == 0) std::thread([&] { MPI_Send(&x, 1, MPI_DOUBLE, next, 0, MPI_COMM_WORLD); }).join();
   } else if (what == "communicators") {  // more alive at once than the tags leave room for (kept until refused)
@@ -1469,6 +1508,7 @@ int main(int argc, char** argv) {
     many_communicators();
     topologies();
     dist_graph();
+    partitioned();
     handles();
     alltoallw_and_persistent();
     intercommunicators();
