@@ -611,6 +611,7 @@ extern "C" int MPI_Init(int* argc, char*** argv) {
 }
 
 extern "C" int MPI_Finalize() {
+  if (!Wrapped::get().app_thread()) serving();  // another thread of the program, while the runtime runs: refused
   if (Wrapped::get().started() && Wrapped::get().app_thread()) {
     REPRISE_SERVE("MPI_Finalize", { Wrapped::get().stop(); });
   }

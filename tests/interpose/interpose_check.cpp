@@ -4,8 +4,8 @@
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
 //   interpose-check [--refuse any-source|any-tag|tag|win|cancel|graph|neighbor-no-topology|
 //                             free-receive|split-type|free-icollective|errors-are-fatal|inter-collective|
-//                             inter-self|spawn-self|foreign-thread|communicators|
-//                             partition-not-ready]
+//                             inter-self|spawn-self|foreign-thread|foreign-finalize|
+//                             communicators|partition-not-ready]
 //   interpose-check --node-communicator
 //   reprise-interpose-check --message-before-restore | --probe-across-checkpoints | --set-up-communicators
 //                           (reprise::run; tests with kills)
@@ -1203,6 +1203,8 @@ void refuse(const std::string& what) {
     MPI_Wait(&send, MPI_STATUS_IGNORE);
   } else if (what == "foreign-thread") {  // a thread other than MPI_Init's (told MPI_THREAD_FUNNELED at most)
     if (world_rank == 0) std::thread([&] { MPI_Send(&x, 1, MPI_DOUBLE, next, 0, MPI_COMM_WORLD); }).join();
+  } else if (what == "foreign-finalize") {  // MPI_Finalize from another thread, the runtime running
+    if (world_rank == 0) std::thread([] { MPI_Finalize(); }).join();
   } else if (what == "communicators") {  // more alive at once than the tags leave room for (kept until refused)
     std::vector<MPI_Comm> kept;
     for (int i = 0; i < 5000; ++i) {
