@@ -623,13 +623,23 @@ extern "C" int MPI_Abort(MPI_Comm comm, int code) {
   return PMPI_Abort(Wrapped::get().runtime().comm(), code);
 }
 
+// MPI_Comm_rank and MPI_Comm_size of MPI_COMM_WORLD are answered on any thread of the program (logging code asks
+// them on its threads); every other call there is refused (serving()).
 extern "C" int MPI_Comm_rank(MPI_Comm comm, int* rank) {
+  if (comm == MPI_COMM_WORLD && Wrapped::get().other_thread_asks()) {
+    *rank = Wrapped::get().world().rank;
+    return MPI_SUCCESS;
+  }
   if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_rank(comm, rank);
   *rank = Wrapped::get().vcomm(comm, "MPI_Comm_rank").rank;
   return MPI_SUCCESS;
 }
 
 extern "C" int MPI_Comm_size(MPI_Comm comm, int* size) {
+  if (comm == MPI_COMM_WORLD && Wrapped::get().other_thread_asks()) {
+    *size = Wrapped::get().world().size;
+    return MPI_SUCCESS;
+  }
   if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_size(comm, size);
   *size = Wrapped::get().vcomm(comm, "MPI_Comm_size").size;
   return MPI_SUCCESS;

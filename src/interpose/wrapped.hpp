@@ -171,6 +171,10 @@ class Wrapped {
   bool started() const { return rt_ != nullptr; }
   /// From MPI_Init's end to MPI_Finalize (read by any thread).
   bool running() const { return running_; }
+  /// A question another thread of the program may ask (its rank or the size of MPI_COMM_WORLD: fixed from MPI_Init
+  /// on), rather than a call refused.
+  bool other_thread_asks() const { return running() && !app_thread() && !MpiRuntime::own_thread(); }
+  const VComm& world() const { return world_; }
   MpiRuntime& runtime();
   /// Comm, for a served call that communicates; refused while replaying (after a rollback, before the program
   /// restored: the ranks that did not roll back would never answer).

@@ -1502,7 +1502,17 @@ int main(int argc, char** argv) {
   } else {
     int level = -1;
     MPI_Query_thread(&level);  // wrapped: at most MPI_THREAD_FUNNELED, whatever the library runs with
-    if (world_rank == 0) std::printf("thread level %d\n", level);
+    // Another thread may ask its rank, the job's size and the thread level (answered, not refused, when wrapped).
+    int their_rank = -1, their_size = -1, their_level = -1;
+    std::thread([&] {
+      MPI_Comm_rank(MPI_COMM_WORLD, &their_rank);
+      MPI_Comm_size(MPI_COMM_WORLD, &their_size);
+      MPI_Query_thread(&their_level);
+    }).join();
+    int differ = their_rank != world_rank || their_size != world_size || their_level != level, differ_anywhere = 0;
+    MPI_Allreduce(&differ, &differ_anywhere, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (world_rank == 0)
+      std::printf("thread level %d, another thread's answers %s\n", level, differ_anywhere ? "DIFFER" : "the same");
     point_to_point();
     collectives();
     nonblocking_collectives();
