@@ -11,14 +11,14 @@
 
 namespace reprise::core {
 
-/// Starts `fn` on a new thread and names it before returning, so the name is there as soon as the thread exists
-/// (a thread that named itself might not have run yet). `name`: at most 15 characters (Linux's limit), e.g.
-/// "reprise-drain".
 /// True on a thread started by named_thread: one of the runtime's own (the interposition serves only the program's
 /// thread, and tells the program's other threads from these).
 bool runtime_thread();
 void mark_runtime_thread();
 
+/// Starts `fn` on a new thread, marked as the runtime's, and names it before returning, so the name is there as soon
+/// as the thread exists (a thread that named itself might not have run yet). `name`: at most 15 characters (Linux's
+/// limit), e.g. "reprise-drain".
 template <class Fn>
 std::thread named_thread(const char* name, Fn&& fn) {
   std::thread t([body = std::forward<Fn>(fn)]() mutable {

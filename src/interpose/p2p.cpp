@@ -205,8 +205,8 @@ bool from_probe(VRequest& r, bool block) {
 // one's request completes it.
 std::size_t wait_one(VRequest& r) {
   carry_out_collectives(r.collective.get());
-  if (r.partitions > 0 && !r.receive && r.ready < r.partitions)
-    throw UsageError("a wait for a partitioned send (MPI_Psend_init) of which " + std::to_string(r.ready) + " of " +
+  if (r.partitions_pending())
+    throw UsageError("a wait for a partitioned send (MPI_Psend_init) of which " + std::to_string(r.ready()) + " of " +
                      std::to_string(r.partitions) +
                      " partitions are marked ready: it would never complete. Mark every partition with MPI_Pready "
                      "(or _range, _list) first");
@@ -226,7 +226,7 @@ std::size_t wait_one(VRequest& r) {
 bool test_one(VRequest& r) {
   carry_out_collectives(r.collective.get());
   if (r.collective) return true;
-  if (r.partitions > 0 && !r.receive && r.ready < r.partitions) return false;  // (sent once every one is ready)
+  if (r.partitions_pending()) return false;  // (sent once every partition is ready)
   if (r.send_half) {
     if (!test_one(*r.send_half)) return false;
     r.send_half.reset();
@@ -825,7 +825,6 @@ void start(MPI_Request* request, const char* call) {
     r.done = false;
   } else if (r.partitions > 0 && !r.receive) {  // MPI_Psend_init: sent once every partition is ready (MPI_Pready)
     r.marked.assign(static_cast<std::size_t>(r.partitions), false);
-    r.ready = 0;
     r.done = false;
     r.request = Comm::Request();
   } else if (r.buffered) {  // MPI_Bsend_init: a copy sent, complete at once (as MPI_Ibsend)
@@ -885,14 +884,18 @@ VRequest& partitioned(MPI_Request request, bool receive, const char* call) {
   return r;
 }
 
-void mark_ready(VRequest& r, int partition, const char* call) {
+void check_partition(const VRequest& r, int partition, const char* call) {
   if (partition < 0 || partition >= r.partitions)
     refuse(call,
            "partition " + std::to_string(partition) + " is not one of the request's " + std::to_string(r.partitions));
+}
+
+void mark_ready(VRequest& r, int partition, const char* call) {
+  check_partition(r, partition, call);
   if (r.marked[static_cast<std::size_t>(partition)])
     refuse(call, "partition " + std::to_string(partition) + " is already marked ready since the request started");
   r.marked[static_cast<std::size_t>(partition)] = true;
-  if (++r.ready == r.partitions) post(&r, false, r.buf, r.count, r.type, r.source, r.tag, r.comm, call);
+  if (!r.partitions_pending()) post(&r, false, r.buf, r.count, r.type, r.source, r.tag, r.comm, call);
 }
 }  // namespace
 }  // namespace reprise::interpose
@@ -944,9 +947,7 @@ extern "C" int MPI_Parrived(MPI_Request request, int partition, int* flag) {
   if (!serving() || !ours(request)) return PMPI_Parrived(request, partition, flag);
   REPRISE_SERVE("MPI_Parrived", {
     VRequest& r = ri::partitioned(request, true, "MPI_Parrived");
-    if (partition < 0 || partition >= r.partitions)
-      ri::refuse("MPI_Parrived", "partition " + std::to_string(partition) + " is not one of the request's " +
-                                     std::to_string(r.partitions));
+    ri::check_partition(r, partition, "MPI_Parrived");
     *flag = ri::test_one(r) ? 1 : 0;  // (the request stays the program's: its wait or test completes it)
     if (!*flag) ri::idle();
   });

@@ -598,9 +598,10 @@ extern "C" int MPI_Init_thread(int* argc, char*** argv, int required, int* provi
   return MPI_SUCCESS;
 }
 
-extern "C" int MPI_Query_thread(int* provided) {  // (any thread may ask)
-  if (!Wrapped::get().running() || reprise::MpiRuntime::own_thread() || (Wrapped::get().app_thread() && !serving()))
-    return PMPI_Query_thread(provided);  // (the runtime's own question)
+extern "C" int MPI_Query_thread(int* provided) {  // (any thread of the program may ask)
+  const Wrapped& w = Wrapped::get();
+  const bool runtime_asks = !w.running() || reprise::MpiRuntime::own_thread() || (w.app_thread() && w.depth > 0);
+  if (runtime_asks) return PMPI_Query_thread(provided);
   *provided = told_level;
   return MPI_SUCCESS;
 }

@@ -115,7 +115,9 @@ struct VRequest {
   // its MPI_Start (MPI_Pready): the message goes once every one is.
   int partitions = 0;
   std::vector<bool> marked;
-  int ready = 0;
+  int ready() const { return static_cast<int>(std::count(marked.begin(), marked.end(), true)); }
+  /// A partitioned send not posted yet: a partition is not marked ready.
+  bool partitions_pending() const { return partitions > 0 && !receive && ready() < partitions; }
   std::unique_ptr<VRequest> send_half;  // MPI_Sendrecv's (and its forms') send: complete when both halves are
 };
 
