@@ -89,6 +89,11 @@ class Comm {
   /// runtime's threads detected (may throw Rollback), a recovery's control messages, replays and held sends on
   /// their way. Without it such a loop could wait for ranks that wait for this one.
   void poll();
+  /// Whether this rank rolled back and runs again where its first execution had been: a rank of another group
+  /// already has a message this one is yet to send (it is not sent again). An effect outside the messages made
+  /// from here on (the interposition's MPI_File_set_size, which rank 0 makes for all and then tells them of) was
+  /// made the first time, and those told may have acted on it since.
+  bool reexecuting();
 
   /// The same with the buffer's memory space said (MemorySpace::Device: CUDA device memory; without it Comm asks
   /// CUDA where a buffer lives when a GPU is usable). With a CUDA-aware MPI (Config::cuda_aware_mpi) a device

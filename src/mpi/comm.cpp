@@ -143,6 +143,9 @@ void Comm::waitall(std::vector<Request>& rs) {
 void Comm::poll() {
   s_->poll();
 }
+bool Comm::reexecuting() {
+  return s_->reexecuting_now();
+}
 bool Comm::test(Request& r) {
   return s_->test(r);
 }

@@ -237,6 +237,12 @@ class CommState {
   /// This process rolled back in an earlier recovery and has not caught up yet (see Process::reexecuting()).
   /// Also while it is in the recovery that rolled it back (its restart exchange not done or interrupted).
   bool reexecuting() const { return exchange_pending_ || exchanging_ || p_->reexecuting(); }
+  /// Comm::reexecuting: after the pending restart exchange (which learns what the peers had delivered) and the
+  /// coordinator's release.
+  bool reexecuting_now() {
+    enter();
+    return reexecuting();
+  }
   const std::vector<std::pair<MPI_Comm, MPI_Comm>>& epochs() const { return epochs_; }
   /// Runtime entry points of the application: the pending exchange, control messages, and a rolled-back process
   /// waits here for the coordinator's release before it re-executes.

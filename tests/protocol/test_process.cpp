@@ -112,9 +112,14 @@ TEST(Protocol, RecoveryReplaysBothWaysAndSuppressesOrphans) {
   EXPECT_TRUE(p0.ready(2).empty()) << "released only up to phase 1";
   p0.release(ItemKind::Replay, 2);
   EXPECT_EQ(p0.ready(2).size(), 3u);
+  EXPECT_TRUE(p2.reexecuting()) << "blocked until the coordinator's release";
   p2.release(ItemKind::Block, 0);
+  EXPECT_TRUE(p2.reexecuting()) << "p0 has p2's seqs 2 and 3: p2 runs again where it had been";
+  EXPECT_FALSE(p0.reexecuting()) << "p0 did not roll back";
   EXPECT_TRUE(p2.send(0, 0, &x, 8).orphan);
+  EXPECT_TRUE(p2.reexecuting());
   EXPECT_TRUE(p2.send(0, 0, &x, 8).orphan);
+  EXPECT_FALSE(p2.reexecuting()) << "past the last message p0 had: new ground";
   EXPECT_FALSE(p2.send(0, 0, &x, 8).orphan) << "seq 4 was never delivered: a real send";
 }
 
