@@ -18,7 +18,6 @@ WHY = [
     (r"^MPI_(Win|Put|Get|Accumulate|Get_accumulate|Fetch_and_op|Compare_and_swap|Rput|Rget|Raccumulate|"
      r"Rget_accumulate)",
      "one-sided communication is not logged by the protocol, so a rollback could not replay it"),
-    (r"^MPI_File", "MPI-IO writes outside the checkpointed state; a rollback would not undo it"),
     (r"^MPI_(Comm_spawn|Comm_connect|Comm_accept|Comm_join)", "new processes and connections between jobs are the "
      "runtime's own (replacements after a failure); intercommunicators within the job are served "
      "(MPI_Intercomm_create)"),

@@ -54,6 +54,13 @@ inline int collective_tag(const VComm& c) {
   return Wrapped::get().tags().collective(c.context);
 }
 
+/// The library's group of `c`'s ranks (job ranks of the runtime's communicator), as MPI_Comm_group gives it.
+MPI_Group job_group(const VComm& c);
+
+/// After a rollback: the files the program opened on its communicators (files.cpp) are closed (their handles died
+/// with its stack).
+void close_files_after_rollback();
+
 /// A status as MPI fills it (MPI_Get_count reads the count set here).
 void fill_status(MPI_Status* status, int source, int tag, std::size_t bytes);
 

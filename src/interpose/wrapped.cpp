@@ -515,6 +515,7 @@ void Wrapped::abandon_requests() {
 
 void Wrapped::rolled_back(bool from_start) {
   abandon_requests();
+  close_files_after_rollback();
   probed_.clear();
   for (VComm* c : comms_) delete c;  // (their attributes without their delete callbacks: attributes.cpp)
   comms_.clear();
@@ -760,18 +761,20 @@ extern "C" int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_I
 // _excl, _translate_ranks, _rank, _size, _free, ...) is the library's own. MPI_Comm_create maps a group back to
 // ranks of its parent and derives the communicator as MPI_Comm_split does. An intercommunicator's group is its local
 // group (MPI_Comm_remote_group: intercomm.cpp).
+MPI_Group reprise::interpose::job_group(const VComm& c) {
+  std::vector<int> job(static_cast<std::size_t>(c.size));
+  for (int r = 0; r < c.size; ++r) job[static_cast<std::size_t>(r)] = c.job_rank(r);
+  MPI_Group all = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
+  PMPI_Comm_group(Wrapped::get().runtime().comm(), &all);
+  PMPI_Group_incl(all, c.size, job.data(), &group);
+  PMPI_Group_free(&all);
+  return group;
+}
+
 extern "C" int MPI_Comm_group(MPI_Comm comm, MPI_Group* group) {
   if (!serving() || !reprise::interpose::ours(comm)) return PMPI_Comm_group(comm, group);
-  REPRISE_SERVE("MPI_Comm_group", {
-    Wrapped& w = Wrapped::get();
-    const VComm& c = w.vcomm(comm, "MPI_Comm_group");
-    std::vector<int> job(static_cast<std::size_t>(c.size));
-    for (int r = 0; r < c.size; ++r) job[static_cast<std::size_t>(r)] = c.job_rank(r);
-    MPI_Group all = MPI_GROUP_NULL;
-    PMPI_Comm_group(w.runtime().comm(), &all);
-    PMPI_Group_incl(all, c.size, job.data(), group);
-    PMPI_Group_free(&all);
-  });
+  REPRISE_SERVE("MPI_Comm_group",
+                { *group = reprise::interpose::job_group(Wrapped::get().vcomm(comm, "MPI_Comm_group")); });
   return MPI_SUCCESS;
 }
 

@@ -5,17 +5,20 @@
 //   interpose-check [--refuse any-source|any-tag|tag|win|cancel|graph|neighbor-no-topology|
 //                             free-receive|split-type|free-icollective|errors-are-fatal|inter-collective|
 //                             inter-self|spawn-self|foreign-thread|foreign-finalize|
-//                             communicators|partition-not-ready]
+//                             communicators|partition-not-ready|file-shared|file-atomicity|
+//                             file-delete-on-close]
 //   interpose-check --node-communicator
 //   reprise-interpose-check --message-before-restore | --probe-across-checkpoints | --set-up-communicators
 //                           (reprise::run; tests with kills)
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -1041,6 +1044,87 @@ void intercommunicators() {
              static_cast<std::uint64_t>(copy_inter + 2 * copy_remote + 100 * (mirrored + 1)) << 5);
 }
 
+// A file name no other run uses (rank 0's process id, broadcast), in the temporary directory.
+std::string scratch_file(const char* what) {
+  long id = world_rank == 0 ? static_cast<long>(getpid()) : 0;
+  MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+  return (std::filesystem::temp_directory_path() / ("interpose-check-" + std::to_string(id) + "-" + what)).string();
+}
+
+int error_class(int rc) {
+  int c = MPI_SUCCESS;
+  MPI_Error_class(rc, &c);
+  return c;
+}
+
+// MPI-IO on a communicator of the program (the odd and the even ranks, in reverse order), one file each: made
+// exclusively, written past the end then cut (MPI_File_set_size), written through a strided view collectively and
+// by a non-blocking write, read back whole; its group and access mode; opened exclusively again (refused: it
+// exists), deleted, opened again without MPI_MODE_CREATE (no such file).
+void file_io() {
+  const int me = world_rank;
+  MPI_Comm half;
+  MPI_Comm_split(MPI_COMM_WORLD, me % 2, -me, &half);
+  int hr = 0, hn = 0;
+  MPI_Comm_rank(half, &hr);
+  MPI_Comm_size(half, &hn);
+  const std::string name = scratch_file(me % 2 ? "odd" : "even");
+  const int amode = MPI_MODE_CREATE | MPI_MODE_EXCL | MPI_MODE_RDWR;
+  MPI_File f;
+  const int opened = MPI_File_open(half, name.c_str(), amode, MPI_INFO_NULL, &f);
+  std::uint64_t d = static_cast<std::uint64_t>(error_class(opened));
+  if (opened == MPI_SUCCESS) {
+    long past = 1000 + me;
+    MPI_File_write_at(f, 4096 + 8 * hr, &past, 1, MPI_LONG, MPI_STATUS_IGNORE);
+    MPI_File_set_size(f, 8 * 3 * hn);  // cuts every rank's write past it
+    MPI_Offset size = 0;
+    MPI_File_get_size(f, &size);
+    // Element i of this rank's three is long i * hn + hr of the file.
+    MPI_Datatype strided, every;
+    MPI_Type_vector(3, 1, hn, MPI_LONG, &strided);
+    MPI_Type_create_resized(strided, 0, static_cast<MPI_Aint>(8) * 3 * hn, &every);
+    MPI_Type_commit(&every);
+    MPI_File_set_view(f, 8 * hr, MPI_LONG, every, "native", MPI_INFO_NULL);
+    long mine[3] = {me * 10 + 1, me * 10 + 2, 0};
+    MPI_File_write_at_all(f, 0, mine, 2, MPI_LONG, MPI_STATUS_IGNORE);
+    mine[2] = me * 10 + 3;
+    MPI_Request r;
+    MPI_File_iwrite_at(f, 2, &mine[2], 1, MPI_LONG, &r);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+    MPI_File_sync(f);
+    MPI_Barrier(half);
+    MPI_File_sync(f);
+    MPI_File_set_view(f, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL);
+    std::vector<long> all(static_cast<std::size_t>(3 * hn));
+    MPI_File_read_at_all(f, 0, all.data(), 3 * hn, MPI_LONG, MPI_STATUS_IGNORE);
+    MPI_Group fg, cg;
+    MPI_File_get_group(f, &fg);
+    MPI_Comm_group(half, &cg);
+    int same = MPI_UNEQUAL, got_amode = 0;
+    MPI_Group_compare(fg, cg, &same);
+    MPI_File_get_amode(f, &got_amode);
+    MPI_Group_free(&fg);
+    MPI_Group_free(&cg);
+    MPI_Type_free(&every);
+    MPI_Type_free(&strided);
+    MPI_File_close(&f);
+    d = mix(d ^ static_cast<std::uint64_t>(size) << 8 ^ digest(all.data(), all.size()) ^
+            static_cast<std::uint64_t>(same) << 20 ^ static_cast<std::uint64_t>(got_amode == amode) << 24);
+  }
+  MPI_File again;
+  const int twice = MPI_File_open(half, name.c_str(), amode, MPI_INFO_NULL, &again);
+  if (twice == MPI_SUCCESS) MPI_File_close(&again);
+  MPI_Barrier(half);
+  if (hr == 0) MPI_File_delete(name.c_str(), MPI_INFO_NULL);
+  MPI_Barrier(half);
+  const int gone = MPI_File_open(half, name.c_str(), MPI_MODE_RDONLY, MPI_INFO_NULL, &again);
+  if (gone == MPI_SUCCESS) MPI_File_close(&again);
+  d = mix(d ^ static_cast<std::uint64_t>(error_class(twice)) << 32 ^
+          static_cast<std::uint64_t>(error_class(gone)) << 40);
+  MPI_Comm_free(&half);
+  report("file io", d);
+}
+
 // MPI_Alltoallw (a strided datatype out, rows in), blocking and not; the persistent collectives (MPI 4), started
 // three times with new values, several at once with persistent point-to-point, then freed.
 void alltoallw_and_persistent() {
@@ -1252,6 +1336,15 @@ void refuse(const std::string& what) {
     MPI_Comm_spawn(command, MPI_ARGV_NULL, 1, MPI_INFO_NULL, 0, MPI_COMM_SELF, &children, MPI_ERRCODES_IGNORE);
   } else if (what == "errors-are-fatal") {  // an error the program raises on MPI_COMM_WORLD (its default handler)
     if (world_rank == 0) MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_OTHER);
+  } else if (what == "file-shared" || what == "file-atomicity" || what == "file-delete-on-close") {
+    const std::string name = scratch_file(what.c_str());
+    MPI_File f;
+    const int extra = what == "file-delete-on-close" ? MPI_MODE_DELETE_ON_CLOSE : 0;
+    MPI_File_open(MPI_COMM_WORLD, name.c_str(), MPI_MODE_CREATE | MPI_MODE_WRONLY | extra, MPI_INFO_NULL, &f);
+    if (what == "file-shared") MPI_File_write_shared(f, &x, 1, MPI_DOUBLE, MPI_STATUS_IGNORE);
+    if (what == "file-atomicity") MPI_File_set_atomicity(f, 1);
+    MPI_File_close(&f);
+    if (world_rank == 0) MPI_File_delete(name.c_str(), MPI_INFO_NULL);
   } else if (what == "free-receive") {
     MPI_Request r;
     MPI_Irecv(&x, 1, MPI_DOUBLE, next, 0, MPI_COMM_WORLD, &r);
@@ -1524,6 +1617,7 @@ int main(int argc, char** argv) {
     handles();
     alltoallw_and_persistent();
     intercommunicators();
+    file_io();
 #ifdef REPRISE_WRAPPED
     // The messages went through reprise::Comm: the runtime counted them.
     const auto stats = nlohmann::json::parse(reprise::wrapped_runtime().messages().stats_json());
