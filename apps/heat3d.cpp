@@ -4,7 +4,7 @@
 // blocks under REPRISE_WRAPPED: built without them it is `heat3d-plain` (plain MPI); with them, and linked with
 // libreprise_interpose.so, `reprise-heat3d`, whose MPI calls go through the protocol.
 //   heat3d [--nx N] [--ny N] [--nz N] [--steps N] [--checkpoint-every K] [--persistent] [--overlap] [--neighbor]
-//          [--graph] [--json FILE]
+//          [--graph] [--output FILE [--output-every K]] [--json FILE]
 // --persistent: the halo exchange is made once as persistent requests (MPI_Recv_init, MPI_Send_init) and started
 // every step (MPI_Startall), as many stencil codes do; so is the energy's reduction where MPI has persistent
 // collectives (MPI 4's MPI_Allreduce_init; Open MPI 5).
@@ -13,6 +13,10 @@
 // --neighbor: the halo exchange is one MPI_Neighbor_alltoallw on the Cartesian communicator (the faces' addresses
 // from MPI_BOTTOM), as codes written for MPI-3's neighbourhood collectives do. --graph: the same on a distributed
 // graph of the faces that have a neighbour (MPI_Dist_graph_create_adjacent), as unstructured codes make theirs.
+// --output FILE: every K steps (--output-every, default 10) the whole field is written to FILE with MPI-IO, after the
+// snapshots before it (each rank its block, MPI_File_write_at_all through a subarray view), as codes write their
+// output; the file is made empty at the start (MPI_File_set_size), and at the end rank 0 reads it back and prints
+// `output 0x<16 hex digits> bytes N` (bit-identical for both builds, with or without failures).
 // --json FILE: rank 0 writes the run's figures there (with Reprise: its recoveries, its memory against its budget
 // and its checkpoints' metrics).
 // Prints the energy every 10 steps, `checksum 0x<16 hex digits>` of the final field (bit-identical for both
@@ -20,6 +24,7 @@
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -55,6 +60,8 @@ struct Options {
   bool neighbor = false;    // --neighbor: the halo exchange as MPI_Neighbor_alltoallw
   bool graph = false;       // --graph: that on a distributed graph communicator
   std::string json;         // --json FILE
+  std::string output;       // --output FILE
+  long output_every = 10;   // --output-every K
 };
 
 Options parse(int argc, char** argv, int rank) {
@@ -88,7 +95,15 @@ Options parse(int argc, char** argv, int rank) {
         MPI_Abort(MPI_COMM_WORLD, 2);
       }
       o.json = argv[++i];
-    } else if (a == "--nx")
+    } else if (a == "--output") {
+      if (i + 1 >= argc) {
+        if (rank == 0) std::fprintf(stderr, "heat3d: --output needs a file name\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+      }
+      o.output = argv[++i];
+    } else if (a == "--output-every")
+      o.output_every = value();
+    else if (a == "--nx")
       o.nx = static_cast<int>(value());
     else if (a == "--ny")
       o.ny = static_cast<int>(value());
@@ -160,6 +175,36 @@ void solve(const Options& o) {
     for (int f = 0; f < 6; ++f) faces.push_back(f);
   }
   long step = 0;
+
+  // --output: the field's interior as this rank's block of the file's global grid (snapshots one after the other).
+  MPI_Datatype block = MPI_DATATYPE_NULL;
+  if (!o.output.empty()) {
+    const int global[3] = {o.nx, o.ny, o.nz}, local[3] = {lx, ly, lz}, at[3] = {x0, y0, z0};
+    MPI_Type_create_subarray(3, global, local, at, MPI_ORDER_C, MPI_DOUBLE, &block);
+    MPI_Type_commit(&block);
+    MPI_File f;
+    if (MPI_File_open(cart, o.output.c_str(), MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &f) != MPI_SUCCESS) {
+      if (me == 0) std::fprintf(stderr, "heat3d: cannot write %s\n", o.output.c_str());
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    MPI_File_set_size(f, 0);  // a longer file of an earlier run
+    MPI_File_close(&f);
+  }
+  auto write_output = [&](const Field& field, long snapshot) {
+    // The interior in C order, whatever the view's layout (a device view's mirror is column-major).
+    auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), field);
+    std::vector<double> values;
+    values.reserve(static_cast<std::size_t>(lx) * ly * lz);
+    for (int i = 1; i <= lx; ++i)
+      for (int j = 1; j <= ly; ++j)
+        for (int k = 1; k <= lz; ++k) values.push_back(host(i, j, k));
+    MPI_File f;
+    MPI_File_open(cart, o.output.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &f);
+    const MPI_Offset at = static_cast<MPI_Offset>(snapshot) * o.nx * o.ny * o.nz * sizeof(double);
+    MPI_File_set_view(f, at, MPI_DOUBLE, block, "native", MPI_INFO_NULL);
+    MPI_File_write_at_all(f, 0, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_STATUS_IGNORE);
+    MPI_File_close(&f);
+  };
 
 #ifdef REPRISE_WRAPPED
   reprise::MpiRuntime& rt = reprise::wrapped_runtime();
@@ -289,11 +334,32 @@ void solve(const Options& o) {
       MPI_Allreduce(&energy_local, &energy, 1, MPI_DOUBLE, MPI_SUM, cart);
       if (me == 0 && step % 10 == 0) std::printf("step %ld energy %.17g\n", step, energy), std::fflush(stdout);
     }
+    if (!o.output.empty() && step % o.output_every == 0) write_output(u, step / o.output_every - 1);
 #ifdef REPRISE_WRAPPED
     if (step % o.every == 0) rt.checkpoint(static_cast<std::uint64_t>(step));
 #endif
   }
   energy_done();
+  // --output: rank 0 reads the file back (the others open and close it with it) and digests it.
+  std::uint64_t output_digest = 0;
+  MPI_Offset output_bytes = 0;
+  if (!o.output.empty()) {
+    MPI_File f;
+    MPI_File_open(cart, o.output.c_str(), MPI_MODE_RDONLY, MPI_INFO_NULL, &f);
+    MPI_File_get_size(f, &output_bytes);
+    if (me == 0) {
+      std::vector<std::uint64_t> words(1 << 16);
+      for (MPI_Offset done = 0; done < output_bytes;) {
+        const int n = static_cast<int>(std::min<MPI_Offset>(output_bytes - done, 8 << 16));
+        MPI_File_read_at(f, done, words.data(), n, MPI_BYTE, MPI_STATUS_IGNORE);
+        for (int w = 0; w < n / 8; ++w)
+          output_digest += mix(words[static_cast<std::size_t>(w)] ^ mix(static_cast<std::uint64_t>(done / 8 + w)));
+        done += n;
+      }
+    }
+    MPI_File_close(&f);
+    MPI_Type_free(&block);
+  }
 
   // Seconds per step of the loop, the slowest rank's.
   double mine = (MPI_Wtime() - t0) / static_cast<double>(step > first_step ? step - first_step : 1), slowest = 0;
@@ -315,6 +381,8 @@ void solve(const Options& o) {
   if (me == 0)
     std::printf("ranks %d grid %dx%dx%d steps %ld\nchecksum 0x%016" PRIx64 "\nseconds per step %.6f\n", size, o.nx,
                 o.ny, o.nz, o.steps, total, slowest);
+  if (me == 0 && !o.output.empty())
+    std::printf("output 0x%016" PRIx64 " bytes %lld\n", output_digest, static_cast<long long>(output_bytes));
 #ifdef REPRISE_WRAPPED
   if (!o.json.empty()) rt.wait();  // every rank: each checkpoint stored, so that the JSON lists them all
 #endif
