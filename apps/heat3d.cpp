@@ -4,7 +4,7 @@
 // blocks under REPRISE_WRAPPED: built without them it is `heat3d-plain` (plain MPI); with them, and linked with
 // libreprise_interpose.so, `reprise-heat3d`, whose MPI calls go through the protocol.
 //   heat3d [--nx N] [--ny N] [--nz N] [--steps N] [--checkpoint-every K] [--persistent] [--overlap] [--neighbor]
-//          [--graph] [--output FILE [--output-every K]] [--json FILE]
+//          [--graph] [--output FILE [--output-every K] [--output-open]] [--json FILE]
 // --persistent: the halo exchange is made once as persistent requests (MPI_Recv_init, MPI_Send_init) and started
 // every step (MPI_Startall), as many stencil codes do; so is the energy's reduction where MPI has persistent
 // collectives (MPI 4's MPI_Allreduce_init; Open MPI 5).
@@ -16,7 +16,9 @@
 // --output FILE: every K steps (--output-every, default 10) the whole field is written to FILE with MPI-IO, after the
 // snapshots before it (each rank its block, MPI_File_write_at_all through a subarray view), as codes write their
 // output; the file is made empty at the start (MPI_File_set_size), and at the end rank 0 reads it back and prints
-// `output 0x<16 hex digits> bytes N` (bit-identical for both builds, with or without failures).
+// `output 0x<16 hex digits> bytes N` (bit-identical for both builds, with or without failures). --output-open: the
+// file is opened once in the set-up, its view set there, kept open, and each snapshot written where the previous
+// one ended (MPI_File_write_all, through the file pointer), as codes appending to a time series do.
 // --json FILE: rank 0 writes the run's figures there (with Reprise: its recoveries, its memory against its budget
 // and its checkpoints' metrics).
 // Prints the energy every 10 steps, `checksum 0x<16 hex digits>` of the final field (bit-identical for both
@@ -55,13 +57,14 @@ std::uint64_t mix(std::uint64_t x) {
 struct Options {
   int nx = 48, ny = 48, nz = 48;
   long steps = 60, every = 10;
-  bool persistent = false;  // --persistent: the halo exchange as persistent requests (MPI_Send_init, MPI_Startall)
-  bool overlap = false;     // --overlap: the energy's reduction as MPI_Iallreduce, waited for a step later
-  bool neighbor = false;    // --neighbor: the halo exchange as MPI_Neighbor_alltoallw
-  bool graph = false;       // --graph: that on a distributed graph communicator
-  std::string json;         // --json FILE
-  std::string output;       // --output FILE
-  long output_every = 10;   // --output-every K
+  bool persistent = false;   // --persistent: the halo exchange as persistent requests (MPI_Send_init, MPI_Startall)
+  bool overlap = false;      // --overlap: the energy's reduction as MPI_Iallreduce, waited for a step later
+  bool neighbor = false;     // --neighbor: the halo exchange as MPI_Neighbor_alltoallw
+  bool graph = false;        // --graph: that on a distributed graph communicator
+  std::string json;          // --json FILE
+  std::string output;        // --output FILE
+  long output_every = 10;    // --output-every K
+  bool output_open = false;  // --output-open: kept open, written through the file pointer
 };
 
 Options parse(int argc, char** argv, int rank) {
@@ -103,6 +106,8 @@ Options parse(int argc, char** argv, int rank) {
       o.output = argv[++i];
     } else if (a == "--output-every")
       o.output_every = value();
+    else if (a == "--output-open")
+      o.output_open = true;
     else if (a == "--nx")
       o.nx = static_cast<int>(value());
     else if (a == "--ny")
@@ -178,6 +183,7 @@ void solve(const Options& o) {
 
   // --output: the field's interior as this rank's block of the file's global grid (snapshots one after the other).
   MPI_Datatype block = MPI_DATATYPE_NULL;
+  MPI_File output_file = MPI_FILE_NULL;  // --output-open
   if (!o.output.empty()) {
     const int global[3] = {o.nx, o.ny, o.nz}, local[3] = {lx, ly, lz}, at[3] = {x0, y0, z0};
     MPI_Type_create_subarray(3, global, local, at, MPI_ORDER_C, MPI_DOUBLE, &block);
@@ -188,7 +194,11 @@ void solve(const Options& o) {
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
     MPI_File_set_size(f, 0);  // a longer file of an earlier run
-    MPI_File_close(&f);
+    if (o.output_open)
+      MPI_File_set_view(f, 0, MPI_DOUBLE, block, "native", MPI_INFO_NULL);
+    else
+      MPI_File_close(&f);
+    output_file = f;
   }
   auto write_output = [&](const Field& field, long snapshot) {
     // The interior in C order, whatever the view's layout (a device view's mirror is column-major).
@@ -198,6 +208,10 @@ void solve(const Options& o) {
     for (int i = 1; i <= lx; ++i)
       for (int j = 1; j <= ly; ++j)
         for (int k = 1; k <= lz; ++k) values.push_back(host(i, j, k));
+    if (o.output_open) {  // after the snapshots before it: the file pointer moved past them
+      MPI_File_write_all(output_file, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_STATUS_IGNORE);
+      return;
+    }
     MPI_File f;
     MPI_File_open(cart, o.output.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &f);
     const MPI_Offset at = static_cast<MPI_Offset>(snapshot) * o.nx * o.ny * o.nz * sizeof(double);
@@ -344,6 +358,7 @@ void solve(const Options& o) {
   std::uint64_t output_digest = 0;
   MPI_Offset output_bytes = 0;
   if (!o.output.empty()) {
+    if (o.output_open) MPI_File_close(&output_file);
     MPI_File f;
     MPI_File_open(cart, o.output.c_str(), MPI_MODE_RDONLY, MPI_INFO_NULL, &f);
     MPI_File_get_size(f, &output_bytes);

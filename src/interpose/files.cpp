@@ -8,15 +8,23 @@
 // size set (MPI_File_set_size cuts what the ranks wrote past it). Run again after a rollback, rank 0 does it again
 // only where its first execution had not been (Comm::reexecuting): the ranks that went on after it may have
 // written since, which a second cut would lose. MPI_File_delete, by one rank, is skipped likewise.
+// A file open at a checkpoint is kept with the version as its place in the program's opens, its individual file
+// pointer and its view (region kFilesRegion): after a rollback the set-up that runs again opens it again (locally)
+// and sets its view, and the program's restore() moves its pointer back to where it was; one not opened again by the
+// set-up, or whose view differs, stops the job with a message (there is no handle to give it back to).
 // Refused on these files: the shared file pointer (MPI_File_*_shared, MPI_File_*_ordered*: one pointer for all
 // ranks, which per-rank files do not share) and atomic mode (MPI_File_set_atomicity: across ranks' handles).
 #include <mpi.h>
 
+#include <array>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "interpose/nonblocking.hpp"
 #include "interpose/serve.hpp"
@@ -30,7 +38,13 @@ namespace {
 struct OpenFile {
   VComm comm;
   int amode = 0;
+  std::uint64_t seq = 0;  // the program's seq-th served open since it started (or since its rollback)
+  std::string name;
 };
+
+std::uint64_t opens = 0;        // the program's served opens so far (counted again as its set-up runs again)
+std::vector<std::byte> region;  // kFilesRegion: the files open at a version
+constexpr std::int64_t kFilesMagic = 0x52505246494c4531;  // "RPRFILE1"
 
 std::map<MPI_File, OpenFile>& open_files() {
   static std::map<MPI_File, OpenFile> files;
@@ -106,7 +120,7 @@ int open(MPI_Comm comm, const char* filename, int amode, MPI_Info info, MPI_File
     if (rc != MPI_SUCCESS)
       throw UsageError(std::string("run again after a rollback, could not open '") + filename +
                        "', which it opened the first time: " + error_text(rc));
-    open_files()[*fh] = OpenFile{c, amode};
+    open_files()[*fh] = OpenFile{c, amode, opens++, filename};
     return MPI_SUCCESS;
   }
   int rc = MPI_SUCCESS;
@@ -124,7 +138,7 @@ int open(MPI_Comm comm, const char* filename, int amode, MPI_Info info, MPI_File
     *fh = MPI_FILE_NULL;
     return agreed;
   }
-  open_files()[*fh] = OpenFile{c, amode};
+  open_files()[*fh] = OpenFile{c, amode, opens++, filename};
   return MPI_SUCCESS;
 }
 
@@ -156,6 +170,31 @@ int resize(MPI_File fh, MPI_Offset size, bool preallocate) {
          "MPI_Exscan of the sizes, as the ordered calls do)");
 }
 
+void free_if_derived(MPI_Datatype t) {
+  int integers = 0, addresses = 0, types = 0, combiner = MPI_COMBINER_NAMED;
+  PMPI_Type_get_envelope(t, &integers, &addresses, &types, &combiner);
+  if (combiner == MPI_COMBINER_NAMED) return;
+  forget_type(t);
+  PMPI_Type_free(&t);
+}
+
+// What a file's view is, as far as its pointer's offsets depend on it: the displacement, the etype's size, the
+// filetype's size and extent, the data representation's name (hashed).
+std::array<std::int64_t, 5> view_of(MPI_File fh) {
+  MPI_Offset disp = 0;
+  MPI_Datatype etype = MPI_DATATYPE_NULL, filetype = MPI_DATATYPE_NULL;
+  char representation[MPI_MAX_DATAREP_STRING + 1] = {};
+  PMPI_File_get_view(fh, &disp, &etype, &filetype, representation);
+  int etype_size = 0, filetype_size = 0;
+  MPI_Aint lb = 0, extent = 0;
+  PMPI_Type_size(etype, &etype_size);
+  PMPI_Type_size(filetype, &filetype_size);
+  PMPI_Type_get_extent(filetype, &lb, &extent);
+  free_if_derived(etype);
+  free_if_derived(filetype);
+  return {disp, etype_size, filetype_size, extent, static_cast<std::int64_t>(std::hash<std::string>{}(representation))};
+}
+
 }  // namespace
 
 void close_files_after_rollback() {
@@ -164,6 +203,76 @@ void close_files_after_rollback() {
     PMPI_File_close(&fh);  // (the program's handle died with its stack; nothing to report)
   }
   open_files().clear();
+  opens = 0;
+}
+
+// Words: magic, opens so far, count; per file its open's number, its individual pointer (etypes of its view), its
+// view (view_of), the length of its name and the name (padded to a word); zeros to a multiple of 64 words.
+std::pair<void*, std::size_t> locate_files(std::optional<std::size_t> bytes) {
+  if (bytes) {
+    region.resize(*bytes);
+    return {region.data(), region.size()};
+  }
+  std::vector<std::int64_t> w{kFilesMagic, static_cast<std::int64_t>(opens),
+                              static_cast<std::int64_t>(open_files().size())};
+  for (const auto& [fh, file] : open_files()) {
+    MPI_Offset position = 0;
+    PMPI_File_get_position(fh, &position);
+    w.insert(w.end(), {static_cast<std::int64_t>(file.seq), position});
+    const auto view = view_of(fh);
+    w.insert(w.end(), view.begin(), view.end());
+    w.push_back(static_cast<std::int64_t>(file.name.size()));
+    const std::size_t at = w.size();
+    w.resize(at + (file.name.size() + sizeof(std::int64_t) - 1) / sizeof(std::int64_t));
+    if (!file.name.empty()) std::memcpy(w.data() + at, file.name.data(), file.name.size());
+  }
+  // In steps of 512 bytes: the same size, the same place, so the version stays differential (a resizable region
+  // that moves makes the next version a full one).
+  w.resize((w.size() + 63) / 64 * 64);
+  region.resize(w.size() * sizeof(std::int64_t));
+  std::memcpy(region.data(), w.data(), region.size());
+  return {region.data(), region.size()};
+}
+
+void files_restored() {
+  std::vector<std::int64_t> w(region.size() / sizeof(std::int64_t));
+  if (w.empty()) return;  // (a version of a run that opened no file through a checkpoint before this one)
+  std::memcpy(w.data(), region.data(), w.size() * sizeof(std::int64_t));
+  std::size_t at = 0;
+  auto next = [&]() -> std::int64_t {
+    if (at >= w.size()) throw Error("the interposition's table of open files in the checkpoint is truncated");
+    return w[at++];
+  };
+  if (next() != kFilesMagic) throw Error("the interposition's table of open files in the checkpoint is not one");
+  opens = static_cast<std::uint64_t>(next());
+  const std::int64_t count = next();
+  for (std::int64_t i = 0; i < count; ++i) {
+    const auto seq = static_cast<std::uint64_t>(next());
+    const MPI_Offset position = next();
+    std::array<std::int64_t, 5> view{};
+    for (std::int64_t& v : view) v = next();
+    std::string name(static_cast<std::size_t>(next()), '\0');
+    const std::size_t words = (name.size() + sizeof(std::int64_t) - 1) / sizeof(std::int64_t);
+    if (at + words > w.size()) throw Error("the interposition's table of open files in the checkpoint is truncated");
+    if (!name.empty()) std::memcpy(name.data(), w.data() + at, name.size());
+    at += words;
+    MPI_File fh = MPI_FILE_NULL;
+    for (const auto& [handle, file] : open_files())
+      if (file.seq == seq && file.name == name) fh = handle;
+    if (fh == MPI_FILE_NULL)
+      throw UsageError("the file '" + name +
+                       "' was open at the version restored, and the program's set-up, run again before restore(), "
+                       "did not open it again: open the files kept open across checkpoints in the set-up (as the "
+                       "communicators it keeps), or open and close them between checkpoints");
+    if (view_of(fh) != view)
+      throw UsageError("the file '" + name +
+                       "' had another view at the version restored than the one the set-up, run again before "
+                       "restore(), gave it: set the view of a file kept open across checkpoints in the set-up");
+    const int rc = PMPI_File_seek(fh, position, MPI_SEEK_SET);
+    if (rc != MPI_SUCCESS)
+      throw UsageError("the file '" + name +
+                       "' could not be moved back to where its pointer was at the version: " + error_text(rc));
+  }
 }
 
 }  // namespace reprise::interpose

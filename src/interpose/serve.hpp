@@ -7,7 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "interpose/wrapped.hpp"
@@ -60,6 +62,10 @@ MPI_Group job_group(const VComm& c);
 /// After a rollback: the files the program opened on its communicators (files.cpp) are closed (their handles died
 /// with its stack).
 void close_files_after_rollback();
+/// The region kFilesRegion: the files open now (a checkpoint), or room for `bytes` of them (a restore).
+std::pair<void*, std::size_t> locate_files(std::optional<std::size_t> bytes);
+/// After the program's restore(): each file open at the version, opened again by the set-up, gets back its pointer.
+void files_restored();
 
 /// A status as MPI fills it (MPI_Get_count reads the count set here).
 void fill_status(MPI_Status* status, int source, int tag, std::size_t bytes);

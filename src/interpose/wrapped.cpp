@@ -107,6 +107,7 @@ void Wrapped::start() {
     world_.size = rt_->size();
     tags_ = TagLayout::for_library(rt_->messages().tag_ub());
     rt_->protect_resizable(kTableRegion, [this](std::optional<std::size_t> bytes) { return locate_table(bytes); });
+    rt_->protect_resizable(kFilesRegion, locate_files);
     rt_->on_restore([this] { restored(); });
     // The non-blocking collectives started before rt.step() or rt.checkpoint() are carried out there, so that a
     // version never has one half done (nonblocking.hpp).
@@ -500,6 +501,7 @@ void Wrapped::begin_replay() {
 
 void Wrapped::restored() {
   read_table(nullptr);
+  files_restored();
   for (const VComm* c : comms_) contexts_used_.add(c->context);  // (a program that kept its handles)
   replaying_ = false;
   recorded_.clear();

@@ -123,6 +123,7 @@ struct VRequest {
 
 inline constexpr int kFortranBase = 1 << 24;
 inline constexpr const char* kTableRegion = "reprise.communicators";  // the program's communicators at a version
+inline constexpr const char* kFilesRegion = "reprise.files";          // the files it holds open at a version
 
 /// Numbers for the interposition's handles (MPI_Comm_c2f, MPI_Request_c2f; converted back by the _f2c calls): from
 /// kFortranBase, above those the library gives its own handles (from 0), the lowest free one first. Only handles

@@ -8,7 +8,8 @@
 //                             communicators|partition-not-ready|file-shared|file-atomicity|
 //                             file-delete-on-close]
 //   interpose-check --node-communicator
-//   reprise-interpose-check --message-before-restore | --probe-across-checkpoints | --set-up-communicators
+//   reprise-interpose-check --message-before-restore | --probe-across-checkpoints | --set-up-communicators |
+//                           --file-opened-in-steps FILE
 //                           (reprise::run; tests with kills)
 #include <mpi.h>
 #include <unistd.h>
@@ -1389,6 +1390,31 @@ int message_before_restore(int argc, char** argv) {
     return 0;
   });
 }
+// --file-opened-in-steps FILE: a file opened at step 2 and written every step, open at the checkpoints: after a
+// rollback to one, the set-up (run again) did not open it again, so its restore() stops the job naming the file.
+int file_opened_in_steps(int argc, char** argv) {
+  return reprise::run(argc, argv, [](int, char** args) {
+    const std::string name = args[2];
+    reprise::MpiRuntime& rt = reprise::wrapped_runtime();
+    long step = 0;
+    rt.protect("step", &step);
+    if (rt.restarted()) rt.restore();
+    MPI_File f = MPI_FILE_NULL;
+    while (step < 30) {
+      rt.step(static_cast<std::uint64_t>(step));
+      if (step == 2) MPI_File_open(MPI_COMM_WORLD, name.c_str(), MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &f);
+      if (f != MPI_FILE_NULL)
+        MPI_File_write_at_all(f, 8 * (step * world_size + world_rank), &step, 1, MPI_LONG, MPI_STATUS_IGNORE);
+      if (++step % 10 == 0) {
+        rt.checkpoint(static_cast<std::uint64_t>(step));
+        rt.wait();
+      }
+    }
+    MPI_File_close(&f);
+    if (world_rank == 0) MPI_File_delete(name.c_str(), MPI_INFO_NULL);
+    return 0;
+  });
+}
 // --probe-across-checkpoints: every step each rank receives the message it probed at the previous step, then
 // sends one of a size that changes and probes the next one (left unreceived across the checkpoint every 10 steps:
 // delivered, so kept in the version with the interposition's state). Prints `probed sum S` (the same with a
@@ -1569,6 +1595,8 @@ int main(int argc, char** argv) {
 #ifdef REPRISE_WRAPPED
   if (argc == 2 && std::string(argv[1]) == "--message-before-restore") {
     rc = message_before_restore(argc, argv);
+  } else if (argc == 3 && std::string(argv[1]) == "--file-opened-in-steps") {
+    rc = file_opened_in_steps(argc, argv);
   } else if (argc == 2 && std::string(argv[1]) == "--probe-across-checkpoints") {
     rc = probe_across_checkpoints(argc, argv);
   } else if (argc == 2 && std::string(argv[1]) == "--set-up-communicators") {
