@@ -4,7 +4,7 @@
 // blocks under REPRISE_WRAPPED: built without them it is `heat3d-plain` (plain MPI); with them, and linked with
 // libreprise_interpose.so, `reprise-heat3d`, whose MPI calls go through the protocol.
 //   heat3d [--nx N] [--ny N] [--nz N] [--steps N] [--checkpoint-every K] [--persistent] [--overlap] [--neighbor]
-//          [--graph] [--output FILE [--output-every K] [--output-open]] [--json FILE]
+//          [--graph] [--output FILE [--output-every K] [--output-open|--output-ordered]] [--json FILE]
 // --persistent: the halo exchange is made once as persistent requests (MPI_Recv_init, MPI_Send_init) and started
 // every step (MPI_Startall), as many stencil codes do; so is the energy's reduction where MPI has persistent
 // collectives (MPI 4's MPI_Allreduce_init; Open MPI 5).
@@ -19,6 +19,8 @@
 // `output 0x<16 hex digits> bytes N` (bit-identical for both builds, with or without failures). --output-open: the
 // file is opened once in the set-up, its view set there, kept open, and each snapshot written where the previous
 // one ended (MPI_File_write_all, through the file pointer), as codes appending to a time series do.
+// --output-ordered: the same, each rank's block (its interior, in C order) after the blocks of the ranks before it
+// (MPI_File_write_ordered, through the shared file pointer), as codes writing records of any size do.
 // --json FILE: rank 0 writes the run's figures there (with Reprise: its recoveries, its memory against its budget
 // and its checkpoints' metrics).
 // Prints the energy every 10 steps, `checksum 0x<16 hex digits>` of the final field (bit-identical for both
@@ -65,6 +67,7 @@ struct Options {
   std::string output;        // --output FILE
   long output_every = 10;    // --output-every K
   bool output_open = false;  // --output-open: kept open, written through the file pointer
+  bool ordered = false;      // --output-ordered: kept open, written through the shared file pointer
 };
 
 Options parse(int argc, char** argv, int rank) {
@@ -108,6 +111,8 @@ Options parse(int argc, char** argv, int rank) {
       o.output_every = value();
     else if (a == "--output-open")
       o.output_open = true;
+    else if (a == "--output-ordered")
+      o.output_open = o.ordered = true;
     else if (a == "--nx")
       o.nx = static_cast<int>(value());
     else if (a == "--ny")
@@ -195,7 +200,7 @@ void solve(const Options& o) {
     }
     MPI_File_set_size(f, 0);  // a longer file of an earlier run
     if (o.output_open)
-      MPI_File_set_view(f, 0, MPI_DOUBLE, block, "native", MPI_INFO_NULL);
+      MPI_File_set_view(f, 0, MPI_DOUBLE, o.ordered ? MPI_DOUBLE : block, "native", MPI_INFO_NULL);
     else
       MPI_File_close(&f);
     output_file = f;
@@ -209,7 +214,11 @@ void solve(const Options& o) {
       for (int j = 1; j <= ly; ++j)
         for (int k = 1; k <= lz; ++k) values.push_back(host(i, j, k));
     if (o.output_open) {  // after the snapshots before it: the file pointer moved past them
-      MPI_File_write_all(output_file, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_STATUS_IGNORE);
+      const int n = static_cast<int>(values.size());
+      if (o.ordered)
+        MPI_File_write_ordered(output_file, values.data(), n, MPI_DOUBLE, MPI_STATUS_IGNORE);
+      else
+        MPI_File_write_all(output_file, values.data(), n, MPI_DOUBLE, MPI_STATUS_IGNORE);
       return;
     }
     MPI_File f;

@@ -193,6 +193,17 @@ void allreduce_bits(VComm& c, std::uint64_t* words, std::size_t count) {
   std::memcpy(words, acc.data(), acc.size());
 }
 
+std::int64_t exscan_sum(VComm& c, std::int64_t mine, std::int64_t* total) {
+  carry_out_collectives();
+  std::int64_t before = 0;
+  if (c.rank > 0) recv_from(c, c.rank - 1, &before, sizeof before);
+  std::int64_t after = before + mine;
+  if (c.rank + 1 < c.size) send_to(c, c.rank + 1, &after, sizeof after);
+  bcast(c, &after, sizeof after, c.size - 1);
+  *total = after;
+  return before;
+}
+
 namespace {
 // Records received as bytes, appended to `into`.
 void append_records(const std::vector<std::byte>& got, std::vector<std::int64_t>& into) {

@@ -8,14 +8,18 @@
 // size set (MPI_File_set_size cuts what the ranks wrote past it). Run again after a rollback, rank 0 does it again
 // only where its first execution had not been (Comm::reexecuting): the ranks that went on after it may have
 // written since, which a second cut would lose. MPI_File_delete, by one rank, is skipped likewise.
-// A file open at a checkpoint is kept with the version as its place in the program's opens, its individual file
-// pointer and its view (region kFilesRegion): after a rollback the set-up that runs again opens it again (locally)
-// and sets its view, and the program's restore() moves its pointer back to where it was; one not opened again by the
-// set-up, or whose view differs, stops the job with a message (there is no handle to give it back to).
-// Refused on these files: the shared file pointer (MPI_File_*_shared, MPI_File_*_ordered*: one pointer for all
-// ranks, which per-rank files do not share) and atomic mode (MPI_File_set_atomicity: across ranks' handles).
+// The shared file pointer is kept here, the same at every rank, moved only by the collective calls: the ordered
+// ones (each rank's block at the pointer plus the blocks of the ranks before it, as MPI_Exscan sums them over Comm)
+// and MPI_File_seek_shared. A file open at a checkpoint is kept with the version as its place in the program's
+// opens, its individual and shared pointers and its view (region kFilesRegion): after a rollback the set-up that runs
+// again opens it again (locally) and sets its view, and the program's restore() moves its pointer back to where it was;
+// one not opened again by the set-up, or whose view differs, stops the job with a message (there is no handle to give
+// it back to). Refused on these files: the shared pointer's calls by one rank (MPI_File_read_shared, _write_shared,
+// _iread_shared, _iwrite_shared: the others' copies of the pointer would not move) and atomic mode
+// (MPI_File_set_atomicity: across ranks' handles).
 #include <mpi.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -40,6 +44,9 @@ struct OpenFile {
   int amode = 0;
   std::uint64_t seq = 0;  // the program's seq-th served open since it started (or since its rollback)
   std::string name;
+  // The shared file pointer (etypes of the view), moved only by the collective calls (MPI_File_*_ordered*,
+  // MPI_File_seek_shared), so every rank holds the same one; MPI_File_set_view sets it to 0.
+  MPI_Offset shared = 0;
 };
 
 std::uint64_t opens = 0;        // the program's served opens so far (counted again as its set-up runs again)
@@ -165,9 +172,9 @@ int resize(MPI_File fh, MPI_Offset size, bool preallocate) {
 
 [[noreturn]] void refuse_shared(const char* call) {
   refuse(call,
-         "the shared file pointer is not supported on a file opened on the program's communicators under Reprise "
-         "(each rank's file is its own there): give each rank's offset (MPI_File_write_at_all with an offset from "
-         "MPI_Exscan of the sizes, as the ordered calls do)");
+         "the shared file pointer moved by one rank is not supported on a file opened on the program's "
+         "communicators under Reprise (each rank's handle is its own there, and the pointer is moved by the "
+         "collective calls alone): use MPI_File_write_ordered (or _read_ordered), or each rank's own offsets");
 }
 
 void free_if_derived(MPI_Datatype t) {
@@ -195,6 +202,48 @@ std::array<std::int64_t, 5> view_of(MPI_File fh) {
   return {disp, etype_size, filetype_size, extent, static_cast<std::int64_t>(std::hash<std::string>{}(representation))};
 }
 
+// MPI_File_write_ordered and the others: the ranks' blocks one after the other in rank order from the shared
+// pointer, each rank's place the sum of the blocks before it (exscan_sum over Comm, logged and replayed as every
+// collective), then moved past them all; each rank reads or writes its block at its place (`io`, an explicit-offset
+// call of the library).
+int ordered(MPI_File fh, int count, MPI_Datatype type, const std::function<int(MPI_Offset)>& io) {
+  OpenFile& f = *served(fh);
+  MPI_Offset disp = 0;
+  MPI_Datatype etype = MPI_DATATYPE_NULL, filetype = MPI_DATATYPE_NULL;
+  char representation[MPI_MAX_DATAREP_STRING + 1] = {};
+  PMPI_File_get_view(fh, &disp, &etype, &filetype, representation);
+  int etype_size = 1, type_size = 0;
+  PMPI_Type_size(etype, &etype_size);
+  PMPI_Type_size(type, &type_size);
+  free_if_derived(etype);
+  free_if_derived(filetype);
+  const std::int64_t mine = static_cast<std::int64_t>(count) * type_size / std::max(etype_size, 1);
+  std::int64_t total = 0;
+  const std::int64_t before = exscan_sum(f.comm, mine, &total);
+  const MPI_Offset at = f.shared + before;
+  f.shared += total;
+  return io(at);
+}
+
+// MPI_File_seek_shared (collective, the same arguments at every rank): where the individual pointer would go, read
+// back (MPI_SEEK_END: the end of the file in etypes of the view), the individual pointer left as it was.
+int seek_shared(MPI_File fh, MPI_Offset offset, int whence) {
+  OpenFile& f = *served(fh);
+  if (whence == MPI_SEEK_CUR) {
+    offset += f.shared;
+    whence = MPI_SEEK_SET;
+  }
+  MPI_Offset individual = 0, to = 0;
+  PMPI_File_get_position(fh, &individual);
+  int rc = PMPI_File_seek(fh, offset, whence);
+  if (rc == MPI_SUCCESS) rc = PMPI_File_get_position(fh, &to);
+  PMPI_File_seek(fh, individual, MPI_SEEK_SET);
+  if (rc != MPI_SUCCESS) return rc;
+  barrier(f.comm);  // (MPI's is collective: no rank moves on before every rank moved it)
+  f.shared = to;
+  return MPI_SUCCESS;
+}
+
 }  // namespace
 
 void close_files_after_rollback() {
@@ -206,8 +255,8 @@ void close_files_after_rollback() {
   opens = 0;
 }
 
-// Words: magic, opens so far, count; per file its open's number, its individual pointer (etypes of its view), its
-// view (view_of), the length of its name and the name (padded to a word); zeros to a multiple of 64 words.
+// Words: magic, opens so far, count; per file its open's number, its individual and shared pointers (etypes of its
+// view), its view (view_of), the length of its name and the name (padded to a word); zeros to a multiple of 64 words.
 std::pair<void*, std::size_t> locate_files(std::optional<std::size_t> bytes) {
   if (bytes) {
     region.resize(*bytes);
@@ -218,7 +267,7 @@ std::pair<void*, std::size_t> locate_files(std::optional<std::size_t> bytes) {
   for (const auto& [fh, file] : open_files()) {
     MPI_Offset position = 0;
     PMPI_File_get_position(fh, &position);
-    w.insert(w.end(), {static_cast<std::int64_t>(file.seq), position});
+    w.insert(w.end(), {static_cast<std::int64_t>(file.seq), position, file.shared});
     const auto view = view_of(fh);
     w.insert(w.end(), view.begin(), view.end());
     w.push_back(static_cast<std::int64_t>(file.name.size()));
@@ -248,7 +297,7 @@ void files_restored() {
   const std::int64_t count = next();
   for (std::int64_t i = 0; i < count; ++i) {
     const auto seq = static_cast<std::uint64_t>(next());
-    const MPI_Offset position = next();
+    const MPI_Offset position = next(), shared = next();
     std::array<std::int64_t, 5> view{};
     for (std::int64_t& v : view) v = next();
     std::string name(static_cast<std::size_t>(next()), '\0');
@@ -268,6 +317,7 @@ void files_restored() {
       throw UsageError("the file '" + name +
                        "' had another view at the version restored than the one the set-up, run again before "
                        "restore(), gave it: set the view of a file kept open across checkpoints in the set-up");
+    open_files()[fh].shared = shared;
     const int rc = PMPI_File_seek(fh, position, MPI_SEEK_SET);
     if (rc != MPI_SUCCESS)
       throw UsageError("the file '" + name +
@@ -358,19 +408,77 @@ REPRISE_SHARED_POINTER(MPI_File_iread_shared,
 REPRISE_SHARED_POINTER(MPI_File_iwrite_shared,
                        (MPI_File fh, const void* buf, int count, MPI_Datatype type, MPI_Request* request),
                        (fh, buf, count, type, request))
-REPRISE_SHARED_POINTER(MPI_File_read_ordered,
-                       (MPI_File fh, void* buf, int count, MPI_Datatype type, MPI_Status* status),
-                       (fh, buf, count, type, status))
-REPRISE_SHARED_POINTER(MPI_File_write_ordered,
-                       (MPI_File fh, const void* buf, int count, MPI_Datatype type, MPI_Status* status),
-                       (fh, buf, count, type, status))
-REPRISE_SHARED_POINTER(MPI_File_read_ordered_begin, (MPI_File fh, void* buf, int count, MPI_Datatype type),
-                       (fh, buf, count, type))
-REPRISE_SHARED_POINTER(MPI_File_read_ordered_end, (MPI_File fh, void* buf, MPI_Status* status), (fh, buf, status))
-REPRISE_SHARED_POINTER(MPI_File_write_ordered_begin, (MPI_File fh, const void* buf, int count, MPI_Datatype type),
-                       (fh, buf, count, type))
-REPRISE_SHARED_POINTER(MPI_File_write_ordered_end, (MPI_File fh, const void* buf, MPI_Status* status),
-                       (fh, buf, status))
-REPRISE_SHARED_POINTER(MPI_File_seek_shared, (MPI_File fh, MPI_Offset offset, int whence), (fh, offset, whence))
-REPRISE_SHARED_POINTER(MPI_File_get_position_shared, (MPI_File fh, MPI_Offset* offset), (fh, offset))
 #undef REPRISE_SHARED_POINTER
+
+// The ordered calls and the shared pointer's collective moves: every rank holds the same shared pointer.
+extern "C" int MPI_File_write_ordered(MPI_File fh, const void* buf, int count, MPI_Datatype type, MPI_Status* status) {
+  if (!serving() || !ri::served(fh)) return PMPI_File_write_ordered(fh, buf, count, type, status);
+  int rc = MPI_SUCCESS;
+  REPRISE_SERVE("MPI_File_write_ordered", {
+    rc = ri::ordered(fh, count, type,
+                     [&](MPI_Offset at) { return PMPI_File_write_at(fh, at, buf, count, type, status); });
+  });
+  return rc;
+}
+
+extern "C" int MPI_File_read_ordered(MPI_File fh, void* buf, int count, MPI_Datatype type, MPI_Status* status) {
+  if (!serving() || !ri::served(fh)) return PMPI_File_read_ordered(fh, buf, count, type, status);
+  int rc = MPI_SUCCESS;
+  REPRISE_SERVE("MPI_File_read_ordered", {
+    rc = ri::ordered(fh, count, type,
+                     [&](MPI_Offset at) { return PMPI_File_read_at(fh, at, buf, count, type, status); });
+  });
+  return rc;
+}
+
+extern "C" int MPI_File_write_ordered_begin(MPI_File fh, const void* buf, int count, MPI_Datatype type) {
+  if (!serving() || !ri::served(fh)) return PMPI_File_write_ordered_begin(fh, buf, count, type);
+  int rc = MPI_SUCCESS;
+  REPRISE_SERVE("MPI_File_write_ordered_begin", {
+    rc = ri::ordered(fh, count, type,
+                     [&](MPI_Offset at) { return PMPI_File_write_at_all_begin(fh, at, buf, count, type); });
+  });
+  return rc;
+}
+
+extern "C" int MPI_File_write_ordered_end(MPI_File fh, const void* buf, MPI_Status* status) {
+  if (!serving() || !ri::served(fh)) return PMPI_File_write_ordered_end(fh, buf, status);
+  return PMPI_File_write_at_all_end(fh, buf, status);  // (begun as that)
+}
+
+extern "C" int MPI_File_read_ordered_begin(MPI_File fh, void* buf, int count, MPI_Datatype type) {
+  if (!serving() || !ri::served(fh)) return PMPI_File_read_ordered_begin(fh, buf, count, type);
+  int rc = MPI_SUCCESS;
+  REPRISE_SERVE("MPI_File_read_ordered_begin", {
+    rc = ri::ordered(fh, count, type,
+                     [&](MPI_Offset at) { return PMPI_File_read_at_all_begin(fh, at, buf, count, type); });
+  });
+  return rc;
+}
+
+extern "C" int MPI_File_read_ordered_end(MPI_File fh, void* buf, MPI_Status* status) {
+  if (!serving() || !ri::served(fh)) return PMPI_File_read_ordered_end(fh, buf, status);
+  return PMPI_File_read_at_all_end(fh, buf, status);
+}
+
+extern "C" int MPI_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence) {
+  if (!serving() || !ri::served(fh)) return PMPI_File_seek_shared(fh, offset, whence);
+  int rc = MPI_SUCCESS;
+  REPRISE_SERVE("MPI_File_seek_shared", { rc = ri::seek_shared(fh, offset, whence); });
+  return rc;
+}
+
+extern "C" int MPI_File_get_position_shared(MPI_File fh, MPI_Offset* offset) {
+  if (!serving() || !ri::served(fh)) return PMPI_File_get_position_shared(fh, offset);
+  *offset = ri::served(fh)->shared;
+  return MPI_SUCCESS;
+}
+
+// A new view puts both pointers at 0 (MPI's rule): the shared one is this file's.
+extern "C" int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
+                                 const char* datarep, MPI_Info info) {
+  const int rc = PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
+  if (rc == MPI_SUCCESS && serving())
+    if (ri::OpenFile* f = ri::served(fh)) f->shared = 0;
+  return rc;
+}

@@ -83,6 +83,9 @@ MPI_Comm dup_intercomm(VComm& c);
 // bit-reproducible and replayable.
 void allreduce_bits(VComm& c, std::uint64_t* words, std::size_t count);  // bitwise OR of `count` words
 std::vector<std::int64_t> allgather_ints(VComm& c, const std::vector<std::int64_t>& mine);
+/// The sum of `mine` over the ranks of `c` before this one (a chain in rank order, as MPI_Exscan's), and in `total`
+/// over all of them.
+std::int64_t exscan_sum(VComm& c, std::int64_t mine, std::int64_t* total);
 /// A sparse exchange over `c`: `records` of `words` words each, the first naming the rank of `c` it is for, delivered
 /// there in log2(size) rounds of one message per partner, nothing held per rank of `c`. Returns the records for this
 /// rank (their order depends on the routes: the caller sorts them).

@@ -1060,8 +1060,9 @@ int error_class(int rc) {
 
 // MPI-IO on a communicator of the program (the odd and the even ranks, in reverse order), one file each: made
 // exclusively, written past the end then cut (MPI_File_set_size), written through a strided view collectively and
-// by a non-blocking write, read back whole; its group and access mode; opened exclusively again (refused: it
-// exists), deleted, opened again without MPI_MODE_CREATE (no such file).
+// by a non-blocking write, read back whole, records appended and read back through the shared pointer; its group and
+// access mode; opened exclusively again (refused: it exists), deleted, opened again without MPI_MODE_CREATE (no such
+// file).
 void file_io() {
   const int me = world_rank;
   MPI_Comm half;
@@ -1098,6 +1099,25 @@ void file_io() {
     MPI_File_set_view(f, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL);
     std::vector<long> all(static_cast<std::size_t>(3 * hn));
     MPI_File_read_at_all(f, 0, all.data(), 3 * hn, MPI_LONG, MPI_STATUS_IGNORE);
+    // The shared pointer: records of 1 or 2 longs appended in rank order at the end, twice (the second split),
+    // the pointer after them, read back in order from where they start.
+    const int n = 1 + hr % 2;
+    long records[2] = {me * 100 + 1, me * 100 + 2}, split[2] = {me * 100 + 3, me * 100 + 4}, back[4] = {0, 0, 0, 0};
+    MPI_File_seek_shared(f, 0, MPI_SEEK_END);
+    MPI_File_write_ordered(f, records, n, MPI_LONG, MPI_STATUS_IGNORE);
+    MPI_File_write_ordered_begin(f, split, n, MPI_LONG);
+    MPI_File_write_ordered_end(f, split, MPI_STATUS_IGNORE);
+    MPI_Offset shared = 0;
+    MPI_File_get_position_shared(f, &shared);
+    MPI_File_sync(f);
+    MPI_Barrier(half);
+    MPI_File_sync(f);
+    MPI_File_seek_shared(f, static_cast<MPI_Offset>(8) * 3 * hn, MPI_SEEK_SET);
+    MPI_File_read_ordered(f, back, n, MPI_LONG, MPI_STATUS_IGNORE);
+    MPI_File_read_ordered_begin(f, back + 2, n, MPI_LONG);
+    MPI_File_read_ordered_end(f, back + 2, MPI_STATUS_IGNORE);
+    MPI_Offset shared_after = 0;
+    MPI_File_get_position_shared(f, &shared_after);
     MPI_Group fg, cg;
     MPI_File_get_group(f, &fg);
     MPI_Comm_group(half, &cg);
@@ -1109,6 +1129,8 @@ void file_io() {
     MPI_Type_free(&every);
     MPI_Type_free(&strided);
     MPI_File_close(&f);
+    d = mix(d ^ digest(back, 4) ^ static_cast<std::uint64_t>(shared) << 12 ^
+            static_cast<std::uint64_t>(shared_after) << 36);
     d = mix(d ^ static_cast<std::uint64_t>(size) << 8 ^ digest(all.data(), all.size()) ^
             static_cast<std::uint64_t>(same) << 20 ^ static_cast<std::uint64_t>(got_amode == amode) << 24);
   }
