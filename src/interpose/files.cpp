@@ -12,11 +12,12 @@
 // ones (each rank's block at the pointer plus the blocks of the ranks before it, as MPI_Exscan sums them over Comm)
 // and MPI_File_seek_shared. A file open at a checkpoint is kept with the version as its place in the program's
 // opens, its individual and shared pointers and its view (region kFilesRegion): after a rollback the set-up that runs
-// again opens it again (locally) and sets its view, and the program's restore() moves its pointer back to where it was;
-// one not opened again by the set-up, or whose view differs, stops the job with a message (there is no handle to give
-// it back to). Refused on these files: the shared pointer's calls by one rank (MPI_File_read_shared, _write_shared,
-// _iread_shared, _iwrite_shared: the others' copies of the pointer would not move) and atomic mode
-// (MPI_File_set_atomicity: across ranks' handles).
+// again opens it again (locally) and sets its view, and the program's restore() moves its pointers back to where they
+// were; one not opened again by the set-up, or whose view differs, stops the job with a message (there is no handle
+// to give them back to). Refused: the shared pointer's calls by one rank (MPI_File_read_shared, _write_shared,
+// _iread_shared, _iwrite_shared: the others' copies of the pointer would not move), atomic mode
+// (MPI_File_set_atomicity: across ranks' handles) and MPI_MODE_DELETE_ON_CLOSE (a group that rolls back would run
+// again, on a file the others deleted, the steps that used it).
 #include <mpi.h>
 
 #include <algorithm>
