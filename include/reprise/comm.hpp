@@ -77,6 +77,28 @@ class Comm {
   /// A receive whose size is not known beforehand: `into` (host memory) is resized to the message's bytes when it
   /// arrives (the MPI interposition's probes). `into` must outlive the request.
   Request irecv_any_size(std::vector<std::byte>& into, int src, int tag);
+  /// What a receive got, written when it is matched (`tag`) and delivered (`seq`): the message's tag (-1 while a
+  /// receive of a tag range has none) and its number among its sender's messages to this rank (from 1, in the order
+  /// that rank sent them: the order Comm delivers them in).
+  struct Match {
+    int tag = -1;
+    std::uint64_t seq = 0;
+  };
+  /// A receive of the next message from `src` whose tag is in [tag_lo, tag_hi] (MPI_ANY_TAG on a communicator of
+  /// the MPI interposition, whose tags are a range of Comm's; never 32767). It is posted on MPI only once such a
+  /// message is the first of that sender's that no receive matched (MPI_Iprobe), so until then it takes nothing
+  /// and cancel() always takes it back; a receive from `src` of a tag in the range posted after it waits until it
+  /// matched one, as MPI matches receives in the order they were posted. `match` (which must outlive the request)
+  /// says which. A wait for it while that sender's first message is one no receive posted can take is a
+  /// ProtocolError (messages from one rank are delivered in the order it sent them).
+  Request irecv_range(void* buf, std::size_t bytes, int src, int tag_lo, int tag_hi, Match& match);
+  /// irecv_any_size of a tag range (tag_hi == tag_lo: one tag), matched as irecv_range's (the interposition's
+  /// probes: one that found nothing leaves no trace); `match`, when given, says what it got.
+  Request irecv_any_size(std::vector<std::byte>& into, int src, int tag_lo, int tag_hi, Match* match);
+  /// Cancels a receive whose message has not begun to arrive: true, the request is over and no message was taken
+  /// (its sender's next message goes to the next receive that matches it); false, its message is arriving (or
+  /// arrived): complete it as usual. A send cannot be cancelled (a UsageError).
+  bool cancel(Request& request);
   /// Returns the bytes received (irecv) or sent.
   std::size_t wait(Request& request);
   void waitall(std::vector<Request>& requests);

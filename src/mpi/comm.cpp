@@ -117,6 +117,17 @@ Comm::Request Comm::irecv_any_size(std::vector<std::byte>& into, int src, int ta
   s_->check_tag(tag);
   return s_->irecv_any_size(into, src, tag);
 }
+Comm::Request Comm::irecv_range(void* buf, std::size_t bytes, int src, int tag_lo, int tag_hi, Match& match) {
+  s_->check_range(tag_lo, tag_hi);
+  return s_->irecv(buf, bytes, src, tag_lo, std::nullopt, tag_hi, &match);
+}
+Comm::Request Comm::irecv_any_size(std::vector<std::byte>& into, int src, int tag_lo, int tag_hi, Match* match) {
+  s_->check_range(tag_lo, tag_hi);
+  return s_->irecv_any_size(into, src, tag_lo, tag_hi, match);  // (tag_hi == tag_lo: one tag, matched as a range's)
+}
+bool Comm::cancel(Request& r) {
+  return s_->cancel(r);
+}
 Comm::Request Comm::isend(const void* buf, std::size_t bytes, int dest, int tag, MemorySpace space) {
   s_->check_tag(tag);
   return s_->isend(buf, bytes, dest, tag, space);

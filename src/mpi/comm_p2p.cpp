@@ -85,6 +85,15 @@ void CommState::check_tag(int tag) const {
                      "; " + std::to_string(kCollectiveTag) + " is reserved for Comm's collectives");
 }
 
+void CommState::check_range(int lo, int hi) const {
+  check_tag(lo);
+  check_tag(hi);
+  if (lo > hi || (lo < kCollectiveTag && kCollectiveTag < hi))
+    throw UsageError("reprise::Comm::irecv_range: tags " + std::to_string(lo) + ".." + std::to_string(hi) +
+                     " are not a range of application tags (low end first, without " + std::to_string(kCollectiveTag) +
+                     ", Comm's own)");
+}
+
 namespace {
 void check_peer(int peer, int size, const char* what) {
   if (peer == MPI_ANY_SOURCE)
@@ -249,13 +258,18 @@ void CommState::drop_unposted(PendingMessage& m) {
   m.copied.reset();
 }
 
-Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag, std::optional<MemorySpace> space) {
+Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag, std::optional<MemorySpace> space,
+                               int tag_hi, Comm::Match* match) {
   check_peer(src, size(), "irecv");
   enter();
   auto m = std::make_unique<PendingMessage>();
   m->receive = true;
   m->peer = src;
   m->tag = tag;
+  m->tag_lo = tag;
+  m->tag_hi = tag_hi;
+  m->match = match;
+  m->order = ++receives_made_;
   m->buf = buf;
   m->bytes = bytes;
   m->device = bytes > 0 && on_device(buf, space);
@@ -265,11 +279,39 @@ Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag, s
   return Comm::Request(std::move(m));
 }
 
-Comm::Request CommState::irecv_any_size(std::vector<std::byte>& into, int src, int tag) {
+Comm::Request CommState::irecv_any_size(std::vector<std::byte>& into, int src, int tag, int tag_hi,
+                                        Comm::Match* match) {
   // (whatever comes: the buffer grows to it when its header arrives, in header_arrived)
-  Comm::Request r = irecv(into.data(), std::numeric_limits<std::size_t>::max(), src, tag, MemorySpace::Host);
+  Comm::Request r =
+      irecv(into.data(), std::numeric_limits<std::size_t>::max(), src, tag, MemorySpace::Host, tag_hi, match);
   r.p_->grow = &into;
   return r;
+}
+
+bool CommState::cancel(Comm::Request& r) {
+  if (!r.p_) return false;
+  PendingMessage& m = *r.p_;
+  if (!m.receive) throw UsageError("reprise::Comm::cancel of a send: only a receive can be cancelled");
+  if (m.done) return false;
+  if (m.request != MPI_REQUEST_NULL) {  // its header is not here yet (or MPI has it and nobody tested)
+    MPI_Status st;
+    REPRISE_COMM_CHECK(MPI_Cancel(&m.request));
+    REPRISE_COMM_CHECK(MPI_Wait(&m.request, &st));  // (a cancelled receive completes at once; a matched one soon)
+    int cancelled = 0;
+    REPRISE_COMM_CHECK(MPI_Test_cancelled(&st, &cancelled));
+    if (!cancelled) {
+      header_arrived(m, st);
+      return false;
+    }
+  } else if (!m.unbound() && !m.deferred) {
+    return false;  // its header arrived: the message is coming
+  }
+  const int peer = m.peer;
+  forget(&m);
+  r.p_.reset();
+  for (PendingMessage* o : std::vector<PendingMessage*>(live_))  // receives it held back may go now
+    if (o->deferred && o->peer == peer && !behind_unbound(*o)) post_header(*o);
+  return true;
 }
 
 void CommState::post_receive(PendingMessage& m) {
@@ -283,13 +325,68 @@ void CommState::post_receive(PendingMessage& m) {
   m.packed.resize(kReceiveBuffer);
   m.epoch = chan_.of(m.peer);
   awaiting_header_.push_back(&m);
+  if (m.ranged()) {  // its tag is the one of the message it will find first
+    m.tag = -1;
+    if (m.match) m.match->tag = -1;
+    if (std::find(unbound_.begin(), unbound_.end(), &m) == unbound_.end()) unbound_.push_back(&m);
+    bind(m);
+    return;
+  }
+  if (behind_unbound(m)) {
+    m.deferred = true;
+    return;
+  }
+  post_header(m);
+}
+
+void CommState::post_header(PendingMessage& m) {
+  m.deferred = false;
   REPRISE_COMM_CHECK(MPI_Irecv(m.packed.data(), static_cast<int>(m.packed.size()), MPI_BYTE, m.peer, m.tag,
                                epochs_.at(static_cast<std::size_t>(m.epoch)).first, &m.request));
+}
+
+bool CommState::behind_unbound(const PendingMessage& m) const {
+  for (const PendingMessage* o : unbound_)
+    if (o->order < m.order && o->peer == m.peer &&
+        (m.ranged() ? o->tag_lo <= m.tag_hi && m.tag_lo <= o->tag_hi : o->covers(m.tag)))
+      return true;
+  return false;
+}
+
+bool CommState::bind(PendingMessage& m, int* front) {
+  if (front) *front = -1;
+  int flag = 0;
+  MPI_Status st;
+  const MPI_Comm comm = epochs_.at(static_cast<std::size_t>(m.epoch)).first;
+  const int rc = MPI_Iprobe(m.peer, MPI_ANY_TAG, comm, &flag, &st);
+  if (rc != MPI_SUCCESS) {  // a failure: the repair posts m again, or this process rolls back
+    host_.check_mpi(rc, REPRISE_MPI_SITE(MPI_Iprobe(m.peer, MPI_ANY_TAG, comm)));
+    return false;
+  }
+  if (!flag) return false;
+  PendingMessage* first = nullptr;  // MPI's order: the earliest posted receive that matches it
+  for (PendingMessage* o : unbound_)
+    if (o->peer == m.peer && o->epoch == m.epoch && o->covers(st.MPI_TAG) && (!first || o->order < first->order))
+      first = o;
+  if (!first) {  // a message for a receive not posted yet
+    if (front) *front = st.MPI_TAG;
+    return false;
+  }
+  first->tag = st.MPI_TAG;
+  if (first->match) first->match->tag = first->tag;
+  unbound_.erase(std::find(unbound_.begin(), unbound_.end(), first));
+  const int peer = m.peer;
+  const bool mine = first == &m;
+  post_header(*first);
+  for (PendingMessage* o : std::vector<PendingMessage*>(live_))
+    if (o->deferred && o->peer == peer && !behind_unbound(*o)) post_header(*o);
+  return mine;
 }
 
 void CommState::forget(PendingMessage* m) {
   drop_unposted(*m);
   awaiting_header_.erase(std::remove(awaiting_header_.begin(), awaiting_header_.end(), m), awaiting_header_.end());
+  unbound_.erase(std::remove(unbound_.begin(), unbound_.end(), m), unbound_.end());
   live_.erase(std::remove(live_.begin(), live_.end(), m), live_.end());
   m->owner = nullptr;
 }
@@ -316,11 +413,15 @@ bool CommState::finish(MPI_Request& r, MPI_Status* st, bool block, const Pending
       continue;
     }
     if (flag || !block) return flag != 0;
-    if (!unposted_.empty()) post_unposted(false);  // a peer may wait for them to send what this one waits for
-    advance_headers(self);
-    host_.poll_failure();
-    if (control_due()) poll_control();
+    progress_others(self);
   }
+}
+
+void CommState::progress_others(const PendingMessage* except) {
+  if (!unposted_.empty()) post_unposted(false);  // a peer may wait for them to send what this one waits for
+  advance_headers(except);
+  host_.poll_failure();
+  if (control_due()) poll_control();
 }
 
 void CommState::advance_headers(const PendingMessage* except) {
@@ -328,6 +429,11 @@ void CommState::advance_headers(const PendingMessage* except) {
     PendingMessage* p = awaiting_header_[i];
     int flag = 0;
     MPI_Status st;
+    if (p != except && p->unbound()) {  // it may find its message now
+      const auto recoveries = stats_.recoveries;
+      bind(*p);
+      if (stats_.recoveries != recoveries) return;  // a repair changed the list
+    }
     if (p != except && p->request != MPI_REQUEST_NULL) {
       const int rc = MPI_Test(&p->request, &flag, &st);
       if (rc != MPI_SUCCESS) {  // the repair re-posted it, or this process rolls back
@@ -416,6 +522,16 @@ bool CommState::progress(PendingMessage& m, bool block) {
     return true;
   }
   for (;;) {
+    if (m.unbound()) {
+      int front = -1;
+      bind(m, &front);
+      if (m.unbound() && block && front >= 0) unmatched_first(m, front);
+    }
+    if (m.unbound() || m.deferred) {  // stage 0: a receive of a range finds its message, one behind it waits
+      if (!block) return false;
+      progress_others(&m);
+      continue;
+    }
     if (m.request != MPI_REQUEST_NULL) {  // stage 1: the header (and a small payload)
       MPI_Status st;
       if (!finish(m.request, &st, block, &m)) return false;
@@ -426,6 +542,7 @@ bool CommState::progress(PendingMessage& m, bool block) {
     if (m.request != MPI_REQUEST_NULL) continue;  // a repair posted it again
     const Delivery d = deliver(m);
     if (d == Delivery::Delivered) {
+      if (m.match) *m.match = Comm::Match{m.tag, m.header.seq};
       if (m.device && m.result && m.staged) host_to_device(m.buf, m.staged, m.result);  // (null: direct)
       break;
     }
@@ -465,6 +582,16 @@ CommState::Delivery CommState::deliver(PendingMessage& m) {
   p_->deliver(m.peer, h);
   ++stats_.received;
   return Delivery::Delivered;
+}
+
+void CommState::unmatched_first(const PendingMessage& m, int tag) const {
+  throw ProtocolError(
+      "reprise::Comm: rank " + std::to_string(rank_) + " waits for the next message from rank " +
+      std::to_string(m.peer) + " with a tag in " + std::to_string(m.tag_lo) + ".." + std::to_string(m.tag_hi) +
+      ", but the first message of that rank not received yet has tag " + std::to_string(tag) +
+      " and no receive posted can take it: messages from one rank are delivered in the order it sent them, "
+      "whatever their tags, because the protocol replays each channel in that order. Post the receive of that "
+      "message before waiting for this one (waiting for them together, as MPI_Waitall does, is fine)");
 }
 
 void CommState::fill_gap_before(PendingMessage& m) {

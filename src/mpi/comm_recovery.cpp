@@ -101,6 +101,7 @@ void CommState::after_repair() {
     m->owner = nullptr;
   }
   live_.clear();
+  unbound_.clear();
   chan_ = {static_cast<int>(epochs_.size()) - 1, {}};
   coordinator_.reset();
   end_restart_floor();

@@ -126,6 +126,18 @@ struct PendingMessage {
   CommState* owner = nullptr;  // pending messages are registered there (repairs reach them)
   bool held = false;           // arrived before an earlier message of its sender: held until that one is delivered
   std::vector<std::byte>* grow = nullptr;  // irecv_any_size: resized to the message's bytes when its header arrives
+  // A receive of a tag range (Comm::irecv_range; tag_hi >= 0): the next message of its sender with a tag in
+  // [tag_lo, tag_hi]. Posted on MPI once MPI_Iprobe finds such a message first among those of its sender that no
+  // receive matched (bound: `tag` is then that message's; -1 before), unbound again when that was a duplicate it
+  // dropped or its sender rolled back. A receive from the same sender posted after it, of a tag it could match,
+  // is `deferred` (not posted on MPI) until it is bound: MPI matches receives in the order they were posted.
+  int tag_lo = 0, tag_hi = -1;
+  bool deferred = false;
+  std::uint64_t order = 0;  // receives are numbered as they are made (MPI's matching order)
+  Comm::Match* match = nullptr;
+  bool ranged() const { return tag_hi >= 0; }
+  bool unbound() const { return ranged() && tag < 0; }
+  bool covers(int t) const { return ranged() && tag_lo <= t && t <= tag_hi; }
   ~PendingMessage();
 };
 
@@ -165,8 +177,13 @@ class CommState {
   /// `space`: where the buffer lives; none: asked of CUDA (device_pointers_possible()), host otherwise.
   Comm::Request isend(const void* buf, std::size_t bytes, int dest, int tag,
                       std::optional<MemorySpace> space = std::nullopt);
-  Comm::Request irecv(void* buf, std::size_t bytes, int src, int tag, std::optional<MemorySpace> space = std::nullopt);
-  Comm::Request irecv_any_size(std::vector<std::byte>& into, int src, int tag);
+  /// `tag_hi` >= 0: a receive of the tags `tag`..`tag_hi` (Comm::irecv_range: posted on MPI once its message is
+  /// its sender's first unmatched one). `match`: see Comm::Match.
+  Comm::Request irecv(void* buf, std::size_t bytes, int src, int tag, std::optional<MemorySpace> space = std::nullopt,
+                      int tag_hi = -1, Comm::Match* match = nullptr);
+  Comm::Request irecv_any_size(std::vector<std::byte>& into, int src, int tag, int tag_hi = -1,
+                               Comm::Match* match = nullptr);
+  bool cancel(Comm::Request& r);
   std::size_t wait(Comm::Request& r);
   bool test(Comm::Request& r, std::size_t* bytes = nullptr);  ///< bytes: received (or sent) once complete
 
@@ -306,6 +323,19 @@ class CommState {
   /// ProtocolError (the program waits for a message before receiving the ones its sender sent first).
   void fill_gap_before(PendingMessage& m);
   void post_receive(PendingMessage& m);
+  /// Posts m's header receive on MPI (its tag known, no unbound receive of a range before it).
+  void post_header(PendingMessage& m);
+  /// Whether an unbound receive of a tag range from m's sender, posted before m, could match m's message.
+  bool behind_unbound(const PendingMessage& m) const;
+  /// Binds (and posts) the earliest unbound receive of a range from m's sender whose range has the tag of that
+  /// sender's first message MPI holds unmatched, and posts the receives deferred behind it that may go; true when
+  /// m was bound so. `front`: that message's tag when it stays unmatched (none fits it), else -1.
+  bool bind(PendingMessage& m, int* front = nullptr);
+  /// A wait for an unbound receive whose sender's first unmatched message (`tag`) no receive posted here can
+  /// take: it would never end (ProtocolError).
+  [[noreturn]] void unmatched_first(const PendingMessage& m, int tag) const;
+  /// One round of the progress a blocked wait makes (sends to post, headers arrived, failures, control messages).
+  void progress_others(const PendingMessage* except);
   int post_send(int dest, int tag, WireHeader& header, const void* buf, std::vector<std::byte>& packed,
                 MPI_Request& request, MPI_Request& payload, int& epoch);
   void abandon(PendingMessage& m);
@@ -337,6 +367,8 @@ class CommState {
                        bool in_recovery);
   MPI_Comm messages_of(int peer) const { return epochs_.at(static_cast<std::size_t>(chan_.of(peer))).first; }
   void check_tag(int tag) const;
+  /// A range of application tags (Comm::irecv_range): both ends tags, lo <= hi, not Comm's own 32767 between them.
+  void check_range(int lo, int hi) const;
 
   CommHost& host_;
   int rank_;
@@ -398,7 +430,9 @@ class CommState {
   unsigned ops_since_poll_ = 0;
   unsigned ops_since_control_ = 0;  // control probes are throttled like views while no recovery needs them
   std::vector<PendingMessage*> awaiting_header_;
-  std::vector<PendingMessage*> live_;                  // every pending message
+  std::vector<PendingMessage*> live_;     // every pending message
+  std::vector<PendingMessage*> unbound_;  // receives of a tag range not matched yet (few)
+  std::uint64_t receives_made_ = 0;
   std::vector<std::pair<MPI_Comm, MPI_Comm>> epochs_;  // message and payload communicators, oldest first
   // Per peer: the epoch (index in epochs_) its channels are on. Every peer's is `all` but for the ranks a recovery
   // that this process survived rolled back, moved to that recovery's epoch; a rollback of this process puts

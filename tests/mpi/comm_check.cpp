@@ -238,6 +238,39 @@ int run(int argc, char** argv) {
           for (std::size_t i = 0; i < words; ++i) in[i] = got_large[i] ^ got_small[i % got_small.size()];
           fold(prev);
         }
+        if (mode == "ranges") {
+          // Receives of a tag range (MPI_ANY_TAG under the interposition): the next rank sends tags 20 (small),
+          // 21 (large) and 22 (small); this one posts a receive of 20..29, a receive of tag 22 (deferred behind the
+          // first: it could match 22, and MPI matches in the order receives were posted), another of 20..29, and
+          // waits for them last to first. They must get 20, 22 and 21, in the channel's order. A receive of tag 30,
+          // which nobody sends, is cancelled.
+          std::vector<std::uint64_t> x(4), y(words), z(4), got_x(words), got_y(words), got_z(4);
+          for (std::size_t i = 0; i < x.size(); ++i) x[i] = mix(state[i] + 20), z[i] = mix(state[i] + 22);
+          for (std::size_t i = 0; i < words; ++i) y[i] = mix(state[i] + 21);
+          std::vector<std::byte> z_bytes;  // (of any size)
+          reprise::Comm::Match mx, my, mz;
+          reprise::Comm::Request rx = c.irecv_range(got_x.data(), words * 8, prev, 20, 29, mx);
+          reprise::Comm::Request rz = c.irecv_any_size(z_bytes, prev, 22, 22, &mz);
+          reprise::Comm::Request ry = c.irecv_range(got_y.data(), words * 8, prev, 20, 29, my);
+          reprise::Comm::Request never = c.irecv(got_z.data(), 8, prev, 30);
+          std::vector<reprise::Comm::Request> sends;
+          sends.push_back(c.isend(x.data(), x.size() * 8, next, 20));
+          sends.push_back(c.isend(y.data(), words * 8, next, 21));
+          sends.push_back(c.isend(z.data(), z.size() * 8, next, 22));
+          if (!c.cancel(never)) throw reprise::ProtocolError("a receive of a tag nobody sends was not cancelled");
+          const std::size_t got_z_bytes = c.wait(rz);
+          const std::size_t got_y_bytes = c.wait(ry), got_x_bytes = c.wait(rx);
+          c.waitall(sends);
+          if (mx.tag != 20 || my.tag != 21 || mz.tag != 22 || got_x_bytes != 32 || got_y_bytes != words * 8 ||
+              got_z_bytes != 32 || z_bytes.size() != 32 || my.seq != mx.seq + 1 || mz.seq != my.seq + 1)
+            throw reprise::ProtocolError("receives of a tag range got tags " + std::to_string(mx.tag) + ", " +
+                                         std::to_string(my.tag) + ", " + std::to_string(mz.tag) + " (seq " +
+                                         std::to_string(mx.seq) + ", " + std::to_string(my.seq) + ", " +
+                                         std::to_string(mz.seq) + "), expected 20, 21, 22 in order");
+          std::memcpy(got_z.data(), z_bytes.data(), 32);
+          for (std::size_t i = 0; i < words; ++i) in[i] = got_y[i] ^ got_x[i % 4] ^ (got_z[i % 4] << 1);
+          fold(prev);
+        }
         if (mode == "early-wait" && step == 1 && n > 1) {
           // The receiver waits for the sender's second message without a receive posted for the first: refused.
           const std::uint64_t first = 1, second = 2;
@@ -247,6 +280,19 @@ int run(int argc, char** argv) {
           } else if (me == 1) {
             std::uint64_t got = 0;
             c.recv(&got, 1, 0, 9);
+          }
+        }
+        if (mode == "range-unmatched" && step == 1 && n > 1) {
+          // The same with a receive of a tag range that the first message is not in: refused, not a hang.
+          const std::uint64_t first = 1, second = 2;
+          if (me == 0) {
+            c.send(&first, 1, 1, 8);
+            c.send(&second, 1, 1, 20);
+          } else if (me == 1) {
+            std::uint64_t got = 0;
+            reprise::Comm::Match match;
+            reprise::Comm::Request r = c.irecv_range(&got, 8, 0, 20, 29, match);
+            c.wait(r);
           }
         }
         // (late-receive: no all-pairs round while the late message is out: a channel's messages are received in
