@@ -79,12 +79,21 @@ int peer(const VComm& c, int rank, const char* call) {
 }
 
 int wire_tag(const VComm& c, int tag, const char* call) {
-  if (tag == MPI_ANY_TAG) refuse(call, "MPI_ANY_TAG is not supported: messages are matched by their tag. Name the tag");
+  if (tag == MPI_ANY_TAG) refuse(call, "MPI_ANY_TAG names no tag: only a receive or a probe may give it");
   const TagLayout& tags = Wrapped::get().tags();
   if (tag < 0 || tag > tags.tag_ub())
     refuse(call, "tag " + std::to_string(tag) + " is outside 0.." + std::to_string(tags.tag_ub()) +
                      " (MPI_TAG_UB under Reprise: each communicator takes a range of the library's tags)");
   return tags.wire(c.context, tag);
+}
+
+std::pair<int, int> wire_tags(const VComm& c, int tag, const char* call) {
+  if (tag != MPI_ANY_TAG) {
+    const int wire = wire_tag(c, tag, call);
+    return {wire, wire};
+  }
+  const TagLayout& tags = Wrapped::get().tags();
+  return {tags.wire(c.context, 0), tags.wire(c.context, tags.tag_ub())};
 }
 
 void fill_status(MPI_Status* status, int source, int tag, std::size_t bytes) {
@@ -107,6 +116,7 @@ void post(VRequest* r, bool receive, const void* buf, int count, MPI_Datatype ty
   r->done = false;  // (a persistent request posted again)
   r->result = 0;
   r->null_peer = false;
+  r->cancelled = false;
   r->probed.reset();
   r->receive = receive;
   r->source = rank;
@@ -115,13 +125,14 @@ void post(VRequest* r, bool receive, const void* buf, int count, MPI_Datatype ty
   r->count = count;
   r->type = type;
   const int job = peer(c, rank, call);
-  const int wire = wire_tag(c, tag, call);
+  const auto [wire, wire_hi] = receive ? wire_tags(c, tag, call) : std::pair{wire_tag(c, tag, call), 0};
+  r->tag_base = w.tags().wire(c.context, 0);
   if (job == MPI_PROC_NULL) {
     r->null_peer = true;
     return;
   }
   if (receive)
-    if ((r->probed = w.take(job, wire))) return;  // a probe received it ahead: completes from it
+    if ((r->probed = w.take(job, wire, wire_hi))) return;  // a probe received it ahead: completes from it
   const std::size_t bytes = bytes_of(count, type);
   void* data = const_cast<void*>(buf);
   if (!contiguous(type) && bytes > 0) {
@@ -133,7 +144,12 @@ void post(VRequest* r, bool receive, const void* buf, int count, MPI_Datatype ty
     }
   }
   Comm& m = w.comm();
-  r->request = receive ? m.irecv(data, bytes, job, wire) : m.isend(data, bytes, job, wire);
+  if (!receive)
+    r->request = m.isend(data, bytes, job, wire);
+  else if (wire != wire_hi)  // MPI_ANY_TAG: the next message from `job` of the communicator's tags
+    r->request = m.irecv_range(data, bytes, job, wire, wire_hi, r->match);
+  else
+    r->request = m.irecv(data, bytes, job, wire);
   if (w.has_freed()) w.reap_freed(false);
 }
 
@@ -150,11 +166,16 @@ void complete(VRequest& r, std::size_t bytes, MPI_Status* status) {
     fill_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
     return;
   }
+  if (r.cancelled) {  // (MPI_Cancel: no message; the status says so, MPI_Test_cancelled reads it)
+    fill_status(status, r.source, r.tag, 0);
+    if (status != MPI_STATUS_IGNORE) PMPI_Status_set_cancelled(status, 1);
+    return;
+  }
   if (r.receive && !r.packed.empty()) {
     int at = 0;
     PMPI_Unpack(r.packed.data(), static_cast<int>(bytes), &at, r.buf, r.count, r.type, MPI_COMM_SELF);
   }
-  if (r.receive) fill_status(status, r.source, r.tag, bytes);
+  if (r.receive) fill_status(status, r.source, r.status_tag(), bytes);
 }
 
 // Whether MPI would wait for the request behind a handle: not null, and not an inactive persistent request.
@@ -196,6 +217,8 @@ bool from_probe(VRequest& r, bool block) {
   else if (!p.data.empty())
     std::memcpy(r.buf, p.data.data(), p.data.size());
   r.result = p.data.size();
+  r.match = p.match;
+  if (r.tag == MPI_ANY_TAG) r.match.tag = p.wire_tag();
   r.done = true;
   r.probed.reset();
   return true;
@@ -282,15 +305,17 @@ bool probe(int source, int tag, MPI_Comm comm, MPI_Status* status, bool block, c
     fill_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
     return true;
   }
-  Probed& p = w.probe(job, wire_tag(c, tag, call));
+  const auto [lo, hi] = wire_tags(c, tag, call);
+  Probed& p = w.probe(job, lo, hi);
   if (!w.settle(p, block)) return false;
+  const int found = p.wire_tag() - w.tags().wire(c.context, 0);  // (the program's tag: MPI_ANY_TAG gets it)
   if (message) {
     p.matched = true;
     p.program_source = source;
-    p.program_tag = tag;
+    p.program_tag = found;
     *message = w.message(&p);
   }
-  fill_status(status, source, tag, p.data.size());
+  fill_status(status, source, found, p.data.size());
   return true;
 }
 }  // namespace
@@ -591,6 +616,35 @@ extern "C" int MPI_Request_free(MPI_Request* request) {
   return MPI_SUCCESS;
 }
 
+// A receive whose message has not begun to arrive is taken back (its status then says cancelled); one whose message
+// is arriving completes as usual. The next message of its sender goes to the next receive that matches it, now and
+// in a replay, so a program that cancels a receive of a message that may yet come depends on timing, as with MPI
+// (the usual use, a receive posted ahead for a message that never comes, does not). A send cannot be taken back:
+// it may be logged and received already (and MPI 4.1 deprecates it).
+extern "C" int MPI_Cancel(MPI_Request* request) {
+  if (!serving() || !ours(*request)) return PMPI_Cancel(request);
+  REPRISE_SERVE("MPI_Cancel", {
+    VRequest& r = *Wrapped::get().find(*request);
+    if (r.collective || r.persistent_body)
+      ri::refuse("MPI_Cancel", "a non-blocking or persistent collective cannot be cancelled (MPI: erroneous)");
+    if (!r.receive)
+      ri::refuse("MPI_Cancel",
+                 "a send cannot be cancelled under Reprise: it may be logged and received already (MPI 4.1 "
+                 "deprecates cancelling sends). Cancel receives only");
+    if (r.partitions > 0) ri::refuse("MPI_Cancel", "a partitioned receive cannot be cancelled under Reprise");
+    if (ri::active(*request) && !r.done && !r.null_peer) {
+      const bool taken_back =
+          r.probed ? Wrapped::get().comm().cancel(r.probed->request) : Wrapped::get().comm().cancel(r.request);
+      if (taken_back) {
+        r.probed.reset();
+        r.cancelled = r.done = true;
+        r.result = 0;
+      }
+    }
+  });
+  return MPI_SUCCESS;
+}
+
 extern "C" int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   if (!serving() || !ours(*request)) return PMPI_Test(request, flag, status);
   REPRISE_SERVE("MPI_Test", {
@@ -797,7 +851,7 @@ VRequest& init(bool receive, const void* buf, int count, MPI_Datatype type, int 
   Wrapped& w = Wrapped::get();
   const VComm& c = w.vcomm(comm, call);
   peer(c, rank, call);
-  wire_tag(c, tag, call);
+  if (tag != MPI_ANY_TAG || !receive) wire_tag(c, tag, call);
   auto r = std::make_unique<VRequest>();
   r->persistent = true;
   r->active = false;

@@ -30,7 +30,6 @@ WHY = [
     (r"(?i)^MPI_(I?(barrier|bcast|reduce|allreduce|gather|allgather|scatter|alltoall|scan|exscan|reduce_scatter)"
      r"\w*|\w+_init(_c)?)$", "this form of a collective is not supported yet (large counts): the int-count forms "
      "are served, blocking, non-blocking and persistent (docs/WRAPPING.md)"),
-    (r"^MPI_Cancel", "a cancelled message would leave its channel's order undefined for the replay"),
 ]
 GENERIC = "it is not supported on the application's communicators under Reprise (docs/WRAPPING.md lists what is)"
 # Refused on MPI_COMM_SELF too (the library's communicator, but the processes or connections they make would be

@@ -52,6 +52,8 @@ MPI_Aint extent_of(MPI_Datatype type);
 int peer(const VComm& c, int rank, const char* call);
 /// Comm's tag for the program's `tag` on `c`; refuses MPI_ANY_TAG and tags above the program's MPI_TAG_UB.
 int wire_tag(const VComm& c, int tag, const char* call);
+/// The wire tags a receive or a probe of `tag` on `c` matches: that one, or (MPI_ANY_TAG) the program's range on c.
+std::pair<int, int> wire_tags(const VComm& c, int tag, const char* call);
 inline int collective_tag(const VComm& c) {
   return Wrapped::get().tags().collective(c.context);
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <thread>
@@ -280,13 +281,51 @@ void Wrapped::free(MPI_Comm* c) {
   *c = MPI_COMM_NULL;
 }
 
-Probed& Wrapped::probe(int source, int wire_tag) {
-  for (const auto& p : probed_)
-    if (p->source == source && p->wire_tag == wire_tag && !p->matched) return *p;
+// What probes received ahead holds for a probe or a receive from `source` of the wire tags [lo, hi]. A probe's
+// receive is posted on MPI only once its message is the first of its sender's that no receive matched (Comm's
+// receives of a range), so one that matched a message of the range has the earliest this one could get: the first
+// received (in its sender's order), else one on its way (waited for: it is here). Else a probe's receive of the
+// same tags still unmatched gets what this one would. Other unmatched probes' receives that could take a message of
+// the range are cancelled: a probe that found nothing has no effect in MPI, and left before this one they would
+// take a message MPI gives to it.
+Probed* Wrapped::ahead(int source, int lo, int hi) {
+  for (;;) {
+    Probed* first = nullptr;
+    Probed* coming = nullptr;
+    Probed* same = nullptr;
+    for (const auto& p : probed_) {
+      if (p->source != source || p->matched) continue;
+      if (!p->done) p->done = comm().test(p->request);
+      const int t = p->match.tag;  // (-1: matched no message yet)
+      const bool in = t >= 0 && lo <= t && t <= hi;
+      if (p->done && in && (!first || p->match.seq < first->match.seq)) first = p.get();
+      if (!p->done && in && !coming) coming = p.get();
+      if (!p->done && t < 0 && p->lo == lo && p->hi == hi && !same) same = p.get();
+    }
+    if (first) return first;
+    if (coming) {
+      settle(*coming, true);
+      continue;
+    }
+    for (auto it = probed_.begin(); it != probed_.end();) {
+      Probed& p = **it;
+      if (&p != same && p.source == source && !p.matched && !p.done && p.match.tag < 0 && p.lo <= hi && lo <= p.hi &&
+          comm().cancel(p.request))
+        it = probed_.erase(it);
+      else
+        ++it;
+    }
+    return same;
+  }
+}
+
+Probed& Wrapped::probe(int source, int lo, int hi) {
+  if (Probed* p = ahead(source, lo, hi)) return *p;
   auto p = std::make_shared<Probed>();
   p->source = source;
-  p->wire_tag = wire_tag;
-  p->request = comm().irecv_any_size(p->data, source, wire_tag);
+  p->lo = lo;
+  p->hi = hi;
+  p->request = comm().irecv_any_size(p->data, source, lo, hi, &p->match);
   probed_.push_back(p);
   return *p;
 }
@@ -303,14 +342,14 @@ bool Wrapped::settle(Probed& p, bool block) {
   return p.done;
 }
 
-std::shared_ptr<Probed> Wrapped::take(int source, int wire_tag) {
-  for (auto it = probed_.begin(); it != probed_.end(); ++it)
-    if ((*it)->source == source && (*it)->wire_tag == wire_tag && !(*it)->matched) {
-      std::shared_ptr<Probed> p = *it;
-      probed_.erase(it);
-      return p;
-    }
-  return nullptr;
+std::shared_ptr<Probed> Wrapped::take(int source, int lo, int hi) {
+  Probed* found = ahead(source, lo, hi);
+  if (!found) return nullptr;
+  const auto it =
+      std::find_if(probed_.begin(), probed_.end(), [&](const std::shared_ptr<Probed>& p) { return p.get() == found; });
+  std::shared_ptr<Probed> p = *it;
+  probed_.erase(it);
+  return p;
 }
 
 std::shared_ptr<Probed> Wrapped::take_matched(MPI_Message m) {
@@ -423,13 +462,16 @@ std::pair<void*, std::size_t> Wrapped::locate_table(std::optional<std::size_t> b
     w.insert(w.end(), c->remote.begin(), c->remote.end());
     c->topology.write(&w);
   }
-  // The messages probes received that no receive took yet: delivered, so kept with the version.
-  std::size_t done = 0;
-  for (const auto& p : probed_) done += p->done ? 1 : 0;
-  w.push_back(static_cast<std::int64_t>(done));
-  for (const auto& p : probed_) {
-    if (!p->done) continue;
-    w.insert(w.end(), {p->source, p->wire_tag, static_cast<std::int64_t>(p->data.size())});
+  // The messages probes received that no receive took yet: delivered, so kept with the version, each sender's in
+  // the order it sent them (restored, that order is all a receive of MPI_ANY_TAG needs of them: Wrapped::ahead).
+  std::vector<const Probed*> done;
+  for (const auto& p : probed_)
+    if (p->done) done.push_back(p.get());
+  std::stable_sort(done.begin(), done.end(),
+                   [](const Probed* a, const Probed* b) { return a->match.seq < b->match.seq; });
+  w.push_back(static_cast<std::int64_t>(done.size()));
+  for (const Probed* p : done) {
+    w.insert(w.end(), {p->source, p->wire_tag(), static_cast<std::int64_t>(p->data.size())});
     const std::size_t at = w.size();
     w.resize(at + (p->data.size() + sizeof(std::int64_t) - 1) / sizeof(std::int64_t));
     if (!p->data.empty()) std::memcpy(w.data() + at, p->data.data(), p->data.size());
@@ -476,10 +518,12 @@ void Wrapped::read_table(std::vector<VComm>* comms) {
   }
   probed_.clear();  // (pending ones: their receives are abandoned; the version's received ones come back)
   const std::int64_t probes = next();
+  std::map<int, std::uint64_t> order;  // each sender's, from 0: before any message received from here on
   for (std::int64_t i = 0; i < probes; ++i) {
     auto p = std::make_shared<Probed>();
     p->source = static_cast<int>(next());
-    p->wire_tag = static_cast<int>(next());
+    p->lo = p->hi = p->match.tag = static_cast<int>(next());
+    p->match.seq = order[p->source]++;
     p->data.resize(static_cast<std::size_t>(next()));
     const std::size_t words = (p->data.size() + sizeof(std::int64_t) - 1) / sizeof(std::int64_t);
     if (at + words > w.size()) throw Error("the interposition's communicator table in the checkpoint is truncated");

@@ -74,15 +74,17 @@ struct VComm {
 /// source and tag on its communicator takes it. One received (`done`) is delivered as far as the protocol is
 /// concerned, so it is part of the checkpointed state (the region kTableRegion) until a receive takes it.
 struct Probed {
-  int source = 0;  // Comm's (job) rank
-  int wire_tag = 0;
+  int source = 0;               // Comm's (job) rank
+  int lo = 0, hi = 0;           // the wire tags it receives: one, or its communicator's range (a probe of MPI_ANY_TAG)
   std::vector<std::byte> data;  // (declared before the request: destroyed after it, once its receive is cancelled)
+  Comm::Match match;            // its message's wire tag once matched, its place in its sender's order once here
   Comm::Request request;
   bool done = false;
   // Matched by MPI_Mprobe or MPI_Improbe (the program holds it as an MPI_Message until MPI_Mrecv or MPI_Imrecv takes
   // it): later probes and receives pass it by. `program_source` and `program_tag`: as the program named them.
   bool matched = false;
   int program_source = 0, program_tag = 0;
+  int wire_tag() const { return match.tag; }  ///< -1: no message matched yet
 };
 
 class Collective;  // a non-blocking collective under way (nonblocking.hpp)
@@ -102,6 +104,12 @@ struct VRequest {
   bool done = false;               // completed on Comm (by a test that could not yet complete all it was given)
   std::size_t result = 0;          // then, the bytes received or sent
   std::shared_ptr<Probed> probed;  // a receive of a message a probe received: completes from it
+  // MPI_ANY_TAG: the message's wire tag (Comm's), and the wire tag of the program's tag 0 on its communicator.
+  Comm::Match match;
+  int tag_base = 0;
+  bool cancelled = false;  // MPI_Cancel took it back before its message came
+  /// The tag its status gives (the message's, for a receive of MPI_ANY_TAG).
+  int status_tag() const { return tag == MPI_ANY_TAG ? match.tag - tag_base : tag; }
   // A persistent request (MPI_Send_init, MPI_Recv_init): its handle stays the program's until MPI_Request_free, and
   // MPI_Start posts it again with the arguments above and `comm`. Inactive (never started, or completed since): a
   // wait or test on it returns at once with an empty status.
@@ -210,11 +218,12 @@ class Wrapped {
   /// MPI_Comm_c2f and MPI_Comm_f2c for the communicators derived here.
   FortranNumbers<VComm>& fortran_comms() { return fortran_comms_; }
 
-  /// The message the next receive of (source, wire tag) gets, received ahead by a probe (a receive posted on Comm
-  /// when none is under way). settle() completes it, blocking or not; take() hands it to a receive.
-  Probed& probe(int source, int wire_tag);
+  /// The message the next receive from `source` of a wire tag in [lo, hi] (one tag, or a communicator's range:
+  /// MPI_ANY_TAG) gets, received ahead by a probe (a receive posted on Comm when none is under way). settle()
+  /// completes it, blocking or not; take() hands it to a receive (null: no probe has it).
+  Probed& probe(int source, int lo, int hi);
   bool settle(Probed& p, bool block);
-  std::shared_ptr<Probed> take(int source, int wire_tag);
+  std::shared_ptr<Probed> take(int source, int lo, int hi);
   MPI_Message message(Probed* p) { return reinterpret_cast<MPI_Message>(p); }
   /// The matched message behind a handle the program holds, taken out of the probed list (null: not ours).
   std::shared_ptr<Probed> take_matched(MPI_Message m);
@@ -268,8 +277,10 @@ class Wrapped {
   FortranNumbers<VComm> fortran_comms_;
   FortranNumbers<VRequest> fortran_requests_;
   std::unordered_set<VRequest*> requests_;
-  std::vector<std::unique_ptr<VRequest>> freed_;    // sends the program freed before they completed
-  std::vector<std::shared_ptr<Probed>> probed_;     // in the order the probes came
+  std::vector<std::unique_ptr<VRequest>> freed_;  // sends the program freed before they completed
+  std::vector<std::shared_ptr<Probed>> probed_;   // in the order the probes came
+  /// What probes received ahead holds for a probe or a receive from `source` of [lo, hi] (Wrapped::probe).
+  Probed* ahead(int source, int lo, int hi);
   ContextSet contexts_used_ = ContextSet::world();  // in use here (0: MPI_COMM_WORLD)
   TagLayout tags_;                                  // from the library's MPI_TAG_UB (start())
 };

@@ -8,7 +8,8 @@
 //                             communicators|partition-not-ready|file-shared|file-atomicity|
 //                             file-delete-on-close]
 //   interpose-check --node-communicator
-//   reprise-interpose-check --message-before-restore | --probe-across-checkpoints | --set-up-communicators |
+//   reprise-interpose-check --message-before-restore | --probe-across-checkpoints [any-tag] |
+//                           --set-up-communicators |
 //                           --file-opened-in-steps FILE
 //                           (reprise::run; tests with kills)
 #include <mpi.h>
@@ -250,6 +251,97 @@ void point_to_point() {
              static_cast<std::uint64_t>(isr_count + 10 * isr_status.MPI_SOURCE + 1000 * isr_status.MPI_TAG) ^
              static_cast<std::uint64_t>(replace_status.MPI_SOURCE + 100 * replace_status.MPI_TAG) << 32));
 #endif
+}
+
+// MPI_ANY_TAG from a named source: the next message of that rank on the communicator, whatever its tag (each
+// status gives it); a message of another communicator sent first is not taken. MPI_Cancel of receives whose message
+// never comes.
+void any_tag_and_cancel() {
+  const int next = (world_rank + 1) % world_size, prev = (world_rank + world_size - 1) % world_size;
+  MPI_Comm other;
+  MPI_Comm_dup(MPI_COMM_WORLD, &other);
+  auto values = [&](int tag, std::size_t n) {
+    std::vector<int> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = world_rank * 1000 + tag + static_cast<int>(i % 97);
+    return v;
+  };
+  // To the next rank: tag 9 on the other communicator first, then 41 (small), 42 (large: a payload of its own),
+  // 43, 44 (sized by the rank), 45, 46, 48 and 49 on MPI_COMM_WORLD.
+  const std::vector<int> tags{41, 42, 43, 44, 45, 46, 48, 49};
+  std::vector<std::vector<int>> out;
+  std::vector<MPI_Request> sent(tags.size() + 1);
+  const std::vector<int> on_other = values(9, 4);
+  MPI_Isend(on_other.data(), 4, MPI_INT, next, 9, other, &sent[0]);
+  for (std::size_t k = 0; k < tags.size(); ++k) {
+    const int t = tags[k];
+    out.push_back(values(t, t == 42 ? 30000 : t == 44 ? static_cast<std::size_t>(3 + world_rank) : 5));
+    MPI_Isend(out.back().data(), static_cast<int>(out.back().size()), MPI_INT, next, t, MPI_COMM_WORLD, &sent[k + 1]);
+  }
+  std::uint64_t d = 0;
+  auto fold = [&](const std::vector<int>& v, int count, const MPI_Status& st) {
+    d = mix(d ^ digest(v.data(), static_cast<std::size_t>(count)) ^
+            static_cast<std::uint64_t>(st.MPI_SOURCE * 100000 + st.MPI_TAG * 10 + count));
+  };
+  // Posted in this order: MPI_ANY_TAG (gets 41), tag 43 (a receive posted later, of a tag the first could take),
+  // MPI_ANY_TAG (gets 42), and the other communicator's; waited for 43 first.
+  std::vector<int> a(30000), b(30000), c(5), e(4);
+  MPI_Request r[4];
+  MPI_Irecv(a.data(), 30000, MPI_INT, prev, MPI_ANY_TAG, MPI_COMM_WORLD, &r[0]);
+  MPI_Irecv(c.data(), 5, MPI_INT, prev, 43, MPI_COMM_WORLD, &r[1]);
+  MPI_Irecv(b.data(), 30000, MPI_INT, prev, MPI_ANY_TAG, MPI_COMM_WORLD, &r[2]);
+  MPI_Irecv(e.data(), 4, MPI_INT, prev, MPI_ANY_TAG, other, &r[3]);
+  MPI_Status sts[4], first;
+  MPI_Wait(&r[1], &first);
+  MPI_Waitall(4, r, sts);  // (r[1] is null now: MPI_Waitall passes it by)
+  sts[1] = first;
+  int count = 0;
+  for (int k : {0, 2, 3}) {
+    MPI_Get_count(&sts[k], MPI_INT, &count);
+    fold(k == 0 ? a : k == 2 ? b : e, count, sts[k]);
+  }
+  MPI_Get_count(&sts[1], MPI_INT, &count);
+  fold(c, count, sts[1]);
+  // MPI_Probe of MPI_ANY_TAG sizes the next (44), received by its tag.
+  MPI_Status st;
+  MPI_Probe(prev, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+  MPI_Get_count(&st, MPI_INT, &count);
+  std::vector<int> f(static_cast<std::size_t>(count));
+  MPI_Recv(f.data(), count, MPI_INT, prev, st.MPI_TAG, MPI_COMM_WORLD, &st);
+  fold(f, count, st);
+  // MPI_Iprobe of MPI_ANY_TAG until 45 is here, received as MPI_ANY_TAG; MPI_Mprobe of MPI_ANY_TAG (46), MPI_Mrecv.
+  int flag = 0;
+  while (!flag) MPI_Iprobe(prev, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st);
+  const int probed_tag = st.MPI_TAG;
+  std::vector<int> g(5);
+  MPI_Recv(g.data(), 5, MPI_INT, prev, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+  fold(g, probed_tag == st.MPI_TAG ? 5 : 0, st);
+  MPI_Message message;
+  MPI_Mprobe(prev, MPI_ANY_TAG, MPI_COMM_WORLD, &message, &st);
+  MPI_Mrecv(g.data(), 5, MPI_INT, &message, &st);
+  fold(g, 5, st);
+  // Receives no one sends to, cancelled: of a tag, and of MPI_ANY_TAG on the other communicator (nothing more comes
+  // on it); their statuses say so.
+  MPI_Request never[2];
+  MPI_Irecv(e.data(), 4, MPI_INT, prev, 47, MPI_COMM_WORLD, &never[0]);
+  MPI_Irecv(e.data(), 4, MPI_INT, prev, MPI_ANY_TAG, other, &never[1]);
+  int cancelled[2] = {0, 0};
+  for (int k = 0; k < 2; ++k) {
+    MPI_Cancel(&never[k]);
+    MPI_Wait(&never[k], &st);
+    MPI_Test_cancelled(&st, &cancelled[k]);
+  }
+  // A persistent receive of MPI_ANY_TAG started twice: 48, then 49.
+  MPI_Request persistent;
+  MPI_Recv_init(g.data(), 5, MPI_INT, prev, MPI_ANY_TAG, MPI_COMM_WORLD, &persistent);
+  for (int k = 0; k < 2; ++k) {
+    MPI_Start(&persistent);
+    MPI_Wait(&persistent, &st);
+    fold(g, 5, st);
+  }
+  MPI_Request_free(&persistent);
+  MPI_Waitall(static_cast<int>(sent.size()), sent.data(), MPI_STATUSES_IGNORE);
+  MPI_Comm_free(&other);
+  report("any tag, cancel", mix(d ^ static_cast<std::uint64_t>(cancelled[0] + 2 * cancelled[1])));
 }
 
 void collectives() {
@@ -1294,8 +1386,8 @@ void refuse(const std::string& what) {
   double x = 0;
   if (what == "any-source") {
     if (world_rank == 0) MPI_Recv(&x, 1, MPI_DOUBLE, MPI_ANY_SOURCE, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  } else if (what == "any-tag") {
-    if (world_rank == 0) MPI_Recv(&x, 1, MPI_DOUBLE, 1, MPI_ANY_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  } else if (what == "any-tag") {  // a send of MPI_ANY_TAG (a receive's)
+    if (world_rank == 0) MPI_Send(&x, 1, MPI_DOUBLE, next, MPI_ANY_TAG, MPI_COMM_WORLD);
   } else if (what == "tag") {  // one above MPI_TAG_UB
     int* ub = nullptr;
     int has = 0;
@@ -1322,9 +1414,9 @@ void refuse(const std::string& what) {
   } else if (what == "win") {
     MPI_Win win;
     MPI_Win_create(&x, sizeof x, sizeof x, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-  } else if (what == "cancel") {
+  } else if (what == "cancel") {  // a send (a receive is served)
     MPI_Request r;
-    MPI_Irecv(&x, 1, MPI_DOUBLE, next, 0, MPI_COMM_WORLD, &r);
+    MPI_Isend(&x, 1, MPI_DOUBLE, next, 0, MPI_COMM_WORLD, &r);
     MPI_Cancel(&r);
   } else if (what == "graph") {  // MPI-1's graph: every rank gives the whole graph (a ring)
     std::vector<int> index(static_cast<std::size_t>(world_size)), edges(index.size());
@@ -1440,9 +1532,10 @@ int file_opened_in_steps(int argc, char** argv) {
 // --probe-across-checkpoints: every step each rank receives the message it probed at the previous step, then
 // sends one of a size that changes and probes the next one (left unreceived across the checkpoint every 10 steps:
 // delivered, so kept in the version with the interposition's state). Prints `probed sum S` (the same with a
-// killed rank).
-int probe_across_checkpoints(int argc, char** argv) {
-  return reprise::run(argc, argv, [](int, char**) {
+// killed rank). `any_tag` (--probe-across-checkpoints any-tag): tags 5 and 6 by turns, probed and received as
+// MPI_ANY_TAG (the sum folds in the tags the statuses give).
+int probe_across_checkpoints(int argc, char** argv, bool any_tag) {
+  return reprise::run(argc, argv, [any_tag](int, char**) {
     reprise::MpiRuntime& rt = reprise::wrapped_runtime();
     const int next = (world_rank + 1) % world_size, prev = (world_rank + world_size - 1) % world_size;
     long step = 0;
@@ -1450,23 +1543,26 @@ int probe_across_checkpoints(int argc, char** argv) {
     rt.protect("step", &step);
     rt.protect("sum", &sum);
     if (rt.restarted()) rt.restore();
+    const int probed_tag = any_tag ? MPI_ANY_TAG : 5;
     auto receive_probed = [&] {
       MPI_Status st;
       int n = 0;
-      MPI_Probe(prev, 5, MPI_COMM_WORLD, &st);
+      MPI_Probe(prev, probed_tag, MPI_COMM_WORLD, &st);
       MPI_Get_count(&st, MPI_INT, &n);
       std::vector<int> in(static_cast<std::size_t>(n));
-      MPI_Recv(in.data(), n, MPI_INT, prev, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Recv(in.data(), n, MPI_INT, prev, probed_tag, MPI_COMM_WORLD, &st);
       for (int v : in) sum = fold(sum, v);
+      if (any_tag) sum = fold(sum, st.MPI_TAG);
     };
     const long steps = 30;
     while (step < steps) {
       rt.step(static_cast<std::uint64_t>(step));
       if (step > 0) receive_probed();
       std::vector<int> out(static_cast<std::size_t>(1 + (step * 7 + world_rank) % 2000), static_cast<int>(step));
-      MPI_Send(out.data(), static_cast<int>(out.size()), MPI_INT, next, 5, MPI_COMM_WORLD);
+      MPI_Send(out.data(), static_cast<int>(out.size()), MPI_INT, next, any_tag ? 5 + static_cast<int>(step % 2) : 5,
+               MPI_COMM_WORLD);
       MPI_Status st;
-      MPI_Probe(prev, 5, MPI_COMM_WORLD, &st);  // received at the next step
+      MPI_Probe(prev, probed_tag, MPI_COMM_WORLD, &st);  // received at the next step
       if (++step % 10 == 0) {
         rt.checkpoint(static_cast<std::uint64_t>(step));
         rt.wait();
@@ -1619,8 +1715,8 @@ int main(int argc, char** argv) {
     rc = message_before_restore(argc, argv);
   } else if (argc == 3 && std::string(argv[1]) == "--file-opened-in-steps") {
     rc = file_opened_in_steps(argc, argv);
-  } else if (argc == 2 && std::string(argv[1]) == "--probe-across-checkpoints") {
-    rc = probe_across_checkpoints(argc, argv);
+  } else if ((argc == 2 || argc == 3) && std::string(argv[1]) == "--probe-across-checkpoints") {
+    rc = probe_across_checkpoints(argc, argv, argc == 3 && std::string(argv[2]) == "any-tag");
   } else if (argc == 2 && std::string(argv[1]) == "--set-up-communicators") {
     rc = set_up_communicators(argc, argv);
   } else
@@ -1657,6 +1753,7 @@ int main(int argc, char** argv) {
     if (world_rank == 0)
       std::printf("thread level %d, another thread's answers %s\n", level, differ_anywhere ? "DIFFER" : "the same");
     point_to_point();
+    any_tag_and_cancel();
     collectives();
     nonblocking_collectives();
     communicators();
