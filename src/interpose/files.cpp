@@ -209,16 +209,10 @@ std::array<std::int64_t, 5> view_of(MPI_File fh) {
 // call of the library).
 int ordered(MPI_File fh, int count, MPI_Datatype type, const std::function<int(MPI_Offset)>& io) {
   OpenFile& f = *served(fh);
-  MPI_Offset disp = 0;
-  MPI_Datatype etype = MPI_DATATYPE_NULL, filetype = MPI_DATATYPE_NULL;
-  char representation[MPI_MAX_DATAREP_STRING + 1] = {};
-  PMPI_File_get_view(fh, &disp, &etype, &filetype, representation);
-  int etype_size = 1, type_size = 0;
-  PMPI_Type_size(etype, &etype_size);
+  const std::int64_t etype_size = std::max<std::int64_t>(view_of(fh)[1], 1);
+  int type_size = 0;
   PMPI_Type_size(type, &type_size);
-  free_if_derived(etype);
-  free_if_derived(filetype);
-  const std::int64_t mine = static_cast<std::int64_t>(count) * type_size / std::max(etype_size, 1);
+  const std::int64_t mine = static_cast<std::int64_t>(count) * type_size / etype_size;
   std::int64_t total = 0;
   const std::int64_t before = exscan_sum(f.comm, mine, &total);
   const MPI_Offset at = f.shared + before;
