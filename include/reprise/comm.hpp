@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -147,6 +148,10 @@ class Comm {
   /// now and at most, entries released by committed views, recoveries (replays, orphans, duplicates), device
   /// messages (`device_direct`: those MPI moved itself; `device_mpi`: why direct or staged), the log bound.
   std::string stats_json() const;
+  /// Memory a layer on top of Comm holds for the program's messages (the MPI interposition: messages probes
+  /// received ahead, copies of non-contiguous and buffered sends), read with Comm's own on the application's thread
+  /// whenever the runtime adds up its memory: a component `name` of rt.memory_json(), counted against the budget.
+  void count_memory(const std::string& name, std::function<std::size_t()> held_bytes);
   std::size_t log_held_bytes() const;
   std::size_t log_live_entries() const;
 

@@ -110,6 +110,7 @@ void Wrapped::start() {
     rt_->protect_resizable(kTableRegion, [this](std::optional<std::size_t> bytes) { return locate_table(bytes); });
     rt_->protect_resizable(kFilesRegion, locate_files);
     rt_->on_restore([this] { restored(); });
+    rt_->messages().count_memory("interposition", [this] { return held_bytes(); });
     // The non-blocking collectives started before rt.step() or rt.checkpoint() are carried out there, so that a
     // version never has one half done (nonblocking.hpp).
     rt_->before_checkpoint([] {
@@ -366,6 +367,14 @@ bool Wrapped::ours_message(MPI_Message m) const {
   return std::any_of(probed_.begin(), probed_.end(), [&](const std::shared_ptr<Probed>& p) {
     return p->matched && reinterpret_cast<MPI_Message>(p.get()) == m;
   });
+}
+
+std::size_t Wrapped::held_bytes() const {
+  std::size_t n = 0;
+  for (const auto& p : probed_) n += p->data.capacity();
+  for (const VRequest* r : requests_) n += r->packed.capacity();
+  for (const auto& r : freed_) n += r->packed.capacity();
+  return n;
 }
 
 VRequest* Wrapped::find(MPI_Request r) {

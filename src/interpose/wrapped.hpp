@@ -229,6 +229,9 @@ class Wrapped {
   std::shared_ptr<Probed> take_matched(MPI_Message m);
   bool ours_message(MPI_Message m) const;
 
+  /// The copies of the program's messages held here (rt.memory_json()'s "interposition"): messages probes received
+  /// ahead, and the packed bytes of requests under way (non-contiguous datatypes, buffered sends, freed sends).
+  std::size_t held_bytes() const;
   /// MPI_Request_c2f and MPI_Request_f2c for the requests made here.
   FortranNumbers<VRequest>& fortran_requests() { return fortran_requests_; }
   VRequest* find(MPI_Request r);

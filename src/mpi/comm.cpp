@@ -247,6 +247,9 @@ std::string Comm::stats_json() const {
 std::size_t Comm::log_held_bytes() const {
   return s_->process().log().held_bytes();
 }
+void Comm::count_memory(const std::string& name, std::function<std::size_t()> held_bytes) {
+  s_->count_memory(name, std::move(held_bytes));
+}
 std::size_t Comm::log_live_entries() const {
   return s_->process().log().live_entries();
 }

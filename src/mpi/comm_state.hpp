@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -278,6 +279,9 @@ class CommState {
   std::string stats_json() const;
   /// Host memory of the message log (segments held and pooled), its region and the staging pool.
   std::map<std::string, std::size_t> memory_use() const;
+  void count_memory(const std::string& name, std::function<std::size_t()> held_bytes) {
+    counted_.emplace_back(name, std::move(held_bytes));
+  }
   /// Over the memory budget by `excess` bytes: the memory kept only for reuse (the log's free segments, then the
   /// staging pool's) is limited to what leaves room, for good. Returns the bytes released.
   std::size_t release_pools(std::size_t excess);
@@ -432,6 +436,7 @@ class CommState {
   std::vector<PendingMessage*> awaiting_header_;
   std::vector<PendingMessage*> live_;     // every pending message
   std::vector<PendingMessage*> unbound_;  // receives of a tag range not matched yet (few)
+  std::vector<std::pair<std::string, std::function<std::size_t()>>> counted_;  // count_memory's
   std::uint64_t receives_made_ = 0;
   std::vector<std::pair<MPI_Comm, MPI_Comm>> epochs_;  // message and payload communicators, oldest first
   // Per peer: the epoch (index in epochs_) its channels are on. Every peer's is `all` but for the ranks a recovery

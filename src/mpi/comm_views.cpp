@@ -150,10 +150,12 @@ void CommState::flood_ask(int from) {
 }
 
 std::map<std::string, std::size_t> CommState::memory_use() const {
-  return {{"message_log", p_->log().held_bytes()},
-          {"log_pool", p_->log().pooled_bytes()},
-          {"log_region", log_region_.held_bytes()},
-          {"comm_staging", staging_pool_->pooled_bytes()}};
+  std::map<std::string, std::size_t> use{{"message_log", p_->log().held_bytes()},
+                                         {"log_pool", p_->log().pooled_bytes()},
+                                         {"log_region", log_region_.held_bytes()},
+                                         {"comm_staging", staging_pool_->pooled_bytes()}};
+  for (const auto& [name, held] : counted_) use[name] += held();
+  return use;
 }
 
 std::size_t CommState::release_pools(std::size_t excess) {

@@ -305,6 +305,16 @@ void any_tag_and_cancel() {
   MPI_Status st;
   MPI_Probe(prev, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
   MPI_Get_count(&st, MPI_INT, &count);
+#ifdef REPRISE_WRAPPED
+  // The probed message is held by the interposition until received: the runtime's memory counts it.
+  const auto memory = nlohmann::json::parse(reprise::wrapped_runtime().memory_json());
+  const std::size_t held = memory["components"].value("interposition", std::size_t{0});
+  if (held < static_cast<std::size_t>(count) * sizeof(int)) {
+    std::fprintf(stderr, "rank %d: the interposition holds a probed message of %zu bytes, its memory counts %zu\n",
+                 world_rank, static_cast<std::size_t>(count) * sizeof(int), held);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+#endif
   std::vector<int> f(static_cast<std::size_t>(count));
   MPI_Recv(f.data(), count, MPI_INT, prev, st.MPI_TAG, MPI_COMM_WORLD, &st);
   fold(f, count, st);
