@@ -75,6 +75,10 @@ class Comm {
   std::size_t recv(void* buf, std::size_t bytes, int src, int tag);
   Request isend(const void* buf, std::size_t bytes, int dest, int tag);
   Request irecv(void* buf, std::size_t bytes, int src, int tag);
+  /// A synchronous send (MPI_Issend): it completes once the receiver's receive matched it (its header goes by
+  /// MPI_Issend), not when MPI took the message. One that is not sent now completes at once: a re-executed send the
+  /// receiver already has, or, during a recovery, one queued behind the replays of its channel.
+  Request issend(const void* buf, std::size_t bytes, int dest, int tag);
   /// A receive whose size is not known beforehand: `into` (host memory) is resized to the message's bytes when it
   /// arrives (the MPI interposition's probes). `into` must outlive the request.
   Request irecv_any_size(std::vector<std::byte>& into, int src, int tag);

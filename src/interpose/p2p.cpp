@@ -145,7 +145,7 @@ void post(VRequest* r, bool receive, const void* buf, int count, MPI_Datatype ty
   }
   Comm& m = w.comm();
   if (!receive)
-    r->request = m.isend(data, bytes, job, wire);
+    r->request = r->synchronous ? m.issend(data, bytes, job, wire) : m.isend(data, bytes, job, wire);
   else if (wire != wire_hi)  // MPI_ANY_TAG: the next message from `job` of the communicator's tags
     r->request = m.irecv_range(data, bytes, job, wire, wire_hi, r->match);
   else
@@ -154,8 +154,9 @@ void post(VRequest* r, bool receive, const void* buf, int count, MPI_Datatype ty
 }
 
 std::unique_ptr<VRequest> post(bool receive, const void* buf, int count, MPI_Datatype type, int rank, int tag,
-                               MPI_Comm comm, const char* call) {
+                               MPI_Comm comm, const char* call, bool synchronous = false) {
   auto r = std::make_unique<VRequest>();
+  r->synchronous = synchronous;
   post(r.get(), receive, buf, count, type, rank, tag, comm, call);
   return r;
 }
@@ -406,11 +407,16 @@ extern "C" int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest,
   return MPI_SUCCESS;
 }
 
-// A synchronous send completes when its receive has started; Comm's send completes when MPI took the message,
-// which may be earlier: a correct program (one that does not rely on Ssend to order other events) cannot tell.
+// A synchronous send completes once its receive has started: Comm::issend (its header by MPI_Issend).
 extern "C" int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
   if (!serving() || !ours(comm)) return PMPI_Ssend(buf, count, type, dest, tag, comm);
-  return MPI_Send(buf, count, type, dest, tag, comm);
+  REPRISE_SERVE("MPI_Ssend", {
+    VRequest r;
+    r.synchronous = true;
+    ri::post(&r, false, buf, count, type, dest, tag, comm, "MPI_Ssend");
+    ri::wait_one(r);
+  });
+  return MPI_SUCCESS;
 }
 
 extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
@@ -424,7 +430,10 @@ extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest
 extern "C" int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                           MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Issend(buf, count, type, dest, tag, comm, request);
-  return MPI_Isend(buf, count, type, dest, tag, comm, request);
+  REPRISE_SERVE("MPI_Issend", {
+    *request = Wrapped::get().adopt(ri::post(false, buf, count, type, dest, tag, comm, "MPI_Issend", true));
+  });
+  return MPI_SUCCESS;
 }
 
 // A ready send may be a standard send (MPI says so: a correct program cannot tell).
@@ -840,8 +849,8 @@ extern "C" int MPI_Testany(int count, MPI_Request requests[], int* index, int* f
   return MPI_SUCCESS;
 }
 
-// Persistent requests: MPI_Send_init (MPI_Ssend_init, MPI_Rsend_init: as a standard send) and MPI_Recv_init keep
-// the arguments (rank and tag checked now, as MPI does), MPI_Start posts them as MPI_Isend or MPI_Irecv would
+// Persistent requests: MPI_Send_init (MPI_Ssend_init synchronous, MPI_Rsend_init as a standard send) and MPI_Recv_init
+// keep the arguments (rank and tag checked now, as MPI does), MPI_Start posts them as MPI_Isend or MPI_Irecv would
 // (MPI_Bsend_init's as MPI_Ibsend), and a wait or test leaves the handle inactive for the next start. After a rollback
 // the program's set-up makes them again (reprise::run).
 namespace reprise::interpose {
@@ -902,7 +911,8 @@ extern "C" int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int 
 extern "C" int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                               MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Ssend_init(buf, count, type, dest, tag, comm, request);
-  REPRISE_SERVE("MPI_Ssend_init", { ri::init(false, buf, count, type, dest, tag, comm, request, "MPI_Ssend_init"); });
+  REPRISE_SERVE("MPI_Ssend_init",
+                { ri::init(false, buf, count, type, dest, tag, comm, request, "MPI_Ssend_init").synchronous = true; });
   return MPI_SUCCESS;
 }
 

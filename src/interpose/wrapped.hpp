@@ -107,7 +107,8 @@ struct VRequest {
   // MPI_ANY_TAG: the message's wire tag (Comm's), and the wire tag of the program's tag 0 on its communicator.
   Comm::Match match;
   int tag_base = 0;
-  bool cancelled = false;  // MPI_Cancel took it back before its message came
+  bool cancelled = false;    // MPI_Cancel took it back before its message came
+  bool synchronous = false;  // MPI_Ssend, _Issend, _Ssend_init: complete once the receive matched (Comm::issend)
   /// The tag its status gives (the message's, for a receive of MPI_ANY_TAG).
   int status_tag() const { return tag == MPI_ANY_TAG ? match.tag - tag_base : tag; }
   // A persistent request (MPI_Send_init, MPI_Recv_init): its handle stays the program's until MPI_Request_free, and

@@ -109,6 +109,10 @@ Comm::Request Comm::isend(const void* buf, std::size_t bytes, int dest, int tag)
   s_->check_tag(tag);
   return s_->isend(buf, bytes, dest, tag);
 }
+Comm::Request Comm::issend(const void* buf, std::size_t bytes, int dest, int tag) {
+  s_->check_tag(tag);
+  return s_->isend(buf, bytes, dest, tag, std::nullopt, true);
+}
 Comm::Request Comm::irecv(void* buf, std::size_t bytes, int src, int tag) {
   s_->check_tag(tag);
   return s_->irecv(buf, bytes, src, tag);

@@ -110,26 +110,27 @@ void check_peer(int peer, int size, const char* what) {
 }  // namespace
 
 int CommState::post_send(int dest, int tag, WireHeader& header, const void* buf, std::vector<std::byte>& packed,
-                         MPI_Request& request, MPI_Request& payload, int& epoch) {
+                         MPI_Request& request, MPI_Request& payload, int& epoch, bool synchronous) {
   epoch = chan_.of(dest);
   const auto& [comm, payload_comm] = epochs_.at(static_cast<std::size_t>(epoch));
   const std::size_t bytes = header.bytes;
+  const auto send_header = synchronous ? MPI_Issend : MPI_Isend;  // (matched by the receiver's receive: Comm::issend)
   if (bytes <= kPackLimit) {
     packed.resize(sizeof(WireHeader) + bytes);
     std::memcpy(packed.data(), &header, sizeof(WireHeader));
     if (bytes) std::memcpy(packed.data() + sizeof(WireHeader), buf, bytes);
-    return MPI_Isend(packed.data(), static_cast<int>(packed.size()), MPI_BYTE, dest, tag, comm, &request);
+    return send_header(packed.data(), static_cast<int>(packed.size()), MPI_BYTE, dest, tag, comm, &request);
   }
   if (bytes > static_cast<std::size_t>(INT_MAX))
     throw UsageError("reprise::Comm: messages above 2 GiB are not supported; split them");
-  int rc = MPI_Isend(&header, sizeof(WireHeader), MPI_BYTE, dest, tag, comm, &request);
+  int rc = send_header(&header, sizeof(WireHeader), MPI_BYTE, dest, tag, comm, &request);
   if (rc == MPI_SUCCESS)
     rc = MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dest, payload_tag(header.seq), payload_comm, &payload);
   return rc;
 }
 
-Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int tag,
-                               std::optional<MemorySpace> space) {
+Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int tag, std::optional<MemorySpace> space,
+                               bool synchronous) {
   check_peer(dest, size(), "isend");
   enter();
   auto m = std::make_unique<PendingMessage>();
@@ -137,6 +138,7 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
   m->tag = tag;
   m->bytes = bytes;
   m->result = bytes;
+  m->synchronous = synchronous;
   m->device = bytes > 0 && on_device(buf, space);
   const protocol::Process::Send s = p_->send(dest, tag, nullptr, bytes);
   if (count_peers_ && !s.duplicate) sent_to_[dest] += bytes;
@@ -211,7 +213,7 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
     if (s.log_slot && direct) copy_into_log(*m, s.log_slot, buf, bytes, p_->log().find(dest, s.header.seq)->segment);
     return Comm::Request(std::move(m));
   }
-  const int posted = post_send(dest, tag, m->header, host, m->packed, m->request, m->payload, m->epoch);
+  const int posted = post_send(dest, tag, m->header, host, m->packed, m->request, m->payload, m->epoch, synchronous);
   // The log copy overlaps the transfer; it is done before the send can be reported complete.
   if (s.log_slot && bytes && !m->device) std::memcpy(s.log_slot, buf, bytes);
   if (s.log_slot && direct) copy_into_log(*m, s.log_slot, buf, bytes, p_->log().find(dest, s.header.seq)->segment);
@@ -244,7 +246,7 @@ void CommState::post_unposted(bool block, bool checked) {
     it = unposted_.erase(it);
     m.unposted = false;
     const auto recoveries = stats_.recoveries;
-    const int rc = post_send(m.peer, m.tag, m.header, m.from, m.packed, m.request, m.payload, m.epoch);
+    const int rc = post_send(m.peer, m.tag, m.header, m.from, m.packed, m.request, m.payload, m.epoch, m.synchronous);
     if (!checked) continue;
     host_.check_mpi(rc, REPRISE_MPI_SITE(post_send(m.peer, m.tag, m.header, m.from)));
     if (stats_.recoveries != recoveries) return;  // a repair changed the queue (and invalidated `it`)

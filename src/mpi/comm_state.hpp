@@ -134,7 +134,8 @@ struct PendingMessage {
   // is `deferred` (not posted on MPI) until it is bound: MPI matches receives in the order they were posted.
   int tag_lo = 0, tag_hi = -1;
   bool deferred = false;
-  std::uint64_t order = 0;  // receives are numbered as they are made (MPI's matching order)
+  bool synchronous = false;  // Comm::issend's: its header goes by MPI_Issend
+  std::uint64_t order = 0;   // receives are numbered as they are made (MPI's matching order)
   Comm::Match* match = nullptr;
   bool ranged() const { return tag_hi >= 0; }
   bool unbound() const { return ranged() && tag < 0; }
@@ -176,8 +177,9 @@ class CommState {
   }
 
   /// `space`: where the buffer lives; none: asked of CUDA (device_pointers_possible()), host otherwise.
+  /// `synchronous`: Comm::issend's.
   Comm::Request isend(const void* buf, std::size_t bytes, int dest, int tag,
-                      std::optional<MemorySpace> space = std::nullopt);
+                      std::optional<MemorySpace> space = std::nullopt, bool synchronous = false);
   /// `tag_hi` >= 0: a receive of the tags `tag`..`tag_hi` (Comm::irecv_range: posted on MPI once its message is
   /// its sender's first unmatched one). `match`: see Comm::Match.
   Comm::Request irecv(void* buf, std::size_t bytes, int src, int tag, std::optional<MemorySpace> space = std::nullopt,
@@ -340,8 +342,9 @@ class CommState {
   [[noreturn]] void unmatched_first(const PendingMessage& m, int tag) const;
   /// One round of the progress a blocked wait makes (sends to post, headers arrived, failures, control messages).
   void progress_others(const PendingMessage* except);
+  /// `synchronous`: the header (with a small payload) goes by MPI_Issend.
   int post_send(int dest, int tag, WireHeader& header, const void* buf, std::vector<std::byte>& packed,
-                MPI_Request& request, MPI_Request& payload, int& epoch);
+                MPI_Request& request, MPI_Request& payload, int& epoch, bool synchronous = false);
   void abandon(PendingMessage& m);
   /// Posts the unposted sends whose copies are done (`block`: waits for them), each peer's in order. `checked`:
   /// a failed post starts the repair here; unchecked (a destructor), the next runtime call detects the failure.

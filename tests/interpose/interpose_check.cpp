@@ -354,6 +354,40 @@ void any_tag_and_cancel() {
   report("any tag, cancel", mix(d ^ static_cast<std::uint64_t>(cancelled[0] + 2 * cancelled[1])));
 }
 
+// MPI_Issend completes only once its receive started: rank 0's to rank 1 must stay incomplete while rank 1 waits
+// for a go that rank 0 sends only after testing it for 50 ms (through rank 2: no channel carries it after the
+// message). MPI_Ssend and MPI_Ssend_init's requests go the same way.
+void synchronous_send() {
+  int incomplete = 1;  // (what the other ranks report)
+  int x = 7, go = 0;
+  if (world_size >= 3 && world_rank == 0) {
+    MPI_Request r;
+    MPI_Issend(&x, 1, MPI_INT, 1, 61, MPI_COMM_WORLD, &r);
+    int flag = 0;
+    const double until = MPI_Wtime() + 0.05;
+    while (!flag && MPI_Wtime() < until) MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+    incomplete = flag ? 0 : 1;
+    MPI_Send(&x, 1, MPI_INT, 2, 62, MPI_COMM_WORLD);
+    if (!flag) MPI_Wait(&r, MPI_STATUS_IGNORE);
+    MPI_Ssend(&x, 1, MPI_INT, 1, 64, MPI_COMM_WORLD);
+    MPI_Request persistent;
+    MPI_Ssend_init(&x, 1, MPI_INT, 1, 65, MPI_COMM_WORLD, &persistent);
+    MPI_Start(&persistent);
+    MPI_Wait(&persistent, MPI_STATUS_IGNORE);
+    MPI_Request_free(&persistent);
+  } else if (world_size >= 3 && world_rank == 2) {
+    MPI_Recv(&go, 1, MPI_INT, 0, 62, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Send(&go, 1, MPI_INT, 1, 63, MPI_COMM_WORLD);
+  } else if (world_size >= 3 && world_rank == 1) {
+    MPI_Recv(&go, 1, MPI_INT, 2, 63, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    for (int tag : {61, 64, 65}) {
+      MPI_Recv(&x, 1, MPI_INT, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      go += x;
+    }
+  }
+  report("synchronous send", static_cast<std::uint64_t>(incomplete + 10 * go));
+}
+
 void collectives() {
   const int n = world_size, me = world_rank;
   MPI_Barrier(MPI_COMM_WORLD);
@@ -1764,6 +1798,7 @@ int main(int argc, char** argv) {
       std::printf("thread level %d, another thread's answers %s\n", level, differ_anywhere ? "DIFFER" : "the same");
     point_to_point();
     any_tag_and_cancel();
+    synchronous_send();
     collectives();
     nonblocking_collectives();
     communicators();
