@@ -329,9 +329,34 @@ void bcast_of(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, 
   bcast(c, buf, bytes, 0);
 }
 
+// On an intercommunicator: the group without the root reduces to its rank 0 (in rank order), which sends the result
+// to the root (MPI_ROOT; the others of its group MPI_PROC_NULL), named by the program as a rank of the remote group.
+void inter_reduce(VComm& c, const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                  const char* call) {
+  const std::size_t bytes = span_of(count, type, call);
+  Comm& m = Wrapped::get().comm();
+  if (root == MPI_PROC_NULL) return;
+  if (root == MPI_ROOT) {
+    m.recv(recvbuf, bytes, c.remote.front(), collective_tag(c));
+    return;
+  }
+  if (root < 0 || static_cast<std::size_t>(root) >= c.remote.size())
+    refuse(call, "root " + std::to_string(root) +
+                     " is not a rank of the intercommunicator's remote group (nor MPI_ROOT or MPI_PROC_NULL)");
+  if (sendbuf == MPI_IN_PLACE) refuse(call, "MPI_IN_PLACE on an intercommunicator (MPI: erroneous)");
+  std::vector<std::byte> acc(bytes);
+  if (bytes) std::memcpy(acc.data(), sendbuf, bytes);
+  reduce_to_zero(c, acc, count, type, op);
+  if (c.rank == 0) m.send(acc.data(), bytes, c.remote[static_cast<std::size_t>(root)], collective_tag(c));
+}
+
 void reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
             const char* call) {
-  VComm& c = Wrapped::get().collective(comm, call);
+  VComm& c = Wrapped::get().collective(comm, call, true);
+  if (c.inter()) {
+    inter_reduce(c, sendbuf, recvbuf, count, type, op, root, call);
+    return;
+  }
   check_root(c, root, call);
   const std::size_t bytes = span_of(count, type, call);
   const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
@@ -347,11 +372,22 @@ void reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MP
 
 void allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                const char* call) {
-  VComm& c = Wrapped::get().collective(comm, call);
+  VComm& c = Wrapped::get().collective(comm, call, true);
   const std::size_t bytes = span_of(count, type, call);
+  if (c.inter() && sendbuf == MPI_IN_PLACE) refuse(call, "MPI_IN_PLACE on an intercommunicator (MPI: erroneous)");
   const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
   std::vector<std::byte> acc(bytes);
   if (bytes) std::memcpy(acc.data(), in, bytes);
+  if (c.inter()) {  // each group reduces to its rank 0, the two exchange, each broadcasts the other group's result
+    reduce_to_zero(c, acc, count, type, op);
+    std::vector<std::byte> theirs(bytes);
+    if (c.rank == 0)
+      Wrapped::get().comm().sendrecv(acc.data(), bytes, c.remote.front(), collective_tag(c), theirs.data(), bytes,
+                                     c.remote.front(), collective_tag(c));
+    bcast(c, theirs.data(), bytes, 0);
+    if (bytes) std::memcpy(recvbuf, theirs.data(), bytes);
+    return;
+  }
   int commutative = 0;
   PMPI_Op_commutative(op, &commutative);
   if (commutative && segmented(c, count, bytes)) {

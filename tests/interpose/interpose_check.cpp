@@ -1086,6 +1086,13 @@ void handles() {
 // (blocking and not, a probe), a barrier and broadcasts across, a duplicate, the remote group's world ranks, then
 // MPI_Intercomm_merge (the even group low, then both low: Open MPI's order, the group whose rank 0 is the higher
 // world rank first) and a reduction over each.
+// A non-commutative operation, a op b = a: a reduction in rank order gives its first rank's value.
+void keep_first(void* in, void* inout, int* len, MPI_Datatype* type) {
+  int size = 0;
+  MPI_Type_size(*type, &size);
+  std::memcpy(inout, in, static_cast<std::size_t>(*len) * static_cast<std::size_t>(size));
+}
+
 void intercommunicators() {
   if (world_size < 2) return;
   const int color = world_rank % 2;
@@ -1144,6 +1151,21 @@ void intercommunicators() {
     for (int i = 0; i < 3; ++i) from_odd[i] = world_rank - i * 0.25;
   MPI_Bcast(from_even, 3, MPI_DOUBLE, color == 0 ? (local == 0 ? MPI_ROOT : MPI_PROC_NULL) : 0, inter);
   MPI_Bcast(from_odd, 3, MPI_DOUBLE, color == 1 ? (local == 0 ? MPI_ROOT : MPI_PROC_NULL) : 0, inter);
+  // Reductions across: each group gets the other's (MPI_Allreduce, a non-commutative operation too), and each
+  // group's last rank gets the other group's (MPI_Reduce to a root in the remote group).
+  double sent_sum[2] = {world_rank + 0.5, world_rank * 0.25}, other_sum[2] = {-1, -1};
+  MPI_Allreduce(sent_sum, other_sum, 2, MPI_DOUBLE, MPI_SUM, inter);
+  MPI_Op first_wins;
+  MPI_Op_create(keep_first, 0, &first_wins);
+  int other_first = -1;
+  MPI_Allreduce(&world_rank, &other_first, 1, MPI_INT, first_wins, inter);
+  MPI_Op_free(&first_wins);
+  std::int64_t other_max[2] = {-1, -1};
+  const std::int64_t sent_max = world_rank * 3 + 1;
+  for (int g = 0; g < 2; ++g) {  // the root in group g: its last rank
+    const int root = color == g ? (local == local_size - 1 ? MPI_ROOT : MPI_PROC_NULL) : (g == 0 ? evens : odds) - 1;
+    MPI_Reduce(&sent_max, &other_max[g], 1, MPI_INT64_T, MPI_MAX, root, inter);
+  }
   MPI_Comm inter_copy;
   MPI_Comm_dup(inter, &inter_copy);
   int copy_inter = 0, copy_remote = 0, mirrored = -1;
@@ -1177,7 +1199,8 @@ void intercommunicators() {
              static_cast<std::uint64_t>(is_inter + 2 * inter_rank + 100 * inter_size + 10000 * remote_size) << 20 ^
              static_cast<std::uint64_t>(merged_rank + 100 * merged_size) << 40 ^
              static_cast<std::uint64_t>(weighted) << 8 ^ static_cast<std::uint64_t>(both_weighted) << 12) ^
-             digest(from_even, 3) ^ digest(from_odd, 3) << 2 ^
+             digest(from_even, 3) ^ digest(from_odd, 3) << 2 ^ digest(other_sum, 2) << 4 ^
+             static_cast<std::uint64_t>(other_first + 1) << 24 ^ digest(other_max, 2) << 6 ^
              static_cast<std::uint64_t>(copy_inter + 2 * copy_remote + 100 * (mirrored + 1)) << 5);
 }
 
@@ -1484,8 +1507,8 @@ void refuse(const std::string& what) {
     MPI_Comm half, inter;
     MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, 0, &half);
     MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, 1 - world_rank % 2, 0, &inter);
-    double y = 0;
-    MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, inter);
+    double y[2] = {0, 0};
+    MPI_Allgather(&x, 1, MPI_DOUBLE, y, 1, MPI_DOUBLE, inter);
   } else if (what == "inter-self") {  // an intercommunicator of MPI_COMM_SELF, the library's communicator
     MPI_Comm inter;
     MPI_Intercomm_create(MPI_COMM_SELF, 0, MPI_COMM_WORLD, next, 0, &inter);
