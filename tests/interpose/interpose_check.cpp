@@ -1730,6 +1730,9 @@ int set_up_communicators(int argc, char** argv) {
         from_other = from_other * 7 + got;
       }
       MPI_Wait(&across, MPI_STATUS_IGNORE);
+      int other_total = 0;  // the other group's sum (a reduction across the intercommunicator)
+      MPI_Allreduce(&mine, &other_total, 1, MPI_INT, MPI_SUM, inter);
+      from_other += static_cast<std::int64_t>(other_total) * 13;
       int merged_rank = 0, weighted = 0, term = 0;
       MPI_Comm_rank(merged, &merged_rank);
       term = mine * (merged_rank + 1);
