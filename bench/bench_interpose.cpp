@@ -5,18 +5,21 @@
 //
 // Ranks 0 and 1 share a group, rank 2 is in another. For every size, interleaved and repeated: ping-pong (0,1)
 // with PMPI_Send/PMPI_Recv and with MPI_Send/MPI_Recv (interposed: reprise::Comm, intra-group), the same on (0,2)
-// (inter-group: logged), and an allreduce of doubles over every rank, PMPI_Allreduce against MPI_Allreduce (a
-// binomial reduce and broadcast over Comm), and the same as MPI_Iallreduce + MPI_Wait (the interposition's carried out
-// at the wait: nonblocking.hpp), and a halo exchange: MPI_Neighbor_alltoall of a block of the size to each
-// neighbour on a periodic ring (MPI_Cart_create: the library's own against the interposition's). Between batches
-// every rank checkpoints, so the logs are released, then every rank sleeps --settle-ms (100): the checkpoint's
-// background work (the version's transfer to the buddy, its check there) still runs when rt.wait() returns, and
-// without the pause it fell on the batch after it, always the library's intra-group ping-pong (1 MiB: 1.9 ms
-// instead of 0.12; so interposed_intra_over_raw_bw_1MiB read 17 instead of 1.2 in one run).
-// Headlines (at the smallest and largest sizes, 8 B and 1 MiB by default): interposed_added_latency_us_8B (intra-group;
-// goal <= 0.5), interposed_intra_over_raw_bw_1MiB (goal >= 0.95), interposed_allreduce_over_library_1MiB (time; goal
+// (inter-group: logged), the (0,1) ping-pong received by MPI_Probe(MPI_ANY_TAG) then MPI_Recv of the status's tag
+// (the interposition's probe receives ahead: Comm's receive of the communicator's tags), and an allreduce of doubles
+// over every rank, PMPI_Allreduce against MPI_Allreduce (a binomial reduce and broadcast over Comm), and the same as
+// MPI_Iallreduce + MPI_Wait (the interposition's carried out at the wait: nonblocking.hpp), and a halo exchange:
+// MPI_Neighbor_alltoall of a block of the size to each neighbour on a periodic ring (MPI_Cart_create: the library's own
+// against the interposition's). Between batches every rank checkpoints, so the logs are released, then every rank
+// sleeps --settle-ms (100): the checkpoint's background work (the version's transfer to the buddy, its check there)
+// still runs when rt.wait() returns, and without the pause it fell on the batch after it, always the library's
+// intra-group ping-pong (1 MiB: 1.9 ms instead of 0.12; so interposed_intra_over_raw_bw_1MiB read 17 instead of 1.2 in
+// one run). Headlines (at the smallest and largest sizes, 8 B and 1 MiB by default): interposed_added_latency_us_8B
+// (intra-group; goal <= 0.5), interposed_intra_over_raw_bw_1MiB (goal >= 0.95), interposed_allreduce_over_library_1MiB
+// (time; goal
 // <= 1.5) and _8B, interposed_iallreduce_over_interposed_allreduce_1MiB, interposed_iallreduce_over_library_1MiB,
-// interposed_neighbor_alltoall_over_library_1MiB and _8B.
+// interposed_neighbor_alltoall_over_library_1MiB and _8B, interposed_probe_added_latency_us_8B (the probed
+// ping-pong's, interposed minus library).
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -35,6 +38,8 @@ enum Variant {
   kWrapIntra,
   kRawInter,
   kWrapInter,
+  kRawProbe,
+  kWrapProbe,
   kRawAllreduce,
   kWrapAllreduce,
   kRawIallreduce,
@@ -47,6 +52,8 @@ const char* kNames[kVariants] = {"raw_intra",
                                  "interposed_intra",
                                  "raw_inter",
                                  "interposed_inter",
+                                 "raw_probe",
+                                 "interposed_probe",
                                  "library_allreduce",
                                  "interposed_allreduce",
                                  "library_iallreduce",
@@ -112,10 +119,20 @@ int run(int argc, char** argv) {
   std::map<std::size_t, std::vector<double>> per[kVariants];
 
   auto pingpong = [&](Variant v, std::size_t bytes, int iters) {
-    const int peer = v == kRawIntra || v == kWrapIntra ? 1 : 2;
-    const bool raw = v == kRawIntra || v == kRawInter;
+    const bool probed = v == kRawProbe || v == kWrapProbe;
+    const int peer = v == kRawInter || v == kWrapInter ? 2 : 1;
+    const bool raw = v == kRawIntra || v == kRawInter || v == kRawProbe;
     auto send = raw ? PMPI_Send : MPI_Send;
-    auto recv = raw ? PMPI_Recv : MPI_Recv;
+    auto plain_recv = raw ? PMPI_Recv : MPI_Recv;
+    auto probe = raw ? PMPI_Probe : MPI_Probe;
+    auto recv = [&](void* buf, int n, MPI_Datatype type, int from, int tag, MPI_Comm comm, MPI_Status* status) {
+      MPI_Status st;
+      if (probed) {  // whatever tag comes next from `from`
+        probe(from, MPI_ANY_TAG, comm, &st);
+        tag = st.MPI_TAG;
+      }
+      return plain_recv(buf, n, type, from, tag, comm, status);
+    };
     const int count = static_cast<int>(bytes);
     PMPI_Barrier(MPI_COMM_WORLD);
     if (me != 0 && me != peer) {
@@ -206,6 +223,9 @@ int run(int argc, char** argv) {
     std::vector<double> d;
     for (std::size_t i = 0; i < per[kRawIntra][small].size(); ++i)
       d.push_back(per[kWrapIntra][small][i] - per[kRawIntra][small][i]);
+    std::vector<double> dp;
+    for (std::size_t i = 0; i < per[kRawProbe][small].size(); ++i)
+      dp.push_back(per[kWrapProbe][small][i] - per[kRawProbe][small][i]);
     nlohmann::json j = {
         {"kind", "interpose"},
         {"ranks", n},
@@ -222,12 +242,14 @@ int run(int argc, char** argv) {
          med(kWrapIallreduce, biggest) / med(kWrapAllreduce, biggest)},
         {"interposed_iallreduce_over_library_1MiB", med(kWrapIallreduce, biggest) / med(kRawIallreduce, biggest)},
         {"interposed_neighbor_alltoall_over_library_1MiB", med(kWrapNeighbor, biggest) / med(kRawNeighbor, biggest)},
-        {"interposed_neighbor_alltoall_over_library_8B", med(kWrapNeighbor, small) / med(kRawNeighbor, small)}};
+        {"interposed_neighbor_alltoall_over_library_8B", med(kWrapNeighbor, small) / med(kRawNeighbor, small)},
+        {"interposed_probe_added_latency_us_8B", median(dp) * 1e6}};
     for (const char* key :
          {"interposed_added_latency_us_8B", "interposed_intra_over_raw_bw_1MiB", "interposed_inter_over_raw_bw_1MiB",
           "interposed_allreduce_over_library_1MiB", "interposed_allreduce_over_library_8B",
           "interposed_iallreduce_over_interposed_allreduce_1MiB", "interposed_iallreduce_over_library_1MiB",
-          "interposed_neighbor_alltoall_over_library_1MiB", "interposed_neighbor_alltoall_over_library_8B"})
+          "interposed_neighbor_alltoall_over_library_1MiB", "interposed_neighbor_alltoall_over_library_8B",
+          "interposed_probe_added_latency_us_8B"})
       print_key(key, j[key].get<double>());
     if (!json.empty()) write_json(json, j);
   }
