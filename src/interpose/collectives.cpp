@@ -305,6 +305,19 @@ void barrier(MPI_Comm comm, const char* call) {
   }
 }
 
+// On an intercommunicator, the job rank of the root the program names in the remote group (a collective's group
+// without the root names it so).
+int remote_root(const VComm& c, int root, const char* call) {
+  if (root < 0 || static_cast<std::size_t>(root) >= c.remote.size())
+    refuse(call, "root " + std::to_string(root) +
+                     " is not a rank of the intercommunicator's remote group (nor MPI_ROOT or MPI_PROC_NULL)");
+  return c.remote[static_cast<std::size_t>(root)];
+}
+
+void no_in_place_across(const void* sendbuf, const char* call) {
+  if (sendbuf == MPI_IN_PLACE) refuse(call, "MPI_IN_PLACE on an intercommunicator (MPI: erroneous)");
+}
+
 // On an intercommunicator: the root (MPI_ROOT; the others of its group MPI_PROC_NULL) sends to the other group's
 // rank 0, which broadcasts in its group (the program names the root by its rank in the remote group).
 void bcast_of(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, const char* call) {
@@ -321,11 +334,8 @@ void bcast_of(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, 
     m.send(buf, bytes, c.remote.front(), collective_tag(c));
     return;
   }
-  if (root < 0 || static_cast<std::size_t>(root) >= c.remote.size())
-    refuse(call, "root " + std::to_string(root) +
-                     " is not a rank of the intercommunicator's remote group (nor "
-                     "MPI_ROOT or MPI_PROC_NULL)");
-  if (c.rank == 0) m.recv(buf, bytes, c.remote[static_cast<std::size_t>(root)], collective_tag(c));
+  const int from = remote_root(c, root, call);
+  if (c.rank == 0) m.recv(buf, bytes, from, collective_tag(c));
   bcast(c, buf, bytes, 0);
 }
 
@@ -340,14 +350,12 @@ void inter_reduce(VComm& c, const void* sendbuf, void* recvbuf, int count, MPI_D
     m.recv(recvbuf, bytes, c.remote.front(), collective_tag(c));
     return;
   }
-  if (root < 0 || static_cast<std::size_t>(root) >= c.remote.size())
-    refuse(call, "root " + std::to_string(root) +
-                     " is not a rank of the intercommunicator's remote group (nor MPI_ROOT or MPI_PROC_NULL)");
-  if (sendbuf == MPI_IN_PLACE) refuse(call, "MPI_IN_PLACE on an intercommunicator (MPI: erroneous)");
+  const int to = remote_root(c, root, call);
+  no_in_place_across(sendbuf, call);
   std::vector<std::byte> acc(bytes);
   if (bytes) std::memcpy(acc.data(), sendbuf, bytes);
   reduce_to_zero(c, acc, count, type, op);
-  if (c.rank == 0) m.send(acc.data(), bytes, c.remote[static_cast<std::size_t>(root)], collective_tag(c));
+  if (c.rank == 0) m.send(acc.data(), bytes, to, collective_tag(c));
 }
 
 void reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
@@ -374,7 +382,7 @@ void allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
                const char* call) {
   VComm& c = Wrapped::get().collective(comm, call, true);
   const std::size_t bytes = span_of(count, type, call);
-  if (c.inter() && sendbuf == MPI_IN_PLACE) refuse(call, "MPI_IN_PLACE on an intercommunicator (MPI: erroneous)");
+  if (c.inter()) no_in_place_across(sendbuf, call);
   const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
   std::vector<std::byte> acc(bytes);
   if (bytes) std::memcpy(acc.data(), in, bytes);

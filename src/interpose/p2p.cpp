@@ -218,8 +218,7 @@ bool from_probe(VRequest& r, bool block) {
   else if (!p.data.empty())
     std::memcpy(r.buf, p.data.data(), p.data.size());
   r.result = p.data.size();
-  r.match = p.match;
-  if (r.tag == MPI_ANY_TAG) r.match.tag = p.wire_tag();
+  r.match = p.match;  // (the message's tag, for MPI_ANY_TAG's status)
   r.done = true;
   r.probed.reset();
   return true;

@@ -311,8 +311,7 @@ bool CommState::cancel(Comm::Request& r) {
   const int peer = m.peer;
   forget(&m);
   r.p_.reset();
-  for (PendingMessage* o : std::vector<PendingMessage*>(live_))  // receives it held back may go now
-    if (o->deferred && o->peer == peer && !behind_unbound(*o)) post_header(*o);
+  release_deferred(peer);  // receives it held back may go now
   return true;
 }
 
@@ -380,9 +379,13 @@ bool CommState::bind(PendingMessage& m, int* front) {
   const int peer = m.peer;
   const bool mine = first == &m;
   post_header(*first);
+  release_deferred(peer);
+  return mine;
+}
+
+void CommState::release_deferred(int peer) {
   for (PendingMessage* o : std::vector<PendingMessage*>(live_))
     if (o->deferred && o->peer == peer && !behind_unbound(*o)) post_header(*o);
-  return mine;
 }
 
 void CommState::forget(PendingMessage* m) {

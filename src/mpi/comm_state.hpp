@@ -333,6 +333,8 @@ class CommState {
   void post_header(PendingMessage& m);
   /// Whether an unbound receive of a tag range from m's sender, posted before m, could match m's message.
   bool behind_unbound(const PendingMessage& m) const;
+  /// Posts the deferred receives from `peer` that no unbound receive holds back any more.
+  void release_deferred(int peer);
   /// Binds (and posts) the earliest unbound receive of a range from m's sender whose range has the tag of that
   /// sender's first message MPI holds unmatched, and posts the receives deferred behind it that may go; true when
   /// m was bound so. `front`: that message's tag when it stays unmatched (none fits it), else -1.
