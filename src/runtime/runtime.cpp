@@ -211,11 +211,31 @@ struct Runtime::Impl {
   std::map<std::string, std::size_t> coord_parts, peak_parts;
   std::mutex warned_mutex;
   std::set<std::string> warned;
-  std::map<std::string, std::size_t> core_use() const {
+  std::map<std::string, std::size_t> read_core_use() const {
     return {{"pinned_arena", arena_bytes.load()},     {"bounce_buffers", bounce_bytes.load()},
             {"device_staging", staging_held.load()},  {"payload_pool", payload_pool->held_bytes()},
             {"versions_in_flight", in_flight.load()}, {"own_versions", store->memory_bytes()},
             {"new_buffers", being_made.load()}};
+  }
+  // The runtime's components, each buffer counted once although other threads move buffers between them meanwhile
+  // (a version's payload from versions_in_flight to own_versions when it is stored, from the pool to a version,
+  // back to the pool when a version is released). Every move takes a buffer out of one component before it puts
+  // it into the other, so one read counts it at most once there, but a read of the components one after another
+  // may see it in the first before the move and in the second after: a moment of twice a version's bytes, which
+  // took a run's peak past its budget (ThreadSanitizer's slowdown, a sample on the application's thread while
+  // the background thread stored a version). Read again, the first has changed: two reads in a row that agree
+  // are taken; after a few that do not, each component's smaller figure of the last two (a move seen in neither
+  // is missed for that sample rather than counted twice).
+  std::map<std::string, std::size_t> core_use() const {
+    std::map<std::string, std::size_t> last = read_core_use();
+    for (int tries = 0; tries < 4; ++tries) {
+      std::map<std::string, std::size_t> now = read_core_use();
+      if (now == last) return now;
+      last = std::move(now);
+    }
+    std::map<std::string, std::size_t> now = read_core_use();
+    for (auto& [name, bytes] : now) bytes = std::min(bytes, last[name]);
+    return now;
   }
   // The total now (the distributed layer's application-thread part asked afresh on that thread), into the peak.
   std::size_t sample(std::map<std::string, std::size_t>* parts = nullptr, bool app_thread = false) {
@@ -620,7 +640,7 @@ struct Runtime::Impl {
       job.metrics.streamed_bytes = before_last;
     }
     const auto t1 = Clock::now();
-    release_unused(*job.payload);
+    job.in_flight.drop(release_unused(*job.payload));
     // Counted in versions_in_flight until the store counts it (no sample on another thread counts it twice).
     put->on_stored([&] { job.in_flight.release(); });
     put->finish(core::payload_checksum(job.manifest));  // from the chunks' digests: no pass over the payload
@@ -675,8 +695,8 @@ struct Runtime::Impl {
     job.metrics.payload_pinned = job.payload->pinned();
     for (const DrainSegment& s : job.host_part.segments)
       std::memcpy(job.payload->data() + s.payload_offset, job.host_part.bytes->data() + s.staging_offset, s.bytes);
+    job.in_flight.drop(std::exchange(job.host_part_counted, 0));  // (out of the count before it is in the pool's)
     job.host_part = HostPart{};
-    job.in_flight.drop(std::exchange(job.host_part_counted, 0));
   }
 
   // What a restore checks of the payloads it loads: every stored chunk against its digest, once
@@ -723,8 +743,12 @@ struct Runtime::Impl {
   // third more memory than their bytes (0.7 to 2.5 MiB of 7 to 9 MiB at a store's largest in bench/memory_budget.py
   // at 16 MiB). Only then: a buffer given back to the pool with fewer pages touches them again when it is reused.
   // (By the last sample: the one after this version is stored comes next, no other pass over the stores here.)
-  void release_unused(core::HostBytes& payload) {
-    if (budget && last_total.load() > budget / 2) payload.release_unused();
+  // Returns the bytes it no longer holds.
+  std::size_t release_unused(core::HostBytes& payload) {
+    if (!budget || last_total.load() <= budget / 2) return 0;
+    const std::size_t before = payload.touched();
+    payload.release_unused();
+    return before - payload.touched();
   }
 
   // Over half the memory budget (`held`: the rank's memory with `m` stored), when the chain that `m` ends holds
