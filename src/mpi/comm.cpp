@@ -56,6 +56,7 @@ std::string CommState::stats_json() const {
                       {"duplicates_dropped", stats_.duplicates_dropped},
                       {"duplicates_skipped", stats_.duplicates_skipped},
                       {"held_early", stats_.held_early},
+                      {"stale_dropped", stats_.stale_dropped},
                       {"restart_floors_received", stats_.restart_floors_received},
                       {"restart_floors_sent", stats_.restart_floors_sent},
                       {"device_messages", stats_.device_messages},

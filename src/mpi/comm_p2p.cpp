@@ -96,12 +96,6 @@ void CommState::check_range(int lo, int hi) const {
 
 namespace {
 void check_peer(int peer, int size, const char* what) {
-  if (peer == MPI_ANY_SOURCE)
-    throw UsageError(std::string("reprise::Comm::") + what +
-                     ": MPI_ANY_SOURCE is not supported: the order in which a wildcard receive matches messages "
-                     "depends on timing, so a replay after a failure could deliver them in another order (the "
-                     "protocol assumes send-determinism). Name the source; for several sources post one receive "
-                     "each.");
   if (peer < 0 || peer >= size)
     throw UsageError(std::string("reprise::Comm::") + what + ": rank " + std::to_string(peer) + " outside 0.." +
                      std::to_string(size - 1));
@@ -262,14 +256,20 @@ void CommState::drop_unposted(PendingMessage& m) {
 
 Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag, std::optional<MemorySpace> space,
                                int tag_hi, Comm::Match* match) {
-  check_peer(src, size(), "irecv");
+  const bool any_source = src == MPI_ANY_SOURCE;
+  if (!any_source) check_peer(src, size(), "irecv");
+  if (any_source && tag_hi >= 0 && tag_hi != tag)
+    throw UsageError("reprise::Comm::irecv_range: a receive from MPI_ANY_SOURCE takes one tag, not the range " +
+                     std::to_string(tag) + ".." + std::to_string(tag_hi) +
+                     " (MPI_ANY_SOURCE with MPI_ANY_TAG under the interposition): name the source, or the tag");
   enter();
   auto m = std::make_unique<PendingMessage>();
   m->receive = true;
   m->peer = src;
   m->tag = tag;
   m->tag_lo = tag;
-  m->tag_hi = tag_hi;
+  m->tag_hi = any_source ? tag : tag_hi;  // (a receive from any rank is bound as a range's)
+  m->any_source = any_source;
   m->match = match;
   m->order = ++receives_made_;
   m->buf = buf;
@@ -324,11 +324,12 @@ void CommState::post_receive(PendingMessage& m) {
     spare_receive_buffers_.pop_back();
   }
   m.packed.resize(kReceiveBuffer);
-  m.epoch = chan_.of(m.peer);
+  if (m.any_source) m.peer = -1;  // (whoever sends its tag first)
+  m.epoch = m.any_source ? -1 : chan_.of(m.peer);
   awaiting_header_.push_back(&m);
   if (m.ranged()) {  // its tag is the one of the message it will find first
     m.tag = -1;
-    if (m.match) m.match->tag = -1;
+    if (m.match) m.match->tag = -1, m.match->source = m.peer;
     if (std::find(unbound_.begin(), unbound_.end(), &m) == unbound_.end()) unbound_.push_back(&m);
     bind(m);
     return;
@@ -348,7 +349,7 @@ void CommState::post_header(PendingMessage& m) {
 
 bool CommState::behind_unbound(const PendingMessage& m) const {
   for (const PendingMessage* o : unbound_)
-    if (o->order < m.order && o->peer == m.peer &&
+    if (o->order < m.order && (o->peer == m.peer || o->any_source) &&
         (m.ranged() ? o->tag_lo <= m.tag_hi && m.tag_lo <= o->tag_hi : o->covers(m.tag)))
       return true;
   return false;
@@ -356,6 +357,7 @@ bool CommState::behind_unbound(const PendingMessage& m) const {
 
 bool CommState::bind(PendingMessage& m, int* front) {
   if (front) *front = -1;
+  if (m.any_source) return bind_any_source(m);
   int flag = 0;
   MPI_Status st;
   const MPI_Comm comm = epochs_.at(static_cast<std::size_t>(m.epoch)).first;
@@ -367,25 +369,124 @@ bool CommState::bind(PendingMessage& m, int* front) {
   if (!flag) return false;
   PendingMessage* first = nullptr;  // MPI's order: the earliest posted receive that matches it
   for (PendingMessage* o : unbound_)
-    if (o->peer == m.peer && o->epoch == m.epoch && o->covers(st.MPI_TAG) && (!first || o->order < first->order))
+    if (((o->peer == m.peer && o->epoch == m.epoch) || o->any_source) && o->covers(st.MPI_TAG) &&
+        (!first || o->order < first->order))
       first = o;
   if (!first) {  // a message for a receive not posted yet
     if (front) *front = st.MPI_TAG;
     return false;
   }
-  first->tag = st.MPI_TAG;
-  if (first->match) first->match->tag = first->tag;
-  unbound_.erase(std::find(unbound_.begin(), unbound_.end(), first));
-  const int peer = m.peer;
   const bool mine = first == &m;
-  post_header(*first);
-  release_deferred(peer);
+  bind_to(*first, m.peer, m.epoch, st.MPI_TAG);
   return mine;
+}
+
+void CommState::bind_to(PendingMessage& m, int peer, int epoch, int tag, MPI_Message* message) {
+  const bool any_source = m.any_source;
+  m.peer = peer;
+  m.epoch = epoch;
+  m.tag = tag;
+  if (m.match) m.match->tag = tag, m.match->source = peer;
+  unbound_.erase(std::find(unbound_.begin(), unbound_.end(), &m));
+  if (message) {  // taken from MPI already (MPI_Improbe): received as it is
+    m.deferred = false;
+    REPRISE_COMM_CHECK(MPI_Imrecv(m.packed.data(), static_cast<int>(m.packed.size()), MPI_BYTE, message, &m.request));
+  } else {
+    post_header(m);
+  }
+  release_deferred(any_source ? -1 : peer);  // (one from any rank held back receives from every rank)
+}
+
+std::vector<int> CommState::epochs_in_use() const {
+  std::vector<int> in_use{chan_.all};
+  for (const auto& [peer, epoch] : chan_.moved)
+    if (std::find(in_use.begin(), in_use.end(), epoch) == in_use.end()) in_use.push_back(epoch);
+  return in_use;
+}
+
+int CommState::first_unmatched_tag(int peer, int epoch) {
+  int flag = 0;
+  MPI_Status st;
+  const MPI_Comm comm = epochs_.at(static_cast<std::size_t>(epoch)).first;
+  const int rc = MPI_Iprobe(peer, MPI_ANY_TAG, comm, &flag, &st);
+  if (rc != MPI_SUCCESS) host_.check_mpi(rc, REPRISE_MPI_SITE(MPI_Iprobe(peer, MPI_ANY_TAG, comm)));
+  return rc == MPI_SUCCESS && flag ? st.MPI_TAG : -1;
+}
+
+int CommState::take_any(MPI_Comm comm, int tag, int* flag, MPI_Message* message, MPI_Status* st) {
+  int rc = MPI_Improbe(MPI_ANY_SOURCE, tag, comm, flag, message, st);
+  bool notice = rc == MPI_SUCCESS && *flag && st->MPI_SOURCE < 0;
+#ifdef MPIX_ERR_PROC_FAILED_PENDING
+  notice = notice || rc == MPIX_ERR_PROC_FAILED_PENDING;
+#endif
+  if (rc != MPI_SUCCESS || notice) *flag = 0;  // (the status means nothing then)
+  if (!notice) return rc;
+#if REPRISE_HAVE_ULFM
+  rc = MPIX_Comm_failure_ack(comm);
+#endif
+  host_.poll_failure();  // a failure not recovered from yet is the runtime's to detect
+  return rc;
+}
+
+void CommState::drop_stale(MPI_Message& message, const MPI_Status& st) {
+  int count = 0;
+  REPRISE_COMM_CHECK(MPI_Get_count(&st, MPI_BYTE, &count));
+  std::vector<std::byte> scratch(static_cast<std::size_t>(std::max(count, 1)));
+  // (its sender failed: what MPI says of receiving from it changes nothing, the message is gone either way)
+  REPRISE_MPI_DISCARD(MPI_Mrecv(scratch.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE));
+  ++stats_.stale_dropped;
+}
+
+// A receive from any rank takes its message (MPI_Improbe of its tag from any source) on the communicator of each
+// epoch in use (after a recovery that this process survived, the ranks it rolled back are on a newer one), and
+// gives it to the earliest unbound receive from any rank of that tag (MPI's order), which receives it
+// (MPI_Imrecv). A message from a rank whose channel moved to a newer epoch is stale: dropped. While a receive of a
+// range from one rank, posted before m and unbound, could take m's tag, m waits until that one is matched (it
+// takes its sender's first message by its own rule; MPI would give it the message m could take from that rank).
+bool CommState::bind_any_source(PendingMessage& m) {
+  const int tag = m.tag_lo;
+  for (PendingMessage* o : std::vector<PendingMessage*>(unbound_))
+    if (!o->any_source && o->order < m.order && o->covers(tag)) {
+      const auto recoveries = stats_.recoveries;
+      bind(*o);
+      if (stats_.recoveries != recoveries) return false;  // (a repair meanwhile)
+      if (!m.unbound() || o->unbound()) return !m.unbound();
+    }
+  for (int epoch : epochs_in_use()) {
+    const MPI_Comm comm = epochs_.at(static_cast<std::size_t>(epoch)).first;
+    for (;;) {
+      int flag = 0;
+      MPI_Message message = MPI_MESSAGE_NULL;
+      MPI_Status st;
+      const auto recoveries = stats_.recoveries;
+      const int rc = take_any(comm, tag, &flag, &message, &st);
+      if (rc != MPI_SUCCESS) {  // a failure: the repair posts m again, or this process rolls back
+        host_.check_mpi(rc, REPRISE_MPI_SITE(MPI_Improbe(MPI_ANY_SOURCE, tag, comm)));
+        return false;
+      }
+      if (!flag && stats_.recoveries != recoveries) return false;  // (a repair meanwhile: the epochs changed)
+      if (!flag) break;
+      if (chan_.of(st.MPI_SOURCE) != epoch) {
+        drop_stale(message, st);
+        continue;
+      }
+      PendingMessage* first = nullptr;  // MPI's order: the earliest posted receive that matches it
+      for (PendingMessage* o : unbound_)
+        if (o->any_source && o->covers(tag) && (!first || o->order < first->order)) first = o;
+      if (!first)  // (m is one: a repair meanwhile re-posts receives from rolled-back ranks, binds none)
+        throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + " took a message of tag " +
+                            std::to_string(tag) + " for a receive from any rank that is no longer waiting for one");
+      const bool mine = first == &m;
+      bind_to(*first, st.MPI_SOURCE, epoch, tag, &message);
+      if (mine) return true;
+    }
+  }
+  return false;
 }
 
 void CommState::release_deferred(int peer) {
   for (PendingMessage* o : std::vector<PendingMessage*>(live_))
-    if (o->deferred && o->peer == peer && !behind_unbound(*o)) post_header(*o);
+    if (o->deferred && (peer < 0 || o->peer == peer) && !behind_unbound(*o)) post_header(*o);
 }
 
 void CommState::forget(PendingMessage* m) {
@@ -530,7 +631,7 @@ bool CommState::progress(PendingMessage& m, bool block) {
     if (m.unbound()) {
       int front = -1;
       bind(m, &front);
-      if (m.unbound() && block && front >= 0) unmatched_first(m, front);
+      if (m.unbound() && block && front >= 0) unmatched_first(m, front);  // (never for one from any rank)
     }
     if (m.unbound() || m.deferred) {  // stage 0: a receive of a range finds its message, one behind it waits
       if (!block) return false;
@@ -547,7 +648,7 @@ bool CommState::progress(PendingMessage& m, bool block) {
     if (m.request != MPI_REQUEST_NULL) continue;  // a repair posted it again
     const Delivery d = deliver(m);
     if (d == Delivery::Delivered) {
-      if (m.match) *m.match = Comm::Match{m.tag, m.header.seq};
+      if (m.match) *m.match = Comm::Match{m.tag, m.header.seq, m.peer};
       if (m.device && m.result && m.staged) host_to_device(m.buf, m.staged, m.result);  // (null: direct)
       break;
     }
@@ -603,8 +704,14 @@ void CommState::fill_gap_before(PendingMessage& m) {
   const std::uint64_t before = p_->delivered(m.peer);
   for (;;) {
     bool posted = false;
+    int front = -2;  // the tag of the first message of m's sender that MPI holds unmatched (-1: none; -2: not asked)
     for (PendingMessage* o : std::vector<PendingMessage*>(live_)) {
-      if (o == &m || !o->receive || o->peer != m.peer || o->done) continue;
+      if (o == &m || !o->receive || o->done) continue;
+      if (o->peer != m.peer) {  // a receive from any rank may take that message too, if it is of its tag
+        if (!o->any_source || !o->unbound()) continue;
+        if (front == -2) front = first_unmatched_tag(m.peer, m.epoch);
+        if (front >= 0 && !o->covers(front)) continue;
+      }
       posted = true;
       progress(*o, false);
     }

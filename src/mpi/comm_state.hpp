@@ -133,6 +133,10 @@ struct PendingMessage {
   // dropped or its sender rolled back. A receive from the same sender posted after it, of a tag it could match,
   // is `deferred` (not posted on MPI) until it is bound: MPI matches receives in the order they were posted.
   int tag_lo = 0, tag_hi = -1;
+  // A receive from any rank (MPI_ANY_SOURCE; one tag: tag_lo == tag_hi): a receive of a range whose sender is
+  // found too. Unbound, `peer` is -1; MPI_Iprobe(MPI_ANY_SOURCE, tag) on each epoch's communicator in use finds
+  // its message, and binding sets `peer` and `epoch` to that message's (unbound again as a range receive is).
+  bool any_source = false;
   bool deferred = false;
   bool synchronous = false;  // Comm::issend's: its header goes by MPI_Issend
   std::uint64_t order = 0;   // receives are numbered as they are made (MPI's matching order)
@@ -333,8 +337,28 @@ class CommState {
   void post_header(PendingMessage& m);
   /// Whether an unbound receive of a tag range from m's sender, posted before m, could match m's message.
   bool behind_unbound(const PendingMessage& m) const;
-  /// Posts the deferred receives from `peer` that no unbound receive holds back any more.
+  /// Binds the unbound m to its sender's message of `tag` and posts it (MPI holds that message unmatched, or
+  /// `message`: taken already by MPI_Improbe), then the receives deferred behind it that may go.
+  void bind_to(PendingMessage& m, int peer, int epoch, int tag, MPI_Message* message = nullptr);
+  /// Posts the deferred receives from `peer` (-1: from every rank) that no unbound receive holds back any more.
   void release_deferred(int peer);
+  /// bind() of a receive from any rank: its tag's first message that is not a receive's yet, taken from the
+  /// communicator of each epoch in use, goes to the earliest unbound receive from any rank of that tag.
+  bool bind_any_source(PendingMessage& m);
+  /// MPI_Improbe(MPI_ANY_SOURCE, tag, comm). A notice of a process failure (ULFM reports one to a wildcard probe of
+  /// every communicator until it is acknowledged there, also a failure recovered from already: the communicators
+  /// of an older epoch hold the failed ranks) is acknowledged on `comm` and left to the runtime's own detection
+  /// (poll_failure); the probe then took nothing.
+  int take_any(MPI_Comm comm, int tag, int* flag, MPI_Message* message, MPI_Status* st);
+  /// Receives and drops a message taken from MPI that nobody is to receive: one that a rank a recovery moved to a
+  /// newer epoch sent on an older epoch's communicator before it rolled back (it sends the message again, or the
+  /// protocol replays it, on its new epoch; no receive is ever posted for it here).
+  void drop_stale(MPI_Message& message, const MPI_Status& st);
+  /// The tag of the first message from `peer` on `epoch`'s communicator that MPI holds unmatched; -1: none.
+  int first_unmatched_tag(int peer, int epoch);
+  /// The epochs (indexes in epochs_) that channels are on: where a receive from any rank looks (few: the one most
+  /// peers are on, and the recoveries').
+  std::vector<int> epochs_in_use() const;
   /// Binds (and posts) the earliest unbound receive of a range from m's sender whose range has the tag of that
   /// sender's first message MPI holds unmatched, and posts the receives deferred behind it that may go; true when
   /// m was bound so. `front`: that message's tag when it stays unmatched (none fits it), else -1.
@@ -494,7 +518,8 @@ class CommState {
     std::uint64_t over_bound_streak = 0, over_bound_streak_max = 0;  // log checks over the bound in a row
     std::uint64_t replayed = 0, replayed_sent = 0, replayed_bytes = 0, orphans_notified = 0, duplicates_dropped = 0,
                   duplicates_skipped = 0, recoveries = 0;
-    std::uint64_t held_early = 0;  // messages that arrived before an earlier one of their sender (held)
+    std::uint64_t held_early = 0;     // messages that arrived before an earlier one of their sender (held)
+    std::uint64_t stale_dropped = 0;  // on an older epoch's communicator, found by a receive from any rank
     std::uint64_t restart_floors_received = 0, restart_floors_sent = 0;  // steps 6-7, down the coordinator's tree
   } stats_;
   std::map<int, std::uint64_t> sent_to_;  // peer -> bytes the application sent it (its peers only: sparse)

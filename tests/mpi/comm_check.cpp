@@ -7,8 +7,9 @@
 //       [--checkpoint-every K] [--words W] [--space host|device] [--bound held|too-low]
 // MODE: normal; late-receive (each rank also sends one message that its receiver takes only two checkpoints
 // later: a failure in between needs it replayed from the log the sender checkpointed); dirty-channel (rank 0 leaves a
-// message to its group partner unreceived before a checkpoint: a clear ProtocolError); any-source (a wildcard receive:
-// a clear UsageError); reserved-tag (a send with Comm's own tag 32767: a clear UsageError); reorder (two messages to
+// message to its group partner unreceived before a checkpoint: a clear ProtocolError); any-source (receives from any
+// rank, MPI_ANY_SOURCE: see below; its own checksum); any-source-range (a receive from any rank of a tag range: a
+// clear UsageError); reserved-tag (a send with Comm's own tag 32767: a clear UsageError); reorder (two messages to
 // the next rank each step, tags 8 then MPI_TAG_UB, the second waited for first: held until the first is delivered;
 // its own checksum); early-wait (rank 1 waits for rank 0's second message
 // without a receive for the first: a clear ProtocolError); drift (ranks 0 and 1, slowed by
@@ -90,6 +91,8 @@ int run(int argc, char** argv) {
   std::size_t words = 2048;  // 16 KiB per message: above the packing limit (header + payload datatype)
   std::string mode = "normal";
   std::uint64_t late_steps = 8, lag_ms = 20;  // drift mode
+  int stall_rank = -1;                        // any-source mode: --stall
+  std::uint64_t stall_step = 0, stall_ms = 0;
   // --space device: every point-to-point buffer is device memory (Buffers), so Comm stages it through pinned host
   // memory (D2H into the log entry or a staging buffer, H2D on delivery) or hands it to a CUDA-aware MPI; with
   // REPRISE_DEVICE_BACKEND=host-twin the "device" is host memory and the copies are the backend's host twins. The
@@ -118,6 +121,8 @@ int run(int argc, char** argv) {
       space = std::string(argv[i + 1]) == "device" ? reprise::MemorySpace::Device : reprise::MemorySpace::Host;
     else if (a == "--bound")
       bound_too_low = std::string(argv[i + 1]) == "too-low";
+    else if (a == "--stall")
+      std::sscanf(argv[i + 1], "%d:%" SCNu64 ":%" SCNu64, &stall_rank, &stall_step, &stall_ms);
     else if (a == "--within-budget")
       within_budget = std::string(argv[i + 1]) == "1" || std::string(argv[i + 1]) == "told",
       or_told = std::string(argv[i + 1]) == "told";
@@ -159,6 +164,7 @@ int run(int argc, char** argv) {
   // requests a rollback left behind (forgotten, never waited for: the re-execution sends those messages again).
   const bool drift = mode == "drift";
   if (drift && n < 4) throw reprise::UsageError("--mode drift needs at least 4 ranks (two groups or more)");
+  if (mode == "any-source" && n < 3) throw reprise::UsageError("--mode any-source needs at least 3 ranks");
   const bool drift_sender = drift && me < 2, drift_receiver = drift && (me == 2 || me == 3);
   const int partner = drift_sender ? me + 2 : me - 2;
   std::deque<std::vector<std::uint64_t>> drift_out;
@@ -331,7 +337,83 @@ int run(int argc, char** argv) {
             if (late.pending()) c.wait(late);  // (none when this rank rolled back past the send)
           }
         }
-        if (mode == "any-source" && step == 1) c.recv(in.data(), 8, MPI_ANY_SOURCE, 3);
+        if (mode == "any-source") {
+          // Receives from any rank (MPI_ANY_SOURCE): the two ranks before this one send it a small message (tag
+          // `t`) and a large one (`t + 1`); it posts two receives of each from any rank and waits for the large ones
+          // first (each arrives before its sender's small one is delivered: held until a receive from any rank
+          // takes that). The rank two before also sends two messages of tag `t + 2`: a receive from any rank, then
+          // a receive named for that rank, posted behind it (deferred: MPI matches in the order receives were
+          // posted), get the first and the second. A receive from any rank of `t + 3`, which nobody sends, is
+          // cancelled. What arrived is folded in whatever order the sources came. The tags are the step's: a rank
+          // may run steps ahead of this one (a ring's wait is only for the rank before), and a receive from any
+          // rank of a tag every step used could take a later step's message. --stall R:S:MS: rank R sleeps MS ms
+          // before its receives of step S: killed meanwhile, the rank two before it sent messages of step S that
+          // it takes only after the recovery, on the communicators of the epoch before it (dropped as stale: the
+          // replacement sends them again).
+          const int prev2 = (me + n - 2) % n, next2 = (me + 2) % n, t = 1000 + 4 * static_cast<int>(step);
+          if (me == stall_rank && step == stall_step) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
+            stall_step = steps;  // (once: not again after a rollback)
+          }
+          std::vector<std::uint64_t> small(4), large(words), seven_a(4), seven_b(4);
+          for (std::size_t i = 0; i < small.size(); ++i) small[i] = mix(state[i] + 3);
+          for (std::size_t i = 0; i < words; ++i) large[i] = mix(state[i] + 4);
+          seven_a = {1, mix(state[0] + 7), 0, 0};
+          seven_b = {2, mix(state[1] + 7), 0, 0};
+          std::vector<std::vector<std::uint64_t>> got_small(2, std::vector<std::uint64_t>(4)),
+              got_large(2, std::vector<std::uint64_t>(words));
+          std::vector<std::uint64_t> got_a(4), got_b(4), nothing(1);
+          std::vector<reprise::Comm::Match> ms(2), ml(2);
+          reprise::Comm::Match ma, mnever;
+          std::vector<reprise::Comm::Request> rs, rl;
+          for (int k = 0; k < 2; ++k) {
+            rs.push_back(c.irecv_range(got_small[k].data(), 32, MPI_ANY_SOURCE, t, t, ms[k]));
+            rl.push_back(c.irecv_range(got_large[k].data(), words * 8, MPI_ANY_SOURCE, t + 1, t + 1, ml[k]));
+          }
+          reprise::Comm::Request ra = c.irecv_range(got_a.data(), 32, MPI_ANY_SOURCE, t + 2, t + 2, ma);
+          reprise::Comm::Request rb = c.irecv(got_b.data(), 32, prev2, t + 2);
+          reprise::Comm::Request never = c.irecv_range(nothing.data(), 8, MPI_ANY_SOURCE, t + 3, t + 3, mnever);
+          std::vector<reprise::Comm::Request> sends;
+          for (int q : {next, next2}) {
+            sends.push_back(c.isend(small.data(), 32, q, t));
+            sends.push_back(c.isend(large.data(), words * 8, q, t + 1));
+          }
+          sends.push_back(c.isend(seven_a.data(), 32, next2, t + 2));
+          sends.push_back(c.isend(seven_b.data(), 32, next2, t + 2));
+          if (!c.cancel(never))
+            throw reprise::ProtocolError("a receive from any rank nobody sends to was not cancelled");
+          c.wait(rl[1]);
+          c.wait(rl[0]);
+          c.wait(rb);
+          c.waitall(rs);
+          c.wait(ra);
+          c.waitall(sends);
+          const bool two = ms[0].source != ms[1].source && ml[0].source != ml[1].source;
+          for (int k = 0; k < 2; ++k)
+            if (!two || (ms[k].source != prev && ms[k].source != prev2) ||
+                (ml[k].source != prev && ml[k].source != prev2) || ms[k].tag != t || ml[k].tag != t + 1)
+              throw reprise::ProtocolError("receives from any rank got sources " + std::to_string(ms[0].source) + ", " +
+                                           std::to_string(ms[1].source) + " (small) and " +
+                                           std::to_string(ml[0].source) + ", " + std::to_string(ml[1].source) +
+                                           " (large), expected " + std::to_string(prev) + " and " +
+                                           std::to_string(prev2));
+          if (ma.source != prev2 || ma.tag != t + 2 || got_a[0] != 1 || got_b[0] != 2)
+            throw reprise::ProtocolError("a receive from any rank and one behind it named for rank " +
+                                         std::to_string(prev2) + " got messages " + std::to_string(got_a[0]) +
+                                         " (from " + std::to_string(ma.source) + ") and " + std::to_string(got_b[0]) +
+                                         ", expected the first and the second");
+          // (in the sources' order, whichever receive got which)
+          for (std::size_t i = 0; i < words; ++i) in[i] = got_a[1] ^ (got_b[1] << 1);
+          for (int k = 0; k < 2; ++k) {
+            const std::uint64_t w = ms[k].source == prev ? 3 : 5, v = ml[k].source == prev ? 7 : 11;
+            for (std::size_t i = 0; i < words; ++i) in[i] += mix(got_small[k][i % 4] * w) + mix(got_large[k][i] * v);
+          }
+          fold(prev);
+        }
+        if (mode == "any-source-range" && step == 1) {
+          reprise::Comm::Match match;
+          c.irecv_range(in.data(), 8, MPI_ANY_SOURCE, 20, 29, match);
+        }
         if (mode == "reserved-tag" && step == 1) c.send(in.data(), 8, (me + 1) % n, 32767);       // Comm's own
         if (mode == "dirty-channel" && step == every - 1 && me == 0) c.send(in.data(), 8, 1, 4);  // never received
         ++step;
