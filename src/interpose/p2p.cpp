@@ -61,12 +61,13 @@ MPI_Aint extent_of(MPI_Datatype type) {
   return extent;
 }
 
-int peer(const VComm& c, int rank, const char* call) {
+int peer(const VComm& c, int rank, const char* call, bool any_source) {
   if (rank == MPI_PROC_NULL) return MPI_PROC_NULL;
+  if (rank == MPI_ANY_SOURCE && any_source) return MPI_ANY_SOURCE;
   if (rank == MPI_ANY_SOURCE)
     refuse(call,
-           "MPI_ANY_SOURCE is not supported: which message matches would depend on timing, and a replay "
-           "after a failure could deliver another one. Name the source rank");
+           "MPI_ANY_SOURCE is supported by receives of a named tag (MPI_Recv, MPI_Irecv, MPI_Recv_init, MPI_Sendrecv), "
+           "not here: name the source rank");
   if (c.inter()) {  // (a rank of the remote group)
     if (rank < 0 || static_cast<std::size_t>(rank) >= c.remote.size())
       refuse(call, "rank " + std::to_string(rank) + " is not in the intercommunicator's remote group (" +
@@ -76,6 +77,14 @@ int peer(const VComm& c, int rank, const char* call) {
   if (rank < 0 || rank >= c.size)
     refuse(call, "rank " + std::to_string(rank) + " is not in the communicator (" + std::to_string(c.size) + " ranks)");
   return c.job_rank(rank);
+}
+
+bool receive_any_source(bool receive, int rank, int tag, const char* call) {
+  if (receive && rank == MPI_ANY_SOURCE && tag == MPI_ANY_TAG)
+    refuse(call,
+           "MPI_ANY_SOURCE with MPI_ANY_TAG is not supported (a receive from any rank takes one tag under Reprise): "
+           "name the tag, or the source");
+  return receive;
 }
 
 int wire_tag(const VComm& c, int tag, const char* call) {
@@ -124,9 +133,10 @@ void post(VRequest* r, bool receive, const void* buf, int count, MPI_Datatype ty
   r->buf = const_cast<void*>(buf);
   r->count = count;
   r->type = type;
-  const int job = peer(c, rank, call);
+  const int job = peer(c, rank, call, receive_any_source(receive, rank, tag, call));
   const auto [wire, wire_hi] = receive ? wire_tags(c, tag, call) : std::pair{wire_tag(c, tag, call), 0};
   r->tag_base = w.tags().wire(c.context, 0);
+  if (job == MPI_ANY_SOURCE) r->comm = comm;  // (its status names the sender's rank in it)
   if (job == MPI_PROC_NULL) {
     r->null_peer = true;
     return;
@@ -146,8 +156,8 @@ void post(VRequest* r, bool receive, const void* buf, int count, MPI_Datatype ty
   Comm& m = w.comm();
   if (!receive)
     r->request = r->synchronous ? m.issend(data, bytes, job, wire) : m.isend(data, bytes, job, wire);
-  else if (wire != wire_hi)  // MPI_ANY_TAG: the next message from `job` of the communicator's tags
-    r->request = m.irecv_range(data, bytes, job, wire, wire_hi, r->match);
+  else if (wire != wire_hi || job == MPI_ANY_SOURCE)  // MPI_ANY_TAG: the next message from `job` of the
+    r->request = m.irecv_range(data, bytes, job, wire, wire_hi, r->match);  // communicator's tags; or from anyone
   else
     r->request = m.irecv(data, bytes, job, wire);
   if (w.has_freed()) w.reap_freed(false);
@@ -159,6 +169,16 @@ std::unique_ptr<VRequest> post(bool receive, const void* buf, int count, MPI_Dat
   r->synchronous = synchronous;
   post(r.get(), receive, buf, count, type, rank, tag, comm, call);
   return r;
+}
+
+// The rank in its communicator of the sender of the message that a receive from MPI_ANY_SOURCE got.
+int sender(const VRequest& r) {
+  const VComm* c = Wrapped::get().find(r.comm);
+  if (!c)
+    throw UsageError(
+        "a receive from MPI_ANY_SOURCE completed after its communicator was freed: its status cannot "
+        "name the sender. Free the communicator once its receives completed");
+  return c->rank_of_job(r.match.source);
 }
 
 // The program's view of a completed request: unpacked, its status filled.
@@ -176,7 +196,7 @@ void complete(VRequest& r, std::size_t bytes, MPI_Status* status) {
     int at = 0;
     PMPI_Unpack(r.packed.data(), static_cast<int>(bytes), &at, r.buf, r.count, r.type, MPI_COMM_SELF);
   }
-  if (r.receive) fill_status(status, r.source, r.status_tag(), bytes);
+  if (r.receive) fill_status(status, r.source == MPI_ANY_SOURCE ? sender(r) : r.source, r.status_tag(), bytes);
 }
 
 // Whether MPI would wait for the request behind a handle: not null, and not an inactive persistent request.
@@ -858,7 +878,7 @@ VRequest& init(bool receive, const void* buf, int count, MPI_Datatype type, int 
                MPI_Request* request, const char* call) {
   Wrapped& w = Wrapped::get();
   const VComm& c = w.vcomm(comm, call);
-  peer(c, rank, call);
+  peer(c, rank, call, receive_any_source(receive, rank, tag, call));
   if (tag != MPI_ANY_TAG || !receive) wire_tag(c, tag, call);
   auto r = std::make_unique<VRequest>();
   r->persistent = true;

@@ -294,14 +294,15 @@ Probed* Wrapped::ahead(int source, int lo, int hi) {
     Probed* first = nullptr;
     Probed* coming = nullptr;
     Probed* same = nullptr;
+    const bool any = source == MPI_ANY_SOURCE;  // (a receive's: the first found, of whichever sender)
     for (const auto& p : probed_) {
-      if (p->source != source || p->matched) continue;
+      if ((p->source != source && !any) || p->matched) continue;
       if (!p->done) p->done = comm().test(p->request);
       const int t = p->match.tag;  // (-1: matched no message yet)
       const bool in = t >= 0 && lo <= t && t <= hi;
-      if (p->done && in && (!first || p->match.seq < first->match.seq)) first = p.get();
+      if (p->done && in && (!first || (p->source == first->source && p->match.seq < first->match.seq))) first = p.get();
       if (!p->done && in && !coming) coming = p.get();
-      if (!p->done && t < 0 && p->lo == lo && p->hi == hi && !same) same = p.get();
+      if (!p->done && t < 0 && p->lo == lo && p->hi == hi && !same && !any) same = p.get();
     }
     if (first) return first;
     if (coming) {
@@ -310,8 +311,8 @@ Probed* Wrapped::ahead(int source, int lo, int hi) {
     }
     for (auto it = probed_.begin(); it != probed_.end();) {
       Probed& p = **it;
-      if (&p != same && p.source == source && !p.matched && !p.done && p.match.tag < 0 && p.lo <= hi && lo <= p.hi &&
-          comm().cancel(p.request))
+      if (&p != same && (p.source == source || any) && !p.matched && !p.done && p.match.tag < 0 && p.lo <= hi &&
+          lo <= p.hi && comm().cancel(p.request))
         it = probed_.erase(it);
       else
         ++it;
@@ -533,6 +534,7 @@ void Wrapped::read_table(std::vector<VComm>* comms) {
     p->source = static_cast<int>(next());
     p->lo = p->hi = p->match.tag = static_cast<int>(next());
     p->match.seq = order[p->source]++;
+    p->match.source = p->source;
     p->data.resize(static_cast<std::size_t>(next()));
     const std::size_t words = (p->data.size() + sizeof(std::int64_t) - 1) / sizeof(std::int64_t);
     if (at + words > w.size()) throw Error("the interposition's communicator table in the checkpoint is truncated");

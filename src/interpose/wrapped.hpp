@@ -65,6 +65,14 @@ struct VComm {
   MPI_Errhandler errhandler = MPI_ERRORS_ARE_FATAL;  // MPI_Comm_set_errhandler's (inherited by derived communicators)
   std::uint64_t seq = 0;                             // made by the program's seq-th communicator creation call (from 0)
   int job_rank(int r) const { return members.empty() ? r : members[static_cast<std::size_t>(r)]; }
+  /// The rank in this communicator (of its remote group, for an intercommunicator) of job rank `job` (a search:
+  /// for the status of a receive from MPI_ANY_SOURCE); -1 when it is not there.
+  int rank_of_job(int job) const {
+    const std::vector<int>& ranks = inter() ? remote : members;
+    if (ranks.empty()) return job;
+    const auto it = std::find(ranks.begin(), ranks.end(), job);
+    return it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
+  }
   /// The neighbours of this rank (comm ranks, MPI_PROC_NULL where a Cartesian dimension ends) in MPI's order: a
   /// Cartesian communicator's two per dimension (the -1 then the +1 one), a graph's as the program gave them.
   void neighbours(std::vector<int>* in, std::vector<int>* out) const;
@@ -116,7 +124,7 @@ struct VRequest {
   // wait or test on it returns at once with an empty status.
   bool persistent = false;
   bool active = true;
-  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm comm = MPI_COMM_NULL;  // (also a receive's from MPI_ANY_SOURCE: its status names the sender's rank in it)
   std::shared_ptr<Collective> collective;  // a non-blocking collective's: completes when its body ended
   std::function<void()> persistent_body;   // a persistent collective's (MPI_Allreduce_init, ...): MPI_Start starts it
   bool buffered = false;                   // MPI_Bsend_init's: each MPI_Start sends a copy (complete at once)

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <numeric>
 #include <string>
@@ -352,6 +353,86 @@ void any_tag_and_cancel() {
   MPI_Waitall(static_cast<int>(sent.size()), sent.data(), MPI_STATUSES_IGNORE);
   MPI_Comm_free(&other);
   report("any tag, cancel", mix(d ^ static_cast<std::uint64_t>(cancelled[0] + 2 * cancelled[1])));
+}
+
+// MPI_ANY_SOURCE (a named tag), on a communicator whose ranks run the other way round (its status names the
+// sender's rank there): the next one or two ranks send each rank a small (61) and a large (62) message; it posts
+// the receives of the small ones from any rank, receives the large ones from any rank (blocking), then waits for the
+// small ones. A persistent receive from any rank (63) started once per sender; MPI_Sendrecv from any rank (64, only
+// the rank before sends it); a probe of the rank before (66) then a receive from any rank of that tag (the probed
+// message: nobody else sends 66); one cancelled (65). Folded whatever order the senders came in. (Each sender's
+// messages are received in the order it sent them, whatever their tags, as the interposition requires.)
+void any_source() {
+  MPI_Comm rev;
+  MPI_Comm_split(MPI_COMM_WORLD, 0, world_size - world_rank, &rev);
+  int me = 0;
+  MPI_Comm_rank(rev, &me);
+  const int n = world_size, prev = (me + n - 1) % n;
+  std::vector<int> to{(me + 1) % n};
+  if (n > 2) to.push_back((me + 2) % n);
+  const int senders = static_cast<int>(to.size());
+  auto values = [&](int seed, std::size_t count) {
+    std::vector<int> v(count);
+    for (std::size_t i = 0; i < count; ++i) v[i] = seed * 1000 + static_cast<int>(i % 89);
+    return v;
+  };
+  std::deque<std::vector<int>> out;
+  std::vector<MPI_Request> sent;
+  auto send = [&](const std::vector<int>& v, int dest, int tag) {
+    out.push_back(v);
+    sent.emplace_back();
+    MPI_Isend(out.back().data(), static_cast<int>(v.size()), MPI_INT, dest, tag, rev, &sent.back());
+  };
+  for (int q : to) {
+    send(values(61 + me, 5), q, 61);
+    send(values(62 + me, 30000), q, 62);
+    send(values(63 + me, 7), q, 63);
+  }
+  std::uint64_t d = 0;  // a sum: the same whatever order the senders came in
+  auto fold = [&](const std::vector<int>& v, const MPI_Status& st) {
+    int count = 0;
+    MPI_Get_count(&st, MPI_INT, &count);
+    d += mix(digest(v.data(), static_cast<std::size_t>(count)) ^
+             static_cast<std::uint64_t>(st.MPI_SOURCE * 100000 + st.MPI_TAG * 10 + count));
+  };
+  std::vector<std::vector<int>> small(2, std::vector<int>(5)), large(2, std::vector<int>(30000));
+  std::vector<MPI_Request> r(static_cast<std::size_t>(senders));
+  for (int k = 0; k < senders; ++k)
+    MPI_Irecv(small[k].data(), 5, MPI_INT, MPI_ANY_SOURCE, 61, rev, &r[static_cast<std::size_t>(k)]);
+  MPI_Status st;
+  for (int k = 0; k < senders; ++k) {
+    MPI_Recv(large[k].data(), 30000, MPI_INT, MPI_ANY_SOURCE, 62, rev, &st);
+    fold(large[k], st);
+  }
+  std::vector<MPI_Status> sts(static_cast<std::size_t>(senders));
+  MPI_Waitall(senders, r.data(), sts.data());
+  for (int k = 0; k < senders; ++k) fold(small[k], sts[static_cast<std::size_t>(k)]);
+  std::vector<int> g(9);
+  MPI_Request persistent;
+  MPI_Recv_init(g.data(), 7, MPI_INT, MPI_ANY_SOURCE, 63, rev, &persistent);
+  for (int k = 0; k < senders; ++k) {
+    MPI_Start(&persistent);
+    MPI_Wait(&persistent, &st);
+    fold(g, st);
+  }
+  MPI_Request_free(&persistent);
+  const std::vector<int> mine = values(64 + me, 3);
+  std::vector<int> got(3);
+  MPI_Sendrecv(mine.data(), 3, MPI_INT, (me + 1) % n, 64, got.data(), 3, MPI_INT, MPI_ANY_SOURCE, 64, rev, &st);
+  fold(got, st);
+  send(values(66 + me, 9), (me + 1) % n, 66);
+  MPI_Probe(prev, 66, rev, &st);
+  MPI_Recv(g.data(), 9, MPI_INT, MPI_ANY_SOURCE, 66, rev, &st);
+  fold(g, st);
+  MPI_Request never;
+  MPI_Irecv(g.data(), 1, MPI_INT, MPI_ANY_SOURCE, 65, rev, &never);
+  MPI_Cancel(&never);
+  MPI_Wait(&never, &st);
+  int cancelled = 0;
+  MPI_Test_cancelled(&st, &cancelled);
+  MPI_Waitall(static_cast<int>(sent.size()), sent.data(), MPI_STATUSES_IGNORE);
+  MPI_Comm_free(&rev);
+  report("any source", mix(d ^ static_cast<std::uint64_t>(cancelled)));
 }
 
 // MPI_Issend completes only once its receive started: rank 0's to rank 1 must stay incomplete while rank 1 waits
@@ -1451,8 +1532,10 @@ void alltoallw_and_persistent() {
 void refuse(const std::string& what) {
   const int next = (world_rank + 1) % world_size;
   double x = 0;
-  if (what == "any-source") {
-    if (world_rank == 0) MPI_Recv(&x, 1, MPI_DOUBLE, MPI_ANY_SOURCE, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  if (what == "any-source") {  // a receive from any rank of any tag (one of a named tag is served)
+    if (world_rank == 0) MPI_Recv(&x, 1, MPI_DOUBLE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  } else if (what == "any-source-probe") {  // a probe of any rank
+    if (world_rank == 0) MPI_Probe(MPI_ANY_SOURCE, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   } else if (what == "any-tag") {  // a send of MPI_ANY_TAG (a receive's)
     if (world_rank == 0) MPI_Send(&x, 1, MPI_DOUBLE, next, MPI_ANY_TAG, MPI_COMM_WORLD);
   } else if (what == "tag") {  // one above MPI_TAG_UB
@@ -1642,6 +1725,56 @@ int probe_across_checkpoints(int argc, char** argv, bool any_tag) {
     return 0;
   });
 }
+// --any-source-across-checkpoints: every step each rank sends the next two ranks a message of the step's tag (its
+// size varies with the step and the sender) and receives two of that tag from MPI_ANY_SOURCE, one posted with
+// MPI_Irecv before the other is received blocking; the sum adds each message folded with the sender's rank its
+// status gives, whatever order they came in. A checkpoint every 10 steps; the same sum with kills.
+int any_source_across_checkpoints(int argc, char** argv) {
+  return reprise::run(argc, argv, [](int, char**) {
+    reprise::MpiRuntime& rt = reprise::wrapped_runtime();
+    long step = 0;
+    std::int64_t sum = 0;
+    rt.protect("step", &step);
+    rt.protect("sum", &sum);
+    if (rt.restarted()) rt.restore();
+    const long steps = 30;
+    const int most = 1600;
+    while (step < steps) {
+      rt.step(static_cast<std::uint64_t>(step));
+      const int tag = 100 + static_cast<int>(step);
+      std::vector<std::vector<int>> out(2);
+      MPI_Request sends[2];
+      for (int k = 0; k < 2; ++k) {
+        out[k].assign(static_cast<std::size_t>(1 + (step * 7 + world_rank * 3 + k) % (most - 1)),
+                      static_cast<int>(step * 1000 + world_rank));
+        MPI_Isend(out[k].data(), static_cast<int>(out[k].size()), MPI_INT, (world_rank + 1 + k) % world_size, tag,
+                  MPI_COMM_WORLD, &sends[k]);
+      }
+      std::vector<int> a(most), b(most);
+      MPI_Request first;
+      MPI_Status st[2];
+      MPI_Irecv(b.data(), most, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &first);
+      MPI_Recv(a.data(), most, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &st[0]);
+      MPI_Wait(&first, &st[1]);
+      for (int k = 0; k < 2; ++k) {
+        int count = 0;
+        MPI_Get_count(&st[k], MPI_INT, &count);
+        std::int64_t h = st[k].MPI_SOURCE;
+        for (int i = 0; i < count; ++i) h = fold(h, (k == 0 ? a : b)[static_cast<std::size_t>(i)]);
+        sum += h;  // (a sum: the same whichever receive got which sender)
+      }
+      MPI_Waitall(2, sends, MPI_STATUSES_IGNORE);
+      if (++step % 10 == 0) {
+        rt.checkpoint(static_cast<std::uint64_t>(step));
+        rt.wait();
+      }
+    }
+    std::int64_t all = 0;
+    MPI_Allreduce(&sum, &all, 1, MPI_INT64_T, MPI_BXOR, MPI_COMM_WORLD);
+    if (world_rank == 0) std::printf("any-source sum %" PRId64 "\n", all);
+    return 0;
+  });
+}
 // --set-up-communicators: a set-up that makes a communicator by each way served (MPI_Cart_create, MPI_Cart_sub,
 // MPI_Dist_graph_create_adjacent, MPI_Comm_create_group by the odd ranks, MPI_Comm_idup), hangs an attribute on one,
 // sets an error handler on MPI_COMM_WORLD (the grid and its rows inherit it), joins the even and the odd ranks by
@@ -1787,6 +1920,8 @@ int main(int argc, char** argv) {
     rc = file_opened_in_steps(argc, argv);
   } else if ((argc == 2 || argc == 3) && std::string(argv[1]) == "--probe-across-checkpoints") {
     rc = probe_across_checkpoints(argc, argv, argc == 3 && std::string(argv[2]) == "any-tag");
+  } else if (argc == 2 && std::string(argv[1]) == "--any-source-across-checkpoints") {
+    rc = any_source_across_checkpoints(argc, argv);
   } else if (argc == 2 && std::string(argv[1]) == "--set-up-communicators") {
     rc = set_up_communicators(argc, argv);
   } else
@@ -1824,6 +1959,7 @@ int main(int argc, char** argv) {
       std::printf("thread level %d, another thread's answers %s\n", level, differ_anywhere ? "DIFFER" : "the same");
     point_to_point();
     any_tag_and_cancel();
+    any_source();
     synchronous_send();
     collectives();
     nonblocking_collectives();
