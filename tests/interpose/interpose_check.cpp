@@ -1761,7 +1761,8 @@ int any_source_across_checkpoints(int argc, char** argv) {
         MPI_Get_count(&st[k], MPI_INT, &count);
         std::int64_t h = st[k].MPI_SOURCE;
         for (int i = 0; i < count; ++i) h = fold(h, (k == 0 ? a : b)[static_cast<std::size_t>(i)]);
-        sum += h;  // (a sum: the same whichever receive got which sender)
+        // (a sum modulo 2^64: the same whichever receive got which sender)
+        sum = static_cast<std::int64_t>(static_cast<std::uint64_t>(sum) + static_cast<std::uint64_t>(h));
       }
       MPI_Waitall(2, sends, MPI_STATUSES_IGNORE);
       if (++step % 10 == 0) {
