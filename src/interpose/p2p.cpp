@@ -65,9 +65,7 @@ int peer(const VComm& c, int rank, const char* call, bool any_source) {
   if (rank == MPI_PROC_NULL) return MPI_PROC_NULL;
   if (rank == MPI_ANY_SOURCE && any_source) return MPI_ANY_SOURCE;
   if (rank == MPI_ANY_SOURCE)
-    refuse(call,
-           "MPI_ANY_SOURCE is supported by receives of a named tag (MPI_Recv, MPI_Irecv, MPI_Recv_init, MPI_Sendrecv), "
-           "not here: name the source rank");
+    refuse(call, "MPI_ANY_SOURCE is supported by receives and probes, not here: name the source rank");
   if (c.inter()) {  // (a rank of the remote group)
     if (rank < 0 || static_cast<std::size_t>(rank) >= c.remote.size())
       refuse(call, "rank " + std::to_string(rank) + " is not in the intercommunicator's remote group (" +
@@ -82,8 +80,8 @@ int peer(const VComm& c, int rank, const char* call, bool any_source) {
 bool receive_any_source(bool receive, int rank, int tag, const char* call) {
   if (receive && rank == MPI_ANY_SOURCE && tag == MPI_ANY_TAG)
     refuse(call,
-           "MPI_ANY_SOURCE with MPI_ANY_TAG is not supported (a receive from any rank takes one tag under Reprise): "
-           "name the tag, or the source");
+           "MPI_ANY_SOURCE with MPI_ANY_TAG is not supported (a receive or probe of any rank takes one tag under "
+           "Reprise): name the tag, or the source");
   return receive;
 }
 
@@ -308,8 +306,9 @@ using reprise::interpose::VRequest;
 using reprise::interpose::Wrapped;
 namespace ri = reprise::interpose;
 
-// Probes with a named source and tag: the message is received ahead into the interposition (Wrapped::probe), and
-// the next receive of that source and tag takes it; the status gives its size (MPI_Get_count).
+// Probes of a source (or MPI_ANY_SOURCE, with a named tag) and a tag: the message is received ahead into the
+// interposition (Wrapped::probe), and the next receive of that source and tag takes it; the status gives its source,
+// tag and size (MPI_Get_count).
 namespace reprise::interpose {
 namespace {
 // A probe of (source, tag) on the program's communicator: whether its message is here (waiting for it when
@@ -319,7 +318,7 @@ bool probe(int source, int tag, MPI_Comm comm, MPI_Status* status, bool block, c
            MPI_Message* message = nullptr) {
   Wrapped& w = Wrapped::get();
   const VComm& c = w.vcomm(comm, call);
-  const int job = peer(c, source, call);
+  const int job = peer(c, source, call, receive_any_source(true, source, tag, call));
   if (job == MPI_PROC_NULL) {
     if (message) *message = MPI_MESSAGE_NO_PROC;
     fill_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
@@ -329,13 +328,14 @@ bool probe(int source, int tag, MPI_Comm comm, MPI_Status* status, bool block, c
   Probed& p = w.probe(job, lo, hi);
   if (!w.settle(p, block)) return false;
   const int found = p.wire_tag() - w.tags().wire(c.context, 0);  // (the program's tag: MPI_ANY_TAG gets it)
+  const int from = job == MPI_ANY_SOURCE ? c.rank_of_job(p.sender()) : source;  // (MPI_ANY_SOURCE gets it)
   if (message) {
     p.matched = true;
-    p.program_source = source;
+    p.program_source = from;
     p.program_tag = found;
     *message = w.message(&p);
   }
-  fill_status(status, source, found, p.data.size());
+  fill_status(status, from, found, p.data.size());
   return true;
 }
 }  // namespace

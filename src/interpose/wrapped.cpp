@@ -282,27 +282,30 @@ void Wrapped::free(MPI_Comm* c) {
   *c = MPI_COMM_NULL;
 }
 
-// What probes received ahead holds for a probe or a receive from `source` of the wire tags [lo, hi]. A probe's
-// receive is posted on MPI only once its message is the first of its sender's that no receive matched (Comm's
-// receives of a range), so one that matched a message of the range has the earliest this one could get: the first
-// received (in its sender's order), else one on its way (waited for: it is here). Else a probe's receive of the
-// same tags still unmatched gets what this one would. Other unmatched probes' receives that could take a message of
-// the range are cancelled: a probe that found nothing has no effect in MPI, and left before this one they would
-// take a message MPI gives to it.
+// What probes received ahead holds for a probe or a receive from `source` (MPI_ANY_SOURCE: from any rank) of the wire
+// tags [lo, hi]. A probe's receive is posted on MPI only once its message is the first of its sender's that no
+// receive matched (Comm's receives of a range; of any rank: the first of its tag), so one that matched a message of
+// the range has the earliest this one could get: the first received (in its sender's order), else one on its way
+// (waited for: it is here). Else a probe's receive of the same source and tags still unmatched gets what this one
+// would. Other unmatched probes' receives that could take a message of the range (from that source, or from any
+// rank) are cancelled: a probe that found nothing has no effect in MPI, and left before this one they would take a
+// message MPI gives to it.
 Probed* Wrapped::ahead(int source, int lo, int hi) {
+  const bool any = source == MPI_ANY_SOURCE;
   for (;;) {
     Probed* first = nullptr;
     Probed* coming = nullptr;
     Probed* same = nullptr;
-    const bool any = source == MPI_ANY_SOURCE;  // (a receive's: the first found, of whichever sender)
     for (const auto& p : probed_) {
-      if ((p->source != source && !any) || p->matched) continue;
+      if (p->matched || (!any && p->source != source && p->source != MPI_ANY_SOURCE)) continue;
       if (!p->done) p->done = comm().test(p->request);
+      const bool from = any || p->sender() == source;
       const int t = p->match.tag;  // (-1: matched no message yet)
-      const bool in = t >= 0 && lo <= t && t <= hi;
-      if (p->done && in && (!first || (p->source == first->source && p->match.seq < first->match.seq))) first = p.get();
+      const bool in = from && t >= 0 && lo <= t && t <= hi;
+      if (p->done && in && (!first || (p->sender() == first->sender() && p->match.seq < first->match.seq)))
+        first = p.get();
       if (!p->done && in && !coming) coming = p.get();
-      if (!p->done && t < 0 && p->lo == lo && p->hi == hi && !same && !any) same = p.get();
+      if (!p->done && t < 0 && p->source == source && p->lo == lo && p->hi == hi && !same) same = p.get();
     }
     if (first) return first;
     if (coming) {
@@ -311,8 +314,8 @@ Probed* Wrapped::ahead(int source, int lo, int hi) {
     }
     for (auto it = probed_.begin(); it != probed_.end();) {
       Probed& p = **it;
-      if (&p != same && (p.source == source || any) && !p.matched && !p.done && p.match.tag < 0 && p.lo <= hi &&
-          lo <= p.hi && comm().cancel(p.request))
+      if (&p != same && (any || p.source == source || p.source == MPI_ANY_SOURCE) && !p.matched && !p.done &&
+          p.match.tag < 0 && p.lo <= hi && lo <= p.hi && comm().cancel(p.request))
         it = probed_.erase(it);
       else
         ++it;
@@ -481,7 +484,7 @@ std::pair<void*, std::size_t> Wrapped::locate_table(std::optional<std::size_t> b
                    [](const Probed* a, const Probed* b) { return a->match.seq < b->match.seq; });
   w.push_back(static_cast<std::int64_t>(done.size()));
   for (const Probed* p : done) {
-    w.insert(w.end(), {p->source, p->wire_tag(), static_cast<std::int64_t>(p->data.size())});
+    w.insert(w.end(), {p->sender(), p->wire_tag(), static_cast<std::int64_t>(p->data.size())});
     const std::size_t at = w.size();
     w.resize(at + (p->data.size() + sizeof(std::int64_t) - 1) / sizeof(std::int64_t));
     if (!p->data.empty()) std::memcpy(w.data() + at, p->data.data(), p->data.size());

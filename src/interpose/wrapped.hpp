@@ -82,7 +82,7 @@ struct VComm {
 /// source and tag on its communicator takes it. One received (`done`) is delivered as far as the protocol is
 /// concerned, so it is part of the checkpointed state (the region kTableRegion) until a receive takes it.
 struct Probed {
-  int source = 0;               // Comm's (job) rank
+  int source = 0;               // Comm's (job) rank, or MPI_ANY_SOURCE (a probe of any rank, of one tag)
   int lo = 0, hi = 0;           // the wire tags it receives: one, or its communicator's range (a probe of MPI_ANY_TAG)
   std::vector<std::byte> data;  // (declared before the request: destroyed after it, once its receive is cancelled)
   Comm::Match match;            // its message's wire tag once matched, its place in its sender's order once here
@@ -93,6 +93,8 @@ struct Probed {
   bool matched = false;
   int program_source = 0, program_tag = 0;
   int wire_tag() const { return match.tag; }  ///< -1: no message matched yet
+  /// The job rank of its message's sender (-1: a probe of any rank that matched no message yet).
+  int sender() const { return source == MPI_ANY_SOURCE ? match.source : source; }
 };
 
 class Collective;  // a non-blocking collective under way (nonblocking.hpp)

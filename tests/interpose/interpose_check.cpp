@@ -360,8 +360,9 @@ void any_tag_and_cancel() {
 // the receives of the small ones from any rank, receives the large ones from any rank (blocking), then waits for the
 // small ones. A persistent receive from any rank (63) started once per sender; MPI_Sendrecv from any rank (64, only
 // the rank before sends it); a probe of the rank before (66) then a receive from any rank of that tag (the probed
-// message: nobody else sends 66); one cancelled (65). Folded whatever order the senders came in. (Each sender's
-// messages are received in the order it sent them, whatever their tags, as the interposition requires.)
+// message: nobody else sends 66); one cancelled (65); probes of any rank (67, 68, 69: below). Folded whatever order
+// the senders came in. (Each sender's messages are received in the order it sent them, whatever their tags, as the
+// interposition requires.)
 void any_source() {
   MPI_Comm rev;
   MPI_Comm_split(MPI_COMM_WORLD, 0, world_size - world_rank, &rev);
@@ -421,9 +422,38 @@ void any_source() {
   MPI_Sendrecv(mine.data(), 3, MPI_INT, (me + 1) % n, 64, got.data(), 3, MPI_INT, MPI_ANY_SOURCE, 64, rev, &st);
   fold(got, st);
   send(values(66 + me, 9), (me + 1) % n, 66);
+  for (int q : to) {
+    send(values(67 + me, static_cast<std::size_t>(3 + me)), q, 67);
+    send(values(68 + me, 4), q, 68);
+    send(values(69 + me, 6), q, 69);
+  }
   MPI_Probe(prev, 66, rev, &st);
   MPI_Recv(g.data(), 9, MPI_INT, MPI_ANY_SOURCE, 66, rev, &st);
   fold(g, st);
+  // Probes of any rank: MPI_Probe sizes a message and names its sender, received from that sender (67, sized by
+  // the sender); MPI_Iprobe until one is here, then a receive from any rank (68); MPI_Mprobe, then MPI_Mrecv (69).
+  for (int k = 0; k < senders; ++k) {
+    MPI_Probe(MPI_ANY_SOURCE, 67, rev, &st);
+    int count = 0;
+    MPI_Get_count(&st, MPI_INT, &count);
+    std::vector<int> v(static_cast<std::size_t>(count));
+    MPI_Recv(v.data(), count, MPI_INT, st.MPI_SOURCE, 67, rev, &st);
+    fold(v, st);
+  }
+  for (int k = 0; k < senders; ++k) {
+    int flag = 0;
+    while (!flag) MPI_Iprobe(MPI_ANY_SOURCE, 68, rev, &flag, &st);
+    std::vector<int> v(4);
+    MPI_Recv(v.data(), 4, MPI_INT, MPI_ANY_SOURCE, 68, rev, &st);
+    fold(v, st);
+  }
+  for (int k = 0; k < senders; ++k) {
+    MPI_Message message;
+    MPI_Mprobe(MPI_ANY_SOURCE, 69, rev, &message, &st);
+    std::vector<int> v(6);
+    MPI_Mrecv(v.data(), 6, MPI_INT, &message, &st);
+    fold(v, st);
+  }
   MPI_Request never;
   MPI_Irecv(g.data(), 1, MPI_INT, MPI_ANY_SOURCE, 65, rev, &never);
   MPI_Cancel(&never);
@@ -1534,8 +1564,8 @@ void refuse(const std::string& what) {
   double x = 0;
   if (what == "any-source") {  // a receive from any rank of any tag (one of a named tag is served)
     if (world_rank == 0) MPI_Recv(&x, 1, MPI_DOUBLE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  } else if (what == "any-source-probe") {  // a probe of any rank
-    if (world_rank == 0) MPI_Probe(MPI_ANY_SOURCE, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  } else if (what == "any-source-probe") {  // a probe of any rank of any tag (one of a named tag is served)
+    if (world_rank == 0) MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   } else if (what == "any-tag") {  // a send of MPI_ANY_TAG (a receive's)
     if (world_rank == 0) MPI_Send(&x, 1, MPI_DOUBLE, next, MPI_ANY_TAG, MPI_COMM_WORLD);
   } else if (what == "tag") {  // one above MPI_TAG_UB
@@ -1728,20 +1758,36 @@ int probe_across_checkpoints(int argc, char** argv, bool any_tag) {
 // --any-source-across-checkpoints: every step each rank sends the next two ranks a message of the step's tag (its
 // size varies with the step and the sender) and receives two of that tag from MPI_ANY_SOURCE, one posted with
 // MPI_Irecv before the other is received blocking; the sum adds each message folded with the sender's rank its
-// status gives, whatever order they came in. A checkpoint every 10 steps; the same sum with kills.
+// status gives, whatever order they came in. And at the end of each step a probe of any rank (of the step's tag
+// 500 + step, which only the rank before sends) sizes a message that the next step receives from the sender the
+// probe named, so a checkpoint keeps it (the probe's result is protected too). A checkpoint every 10 steps; the same
+// sum with kills.
 int any_source_across_checkpoints(int argc, char** argv) {
   return reprise::run(argc, argv, [](int, char**) {
     reprise::MpiRuntime& rt = reprise::wrapped_runtime();
     long step = 0;
     std::int64_t sum = 0;
+    int probed[2] = {-1, 0};  // the sender and the count the last step's probe found
     rt.protect("step", &step);
     rt.protect("sum", &sum);
+    rt.protect("probed", probed, sizeof probed, reprise::MemorySpace::Host);
     if (rt.restarted()) rt.restore();
     const long steps = 30;
     const int most = 1600;
+    auto add = [&](std::int64_t h) {  // (a sum modulo 2^64: the same whichever receive got which sender)
+      sum = static_cast<std::int64_t>(static_cast<std::uint64_t>(sum) + static_cast<std::uint64_t>(h));
+    };
     while (step < steps) {
       rt.step(static_cast<std::uint64_t>(step));
       const int tag = 100 + static_cast<int>(step);
+      if (step > 0) {  // the message the last step's probe found
+        std::vector<int> in(static_cast<std::size_t>(probed[1]));
+        MPI_Status st;
+        MPI_Recv(in.data(), probed[1], MPI_INT, probed[0], 499 + static_cast<int>(step), MPI_COMM_WORLD, &st);
+        std::int64_t h = 7 * probed[0];
+        for (int v : in) h = fold(h, v);
+        add(h);
+      }
       std::vector<std::vector<int>> out(2);
       MPI_Request sends[2];
       for (int k = 0; k < 2; ++k) {
@@ -1761,14 +1807,28 @@ int any_source_across_checkpoints(int argc, char** argv) {
         MPI_Get_count(&st[k], MPI_INT, &count);
         std::int64_t h = st[k].MPI_SOURCE;
         for (int i = 0; i < count; ++i) h = fold(h, (k == 0 ? a : b)[static_cast<std::size_t>(i)]);
-        // (a sum modulo 2^64: the same whichever receive got which sender)
-        sum = static_cast<std::int64_t>(static_cast<std::uint64_t>(sum) + static_cast<std::uint64_t>(h));
+        add(h);
       }
       MPI_Waitall(2, sends, MPI_STATUSES_IGNORE);
+      const std::vector<int> ahead(static_cast<std::size_t>(1 + (step * 5 + world_rank) % 700), world_rank);
+      MPI_Send(ahead.data(), static_cast<int>(ahead.size()), MPI_INT, (world_rank + 1) % world_size,
+               500 + static_cast<int>(step), MPI_COMM_WORLD);
+      MPI_Status st_probe;
+      MPI_Probe(MPI_ANY_SOURCE, 500 + static_cast<int>(step), MPI_COMM_WORLD, &st_probe);
+      probed[0] = st_probe.MPI_SOURCE;
+      MPI_Get_count(&st_probe, MPI_INT, &probed[1]);
       if (++step % 10 == 0) {
         rt.checkpoint(static_cast<std::uint64_t>(step));
         rt.wait();
       }
+    }
+    {
+      std::vector<int> in(static_cast<std::size_t>(probed[1]));
+      MPI_Recv(in.data(), probed[1], MPI_INT, probed[0], 499 + static_cast<int>(step), MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+      std::int64_t h = 7 * probed[0];
+      for (int v : in) h = fold(h, v);
+      add(h);
     }
     std::int64_t all = 0;
     MPI_Allreduce(&sum, &all, 1, MPI_INT64_T, MPI_BXOR, MPI_COMM_WORLD);
