@@ -49,7 +49,7 @@ void forget_type(MPI_Datatype type);
 MPI_Aint extent_of(MPI_Datatype type);
 
 /// The job rank (Comm's) of `rank` in `c`; refuses ranks outside it, and MPI_ANY_SOURCE unless `any_source` (a
-/// receive of a named tag: then MPI_ANY_SOURCE is returned). MPI_PROC_NULL passes.
+/// receive or a probe of a named tag: then MPI_ANY_SOURCE is returned). MPI_PROC_NULL passes.
 int peer(const VComm& c, int rank, const char* call, bool any_source = false);
 /// Whether a call may name MPI_ANY_SOURCE (peer()'s `any_source`): a receive or a probe, of a named tag
 /// (MPI_ANY_SOURCE with MPI_ANY_TAG is refused here).
