@@ -358,27 +358,26 @@ bool CommState::behind_unbound(const PendingMessage& m) const {
 bool CommState::bind(PendingMessage& m, int* front) {
   if (front) *front = -1;
   if (m.any_source) return bind_any_source(m);
-  int flag = 0;
-  MPI_Status st;
-  const MPI_Comm comm = epochs_.at(static_cast<std::size_t>(m.epoch)).first;
-  const int rc = MPI_Iprobe(m.peer, MPI_ANY_TAG, comm, &flag, &st);
-  if (rc != MPI_SUCCESS) {  // a failure: the repair posts m again, or this process rolls back
-    host_.check_mpi(rc, REPRISE_MPI_SITE(MPI_Iprobe(m.peer, MPI_ANY_TAG, comm)));
-    return false;
-  }
-  if (!flag) return false;
-  PendingMessage* first = nullptr;  // MPI's order: the earliest posted receive that matches it
-  for (PendingMessage* o : unbound_)
-    if (((o->peer == m.peer && o->epoch == m.epoch) || o->any_source) && o->covers(st.MPI_TAG) &&
-        (!first || o->order < first->order))
-      first = o;
+  // (a failure: the repair posts m again, or this process rolls back)
+  const int tag = first_unmatched_tag(m.peer, m.epoch);
+  if (tag < 0) return false;
+  PendingMessage* first = owner(m.peer, m.epoch, tag);
   if (!first) {  // a message for a receive not posted yet
-    if (front) *front = st.MPI_TAG;
+    if (front) *front = tag;
     return false;
   }
   const bool mine = first == &m;
-  bind_to(*first, m.peer, m.epoch, st.MPI_TAG);
+  bind_to(*first, m.peer, m.epoch, tag);
   return mine;
+}
+
+PendingMessage* CommState::owner(int peer, int epoch, int tag) const {
+  PendingMessage* first = nullptr;  // MPI's order: the earliest posted receive that matches it
+  for (PendingMessage* o : unbound_)
+    if (((o->peer == peer && o->epoch == epoch) || o->any_source) && o->covers(tag) &&
+        (!first || o->order < first->order))
+      first = o;
+  return first;
 }
 
 void CommState::bind_to(PendingMessage& m, int peer, int epoch, int tag, MPI_Message* message) {
@@ -470,9 +469,8 @@ bool CommState::bind_any_source(PendingMessage& m) {
         drop_stale(message, st);
         continue;
       }
-      PendingMessage* first = nullptr;  // MPI's order: the earliest posted receive that matches it
-      for (PendingMessage* o : unbound_)
-        if (o->any_source && o->covers(tag) && (!first || o->order < first->order)) first = o;
+      // (a receive from any rank: those of a range from that rank posted before m were bound above)
+      PendingMessage* first = owner(st.MPI_SOURCE, epoch, tag);
       if (!first)  // (m is one: a repair meanwhile re-posts receives from rolled-back ranks, binds none)
         throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + " took a message of tag " +
                             std::to_string(tag) + " for a receive from any rank that is no longer waiting for one");

@@ -337,6 +337,9 @@ class CommState {
   void post_header(PendingMessage& m);
   /// Whether an unbound receive of a tag range from m's sender, posted before m, could match m's message.
   bool behind_unbound(const PendingMessage& m) const;
+  /// The earliest unbound receive that may take `peer`'s message of `tag` on `epoch` (a range receive from that
+  /// rank, or one from any rank); null: none.
+  PendingMessage* owner(int peer, int epoch, int tag) const;
   /// Binds the unbound m to its sender's message of `tag` and posts it (MPI holds that message unmatched, or
   /// `message`: taken already by MPI_Improbe), then the receives deferred behind it that may go.
   void bind_to(PendingMessage& m, int peer, int epoch, int tag, MPI_Message* message = nullptr);
