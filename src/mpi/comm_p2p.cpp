@@ -144,7 +144,8 @@ Comm::Request CommState::isend(const void* buf, std::size_t bytes, int dest, int
     ++stats_.intra_messages;
     stats_.intra_bytes += bytes;
   }
-  const bool now = !s.orphan && !s.duplicate && !p_->send_blocked() && !p_->has_queue(dest);
+  const bool now = !s.orphan && !s.duplicate && !p_->send_blocked() && !p_->has_queue(dest) &&
+                   !p_->new_send_held(dest, s.header.phase);
   // A CUDA-aware MPI sends a device payload as it is, when it is sent now (a queued one is kept as a host copy).
   const bool direct = m->device && now && device_direct(bytes);
   const void* host = buf;              // what MPI sends

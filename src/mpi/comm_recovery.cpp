@@ -295,6 +295,7 @@ void CommState::restart_exchange(bool in_recovery) {
   restart_floor_ = std::max(restart_floor_, low);
   floor_open_ = restart_floor_ != protocol::kNoOrphan;  // until the last floor (step 7)
   // (A higher floor can only have come already if this process took its time before step 6.)
+  p_->limit_new_sends(restart_floor_);
   for (const auto& it : protocol::release_held(held_, restart_floor_)) p_->release(it.kind, it.phase);
   if (rank_ != coordinator_rank_) {
     if (!first.report.empty()) {
@@ -368,6 +369,7 @@ void CommState::control_send(int dest, int tag, std::uint64_t a, std::uint64_t b
 void CommState::raise_restart_floor(std::uint64_t floor) {
   if (floor <= restart_floor_) return;  // (the allreduce's, or an older attempt's)
   restart_floor_ = floor;
+  p_->limit_new_sends(floor);
   for (const auto& it : protocol::release_held(held_, floor)) p_->release(it.kind, it.phase);
   for (int c : protocol::restart_floor_children(rank_, size(), coordinator_rank_)) {
     control_send(c, kFloorTag, floor, 0);

@@ -391,6 +391,7 @@ class CommState {
     held_.clear();
     restart_floor_ = 0;
     floor_open_ = false;
+    if (p_) p_->limit_new_sends(protocol::kNoOrphan);
   }
   /// An MPI error `rc` in the restart exchange: a failure throws (`in_recovery`: the host's PeerFailure; else it
   /// starts a recovery, which throws Rollback) or, at a survivor of the recovery it started, returns true once that

@@ -109,6 +109,7 @@ void Process::reset_recovery_state() {
   outbox_.clear();
   blocked_ = send_blocked_ = false;
   release_phase_ = INT64_MAX;
+  new_limit_ = ~std::uint64_t{0};
 }
 
 void Process::apply_view(int q, const View& v) {
@@ -221,6 +222,7 @@ std::vector<Process::Outgoing> Process::ready(int dest) {
       m.payload.assign(e->data(), e->data() + e->bytes);
       out.push_back(std::move(m));
     } else {
+      if (new_send_held(dest, item.message.header.phase)) break;
       out.push_back(std::move(item.message));
     }
     q.pop_front();

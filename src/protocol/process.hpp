@@ -167,9 +167,20 @@ class Process {
   /// such a process back again: its limits are only valid in the recovery that computed them.
   bool reexecuting() const;
   bool send_blocked() const { return send_blocked_; }
+  /// During a recovery with orphans outstanding, the highest phase a new message to another group may have now:
+  /// the restart floor (the lowest phase of an orphan not yet notified; ~0: none). A new message at a higher phase
+  /// may depend on such an orphan (phases grow along every causal chain that crosses groups): sent now, a
+  /// rolled-back receiver could deliver it before its re-execution reaches that orphan's send (a receive from any
+  /// rank takes it in place of the message it took the first time), so it is queued until the floor reaches its
+  /// phase. HydEE keeps a survivor blocked until the notification of its current phase; here a survivor computes
+  /// and receives meanwhile (step 6), so its phase, and that of what it sends once released, may pass the floor.
+  void limit_new_sends(std::uint64_t floor) { new_limit_ = floor; }
+  /// Whether a new message to `dest` at `phase` must wait (limit_new_sends).
+  bool new_send_held(int dest, std::uint64_t phase) const { return phase > new_limit_ && inter(dest); }
   /// A restart coordinator's release is still to come for this process (its block, or queued replays).
   bool awaiting_release() const {
-    return blocked_ || send_blocked_ || (release_phase_ != INT64_MAX && !outbox_.empty());
+    return blocked_ || send_blocked_ ||
+           ((release_phase_ != INT64_MAX || new_limit_ != ~std::uint64_t{0}) && !outbox_.empty());
   }
   /// What repair discards at a process of R: the outbox (its replays are recomputed) and any gating.
   void reset_recovery_state();
@@ -185,7 +196,8 @@ class Process {
   /// sent at once.
   bool has_queue(int dest) const;
   void queue_new(int dest, const Header& h, std::int32_t tag, const void* payload, std::size_t bytes);
-  /// Pops what may be sent on `dest` now: replays with phase <= the released phase, and new messages behind them.
+  /// Pops what may be sent on `dest` now: replays with phase <= the released phase, and new messages behind them
+  /// that new_send_held() does not hold.
   std::vector<Outgoing> ready(int dest);
   std::vector<int> queued_dests() const;
 
@@ -204,7 +216,8 @@ class Process {
   std::map<int, std::uint64_t> orphan_limit_;  // R only, during a recovery: x -> x.delivered[me], x in S
   std::map<int, std::uint64_t> dup_limit_;     // R only, during a recovery: x -> x.delivered[me], x in R
   bool blocked_ = false, send_blocked_ = false;
-  std::int64_t release_phase_ = INT64_MAX;  // replays with phase <= this may go; -1: none yet
+  std::int64_t release_phase_ = INT64_MAX;       // replays with phase <= this may go; -1: none yet
+  std::uint64_t new_limit_ = ~std::uint64_t{0};  // new messages to other groups with phase <= this may go
   logging::MessageLog log_;
   struct Queued {
     bool replay;

@@ -141,6 +141,38 @@ TEST(Protocol, NewMessagesWaitBehindReplays) {
   EXPECT_EQ(out[2].header.seq, 3u);
 }
 
+// A survivor computes and receives while orphans are outstanding, so its phase may pass the restart floor: a new
+// message to another group at a phase above the floor waits until the floor reaches it (a rolled-back receiver's
+// receive from any rank would otherwise take it before its re-execution reached the orphan that precedes it
+// causally; found with interpose_any_source_any_tag_across_checkpoints_* killed at a checkpoint). To its own group
+// it goes at once; with no floor (no recovery, or every orphan notified) nothing waits.
+TEST(Protocol, NewMessagesAboveTheRestartFloorWait) {
+  Process p0(0, kTwoGroups), p2(2, kTwoGroups);
+  std::uint64_t x = 5;
+  const auto a = p2.send(0, 0, &x, 8);
+  p0.deliver(2, a.header);
+  p0.raise_phase(7);
+  EXPECT_FALSE(p0.new_send_held(2, 7)) << "no floor: nothing waits";
+  p0.limit_new_sends(4);
+  EXPECT_TRUE(p0.new_send_held(2, 7)) << "phase 7 over floor 4, to another group";
+  EXPECT_FALSE(p0.new_send_held(1, 7)) << "to its own group it goes";
+  EXPECT_FALSE(p0.new_send_held(2, 4)) << "at the floor it goes";
+  const auto s = p0.send(2, 0, &x, 8);
+  EXPECT_EQ(s.header.phase, 7u);
+  p0.queue_new(2, s.header, 0, &x, 8);
+  EXPECT_TRUE(p0.ready(2).empty()) << "held while the floor is 4";
+  EXPECT_TRUE(p0.awaiting_release());
+  p0.limit_new_sends(6);
+  EXPECT_TRUE(p0.ready(2).empty()) << "still below its phase";
+  p0.limit_new_sends(7);
+  const auto out = p0.ready(2);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_FALSE(out[0].replay);
+  EXPECT_EQ(out[0].header.seq, s.header.seq);
+  p0.limit_new_sends(~std::uint64_t{0});
+  EXPECT_FALSE(p0.awaiting_release());
+}
+
 TEST(Protocol, OwedEntryMissingFromTheLogIsAnError) {
   Process p0(0, kTwoGroups);
   std::uint64_t x = 0;
