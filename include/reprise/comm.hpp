@@ -12,18 +12,18 @@
 // what its predecessor owed. Config::log_bound_bytes bounds it (a process over the bound makes the groups it
 // logs for checkpoint; see MpiRuntime::step). Buffers are host or device memory (see the overloads taking a
 // MemorySpace); collectives take host memory.
-// A receive names its source or takes MPI_ANY_SOURCE with one tag (the first message of that tag that no receive
-// matched, whoever sent it: Match::source says who; the program must not depend on which). Messages from one rank
-// are delivered in the order it sent them: a receive that completes first holds its message until the earlier ones
+// A receive names its source or takes MPI_ANY_SOURCE, with one tag or a range (the first message of its tags that
+// no receive matched, whoever sent it: Match::source says who; the program must not depend on which). Messages from one
+// rank are delivered in the order it sent them: a receive that completes first holds its message until the earlier ones
 // are delivered by receives the program posted (waiting with none posted is a ProtocolError). Collectives (barrier,
 // bcast, allreduce) are built on these point-to-point messages, so they follow the same rules. A process failure
 // surfaces as the runtime's Rollback exception from any call, as with MpiRuntime::check(); with group rollback
 // (Config::group_rollback) only in the groups of the failed ranks: elsewhere the call completes once the job is
 // repaired. The protocol assumes the program is send-deterministic (it sends the same messages whenever it
 // delivered the same ones on each channel, whatever the order across channels): see docs/MESSAGES.md, "What the
-// protocol assumes". A UsageError or ProtocolError is a bug of the program (a receive from any rank of a tag
-// range, a message left unreceived inside a group at a checkpoint): report it and stop the whole job with
-// MPI_Abort, since the other ranks may be waiting for this one.
+// protocol assumes". A UsageError or ProtocolError is a bug of the program (a message left unreceived inside a
+// group at a checkpoint): report it and stop the whole job with MPI_Abort, since the other ranks may be waiting
+// for this one.
 #pragma once
 
 #include <mpi.h>
@@ -98,9 +98,10 @@ class Comm {
   /// and cancel() always takes it back; a receive from `src` of a tag in the range posted after it waits until it
   /// matched one, as MPI matches receives in the order they were posted. `match` (which must outlive the request)
   /// says which. A wait for it while that sender's first message is one no receive posted can take is a
-  /// ProtocolError (messages from one rank are delivered in the order it sent them). `src` may be MPI_ANY_SOURCE
-  /// with one tag (tag_lo == tag_hi; a range is a UsageError): the first message of that tag that no receive
-  /// matched, from whichever rank (match.source); a named receive of that tag posted after it waits until it matched.
+  /// ProtocolError (messages from one rank are delivered in the order it sent them). `src` may be MPI_ANY_SOURCE:
+  /// the first message of the range that no receive matched, from whichever rank (match.source); a named receive of
+  /// a tag in the range posted after it waits until it matched. Messages of other tags it finds first (MPI_Improbe
+  /// of any tag) are kept, unreceived, for the receives that will take them.
   Request irecv_range(void* buf, std::size_t bytes, int src, int tag_lo, int tag_hi, Match& match);
   /// irecv_any_size of a tag range (tag_hi == tag_lo: one tag), matched as irecv_range's (the interposition's
   /// probes: one that found nothing leaves no trace); `match`, when given, says what it got.

@@ -57,6 +57,7 @@ std::string CommState::stats_json() const {
                       {"duplicates_skipped", stats_.duplicates_skipped},
                       {"held_early", stats_.held_early},
                       {"stale_dropped", stats_.stale_dropped},
+                      {"taken_ahead", stats_.taken_ahead},
                       {"restart_floors_received", stats_.restart_floors_received},
                       {"restart_floors_sent", stats_.restart_floors_sent},
                       {"device_messages", stats_.device_messages},

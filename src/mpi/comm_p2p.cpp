@@ -259,17 +259,13 @@ Comm::Request CommState::irecv(void* buf, std::size_t bytes, int src, int tag, s
                                int tag_hi, Comm::Match* match) {
   const bool any_source = src == MPI_ANY_SOURCE;
   if (!any_source) check_peer(src, size(), "irecv");
-  if (any_source && tag_hi >= 0 && tag_hi != tag)
-    throw UsageError("reprise::Comm::irecv_range: a receive from MPI_ANY_SOURCE takes one tag, not the range " +
-                     std::to_string(tag) + ".." + std::to_string(tag_hi) +
-                     " (MPI_ANY_SOURCE with MPI_ANY_TAG under the interposition): name the source, or the tag");
   enter();
   auto m = std::make_unique<PendingMessage>();
   m->receive = true;
   m->peer = src;
   m->tag = tag;
   m->tag_lo = tag;
-  m->tag_hi = any_source ? tag : tag_hi;  // (a receive from any rank is bound as a range's)
+  m->tag_hi = any_source && tag_hi < 0 ? tag : tag_hi;  // (a receive from any rank is bound as a range's)
   m->any_source = any_source;
   m->match = match;
   m->order = ++receives_made_;
@@ -344,6 +340,10 @@ void CommState::post_receive(PendingMessage& m) {
 
 void CommState::post_header(PendingMessage& m) {
   m.deferred = false;
+  if (!taken_.empty()) {  // (taken ahead by a receive from any rank of a range: earlier than any MPI holds)
+    const auto it = find_taken(m.peer, m.epoch, m.tag, m.tag);
+    if (it != taken_.end()) return receive_taken(m, it);
+  }
   REPRISE_COMM_CHECK(MPI_Irecv(m.packed.data(), static_cast<int>(m.packed.size()), MPI_BYTE, m.peer, m.tag,
                                epochs_.at(static_cast<std::size_t>(m.epoch)).first, &m.request));
 }
@@ -405,6 +405,10 @@ std::vector<int> CommState::epochs_in_use() const {
 }
 
 int CommState::first_unmatched_tag(int peer, int epoch) {
+  if (!taken_.empty()) {
+    const auto it = find_taken(peer, epoch, 0, INT_MAX);
+    if (it != taken_.end()) return it->status.MPI_TAG;
+  }
   int flag = 0;
   MPI_Status st;
   const MPI_Comm comm = epochs_.at(static_cast<std::size_t>(epoch)).first;
@@ -437,21 +441,57 @@ void CommState::drop_stale(MPI_Message& message, const MPI_Status& st) {
   ++stats_.stale_dropped;
 }
 
-// A receive from any rank takes its message (MPI_Improbe of its tag from any source) on the communicator of each
-// epoch in use (after a recovery that this process survived, the ranks it rolled back are on a newer one), and
-// gives it to the earliest unbound receive from any rank of that tag (MPI's order), which receives it
-// (MPI_Imrecv). A message from a rank whose channel moved to a newer epoch is stale: dropped. While a receive of a
-// range from one rank, posted before m and unbound, could take m's tag, m waits until that one is matched (it
-// takes its sender's first message by its own rule; MPI would give it the message m could take from that rank).
+std::deque<CommState::Taken>::iterator CommState::find_taken(int peer, int epoch, int lo, int hi) {
+  return std::find_if(taken_.begin(), taken_.end(), [&](const Taken& t) {
+    return (peer < 0 || t.status.MPI_SOURCE == peer) && (epoch < 0 || t.epoch == epoch) && lo <= t.status.MPI_TAG &&
+           t.status.MPI_TAG <= hi;
+  });
+}
+
+void CommState::receive_taken(PendingMessage& m, const std::deque<Taken>::iterator& it) {
+  MPI_Message message = it->message;
+  taken_.erase(it);
+  m.deferred = false;
+  REPRISE_COMM_CHECK(MPI_Imrecv(m.packed.data(), static_cast<int>(m.packed.size()), MPI_BYTE, &message, &m.request));
+}
+
+void CommState::drop_stale_taken() {
+  for (auto it = taken_.begin(); it != taken_.end();) {
+    if (chan_.of(it->status.MPI_SOURCE) == it->epoch) {
+      ++it;
+      continue;
+    }
+    drop_stale(it->message, it->status);
+    it = taken_.erase(it);
+  }
+}
+
+// A receive from any rank takes its message (MPI_Improbe of its tag from any source, or of any tag for a range) on
+// the communicator of each epoch in use (after a recovery that this process survived, the ranks it rolled back are
+// on a newer one), and gives it to the earliest unbound receive that may take it (MPI's order), which receives it
+// (MPI_Imrecv). A message from a rank whose channel moved to a newer epoch is stale: dropped. Of a range, a message
+// that no receive posted can take is kept (taken_) for the receive that will, and the search goes on; messages kept
+// so are looked at first. While a receive of a range from one rank, posted before m and unbound, could take one of
+// m's tags, m waits until that one is matched (it takes its sender's first message by its own rule; MPI would give
+// it the message m could take from that rank).
 bool CommState::bind_any_source(PendingMessage& m) {
-  const int tag = m.tag_lo;
+  const int lo = m.tag_lo, hi = m.tag_hi;
   for (PendingMessage* o : std::vector<PendingMessage*>(unbound_))
-    if (!o->any_source && o->order < m.order && o->covers(tag)) {
+    if (!o->any_source && o->order < m.order && o->tag_lo <= hi && lo <= o->tag_hi) {
       const auto recoveries = stats_.recoveries;
       bind(*o);
       if (stats_.recoveries != recoveries) return false;  // (a repair meanwhile)
       if (!m.unbound() || o->unbound()) return !m.unbound();
     }
+  for (auto it = find_taken(-1, -1, lo, hi); it != taken_.end(); it = find_taken(-1, -1, lo, hi)) {
+    const int source = it->status.MPI_SOURCE, epoch = it->epoch, tag = it->status.MPI_TAG;
+    PendingMessage* first = owner(source, epoch, tag);  // (m, or a receive before it)
+    if (!first) break;
+    const bool mine = first == &m;
+    bind_to(*first, source, epoch, tag);  // (its post_header receives the taken message)
+    if (mine) return true;
+  }
+  const int probe_tag = lo == hi ? lo : MPI_ANY_TAG;
   for (int epoch : epochs_in_use()) {
     const MPI_Comm comm = epochs_.at(static_cast<std::size_t>(epoch)).first;
     for (;;) {
@@ -459,9 +499,9 @@ bool CommState::bind_any_source(PendingMessage& m) {
       MPI_Message message = MPI_MESSAGE_NULL;
       MPI_Status st;
       const auto recoveries = stats_.recoveries;
-      const int rc = take_any(comm, tag, &flag, &message, &st);
+      const int rc = take_any(comm, probe_tag, &flag, &message, &st);
       if (rc != MPI_SUCCESS) {  // a failure: the repair posts m again, or this process rolls back
-        host_.check_mpi(rc, REPRISE_MPI_SITE(MPI_Improbe(MPI_ANY_SOURCE, tag, comm)));
+        host_.check_mpi(rc, REPRISE_MPI_SITE(MPI_Improbe(MPI_ANY_SOURCE, probe_tag, comm)));
         return false;
       }
       if (!flag && stats_.recoveries != recoveries) return false;  // (a repair meanwhile: the epochs changed)
@@ -470,13 +510,15 @@ bool CommState::bind_any_source(PendingMessage& m) {
         drop_stale(message, st);
         continue;
       }
-      // (a receive from any rank: those of a range from that rank posted before m were bound above)
-      PendingMessage* first = owner(st.MPI_SOURCE, epoch, tag);
-      if (!first)  // (m is one: a repair meanwhile re-posts receives from rolled-back ranks, binds none)
-        throw ProtocolError("reprise::Comm: rank " + std::to_string(rank_) + " took a message of tag " +
-                            std::to_string(tag) + " for a receive from any rank that is no longer waiting for one");
+      // (those of a range from that rank posted before m were bound above)
+      PendingMessage* first = owner(st.MPI_SOURCE, epoch, st.MPI_TAG);
+      if (!first) {  // another tag's, or m is bound already (a repair meanwhile re-posts, binds none): kept
+        taken_.push_back({message, st, epoch});
+        ++stats_.taken_ahead;
+        continue;
+      }
       const bool mine = first == &m;
-      bind_to(*first, st.MPI_SOURCE, epoch, tag, &message);
+      bind_to(*first, st.MPI_SOURCE, epoch, st.MPI_TAG, &message);
       if (mine) return true;
     }
   }

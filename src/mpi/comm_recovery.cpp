@@ -103,6 +103,7 @@ void CommState::after_repair() {
   live_.clear();
   unbound_.clear();
   chan_ = {static_cast<int>(epochs_.size()) - 1, {}};
+  drop_stale_taken();
   coordinator_.reset();
   end_restart_floor();
   exchange_pending_ = false;
@@ -133,6 +134,7 @@ void CommState::begin_recovery(std::uint32_t epoch, const std::set<int>& rolled_
   control_sends_.clear();
   const int newest = static_cast<int>(epochs_.size()) - 1;
   for (int r : rolled_back) chan_.moved[r] = newest;
+  drop_stale_taken();  // (before receives from R are posted again below)
   // Replays and queued sends to R are recomputed by the exchange (Process::recover); those to survivors stay.
   for (auto it = background_.begin(); it != background_.end();) {
     Outbound& o = **it;

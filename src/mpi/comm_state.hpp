@@ -133,9 +133,10 @@ struct PendingMessage {
   // dropped or its sender rolled back. A receive from the same sender posted after it, of a tag it could match,
   // is `deferred` (not posted on MPI) until it is bound: MPI matches receives in the order they were posted.
   int tag_lo = 0, tag_hi = -1;
-  // A receive from any rank (MPI_ANY_SOURCE; one tag: tag_lo == tag_hi): a receive of a range whose sender is
-  // found too. Unbound, `peer` is -1; MPI_Iprobe(MPI_ANY_SOURCE, tag) on each epoch's communicator in use finds
-  // its message, and binding sets `peer` and `epoch` to that message's (unbound again as a range receive is).
+  // A receive from any rank (MPI_ANY_SOURCE; one tag, or a range): a receive of a range whose sender is found
+  // too. Unbound, `peer` is -1; MPI_Improbe(MPI_ANY_SOURCE, its tag or MPI_ANY_TAG) on each epoch's communicator in
+  // use finds its message, and binding sets `peer` and `epoch` to that message's (unbound again as a range receive
+  // is).
   bool any_source = false;
   bool deferred = false;
   bool synchronous = false;  // Comm::issend's: its header goes by MPI_Issend
@@ -345,9 +346,28 @@ class CommState {
   void bind_to(PendingMessage& m, int peer, int epoch, int tag, MPI_Message* message = nullptr);
   /// Posts the deferred receives from `peer` (-1: from every rank) that no unbound receive holds back any more.
   void release_deferred(int peer);
-  /// bind() of a receive from any rank: its tag's first message that is not a receive's yet, taken from the
-  /// communicator of each epoch in use, goes to the earliest unbound receive from any rank of that tag.
+  /// bind() of a receive from any rank: the first message of its tags that is not a receive's yet (a taken one,
+  /// else one taken from the communicator of each epoch in use) goes to the earliest unbound receive that may take
+  /// it. Of a range, a message found that no receive posted can take is kept in taken_.
   bool bind_any_source(PendingMessage& m);
+  /// A message taken from MPI by a receive from any rank of a tag range (MPI_Improbe of MPI_ANY_TAG) that no receive
+  /// posted could take (of another tag; under the interposition, another communicator's): kept unreceived, as MPI
+  /// would keep it unmatched, until a receive that can take it is posted. Each is earlier than every message of its
+  /// sender that MPI still holds, so post_header, first_unmatched_tag and bind_any_source look here first. A
+  /// recovery drops those whose sender's channels moved to a newer epoch (drop_stale_taken). Few: the messages that
+  /// arrived before their receives while such a receive waited; nothing here grows with the job's size.
+  struct Taken {
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status{};
+    int epoch = 0;
+  };
+  /// The first taken message from `peer` (-1: from any rank) on `epoch` (-1: any) with a tag in [lo, hi].
+  std::deque<Taken>::iterator find_taken(int peer, int epoch, int lo, int hi);
+  /// Receives the message taken at `it` into m's header buffer (MPI_Imrecv) and forgets it there.
+  void receive_taken(PendingMessage& m, const std::deque<Taken>::iterator& it);
+  /// Drops the taken messages of ranks whose channels are now on another epoch (a recovery): their senders send
+  /// them again, or the protocol replays them, on the new one.
+  void drop_stale_taken();
   /// MPI_Improbe(MPI_ANY_SOURCE, tag, comm). A notice of a process failure (ULFM reports one to a wildcard probe of
   /// every communicator until it is acknowledged there, also a failure recovered from already: the communicators
   /// of an older epoch hold the failed ranks) is acknowledged on `comm` and left to the runtime's own detection
@@ -469,6 +489,7 @@ class CommState {
   std::vector<PendingMessage*> awaiting_header_;
   std::vector<PendingMessage*> live_;     // every pending message
   std::vector<PendingMessage*> unbound_;  // receives of a tag range not matched yet (few)
+  std::deque<Taken> taken_;               // in the order they were taken (Taken)
   std::vector<std::pair<std::string, std::function<std::size_t()>>> counted_;  // count_memory's
   std::uint64_t receives_made_ = 0;
   std::vector<std::pair<MPI_Comm, MPI_Comm>> epochs_;  // message and payload communicators, oldest first
@@ -524,6 +545,7 @@ class CommState {
                   duplicates_skipped = 0, recoveries = 0;
     std::uint64_t held_early = 0;     // messages that arrived before an earlier one of their sender (held)
     std::uint64_t stale_dropped = 0;  // on an older epoch's communicator, found by a receive from any rank
+    std::uint64_t taken_ahead = 0;    // found by a receive from any rank of a range, kept for another (taken_)
     std::uint64_t restart_floors_received = 0, restart_floors_sent = 0;  // steps 6-7, down the coordinator's tree
   } stats_;
   std::map<int, std::uint64_t> sent_to_;  // peer -> bytes the application sent it (its peers only: sparse)

@@ -8,9 +8,9 @@
 // MODE: normal; late-receive (each rank also sends one message that its receiver takes only two checkpoints
 // later: a failure in between needs it replayed from the log the sender checkpointed); dirty-channel (rank 0 leaves a
 // message to its group partner unreceived before a checkpoint: a clear ProtocolError); any-source (receives from any
-// rank, MPI_ANY_SOURCE: see below; its own checksum); any-source-range (a receive from any rank of a tag range: a
-// clear UsageError); reserved-tag (a send with Comm's own tag 32767: a clear UsageError); reorder (two messages to
-// the next rank each step, tags 8 then MPI_TAG_UB, the second waited for first: held until the first is delivered;
+// rank, MPI_ANY_SOURCE: see below; its own checksum); any-source-range (receives from any rank of a tag range: see
+// below; its own checksum); reserved-tag (a send with Comm's own tag 32767: a clear UsageError); reorder (two messages
+// to the next rank each step, tags 8 then MPI_TAG_UB, the second waited for first: held until the first is delivered;
 // its own checksum); early-wait (rank 1 waits for rank 0's second message
 // without a receive for the first: a clear ProtocolError); drift (ranks 0 and 1, slowed by
 // --lag-ms each step, send ranks 2 and 3 one message a step, which they take --late steps later, and nothing
@@ -164,7 +164,8 @@ int run(int argc, char** argv) {
   // requests a rollback left behind (forgotten, never waited for: the re-execution sends those messages again).
   const bool drift = mode == "drift";
   if (drift && n < 4) throw reprise::UsageError("--mode drift needs at least 4 ranks (two groups or more)");
-  if (mode == "any-source" && n < 3) throw reprise::UsageError("--mode any-source needs at least 3 ranks");
+  if ((mode == "any-source" || mode == "any-source-range") && n < 3)
+    throw reprise::UsageError("--mode " + mode + " needs at least 3 ranks");
   const bool drift_sender = drift && me < 2, drift_receiver = drift && (me == 2 || me == 3);
   const int partner = drift_sender ? me + 2 : me - 2;
   std::deque<std::vector<std::uint64_t>> drift_out;
@@ -410,9 +411,75 @@ int run(int argc, char** argv) {
           }
           fold(prev);
         }
-        if (mode == "any-source-range" && step == 1) {
-          reprise::Comm::Match match;
-          c.irecv_range(in.data(), 8, MPI_ANY_SOURCE, 20, 29, match);
+        if (mode == "any-source-range") {
+          // Receives from any rank of a tag range (MPI_ANY_SOURCE with MPI_ANY_TAG under the interposition). The
+          // two ranks before this one each send it first a message of tag `u + 10`, outside the range, then
+          // messages of the range `u .. u + 7`: the rank before `u + 1` (small) and `u + 3` (large), the one two
+          // before `u + 2`. Three receives from any rank of the range are tested until each found its message:
+          // each had to pass its sender's `u + 10` first, which no receive is posted for yet, so Comm kept them
+          // (`taken_ahead`, two a step), as MPI would keep them unmatched; then named receives of `u + 10` get
+          // them. A receive from any rank of `u + 13 .. u + 15`, which nobody sends, is cancelled. Messages of
+          // other tags (the ring's and the all-pairs round's of later steps, Comm's own collectives) found by
+          // those receives are kept and taken the same way. Folded in whatever order the senders came.
+          const int prev2 = (me + n - 2) % n, next2 = (me + 2) % n, u = 2000 + 16 * static_cast<int>(step);
+          std::vector<std::uint64_t> other(4), one(4), three(words), two(4);
+          for (std::size_t i = 0; i < 4; ++i) other[i] = mix(state[i] + 10), one[i] = mix(state[i] + 11);
+          for (std::size_t i = 0; i < 4; ++i) two[i] = mix(state[i] + 12);
+          for (std::size_t i = 0; i < words; ++i) three[i] = mix(state[i] + 13);
+          std::vector<std::vector<std::uint64_t>> got(3, std::vector<std::uint64_t>(words)), got_other(2);
+          std::vector<reprise::Comm::Match> mr(3);
+          reprise::Comm::Match mnever;
+          std::vector<std::uint64_t> nothing(1);
+          reprise::Comm::Request never = c.irecv_range(nothing.data(), 8, MPI_ANY_SOURCE, u + 13, u + 15, mnever);
+          std::vector<reprise::Comm::Request> sends, rr;
+          for (int k = 0; k < 3; ++k)
+            rr.push_back(c.irecv_range(got[k].data(), words * 8, MPI_ANY_SOURCE, u, u + 7, mr[k]));
+          for (int q : {next, next2}) sends.push_back(c.isend(other.data(), 32, q, u + 10));
+          sends.push_back(c.isend(one.data(), 32, next, u + 1));
+          sends.push_back(c.isend(three.data(), words * 8, next, u + 3));
+          sends.push_back(c.isend(two.data(), 32, next2, u + 2));
+          std::vector<bool> done(3);
+          for (bool found = false; !found;) {  // (a wait would find the u + 10 messages not received: an error)
+            found = true;
+            for (int k = 0; k < 3; ++k) {
+              if (!done[k]) done[k] = c.test(rr[k]);
+              found = found && mr[k].tag >= 0;
+            }
+          }
+          std::vector<reprise::Comm::Request> ro;
+          for (int k = 0; k < 2; ++k) {
+            got_other[k].resize(4);
+            ro.push_back(c.irecv(got_other[k].data(), 32, k == 0 ? prev : prev2, u + 10));
+          }
+          for (int k = 0; k < 3; ++k)
+            if (!done[k]) c.wait(rr[k]);
+          c.waitall(ro);
+          c.waitall(sends);
+          if (!c.cancel(never))
+            throw reprise::ProtocolError("a receive from any rank of a range nobody sends to was not cancelled");
+          int first_of_prev = -1;
+          bool right = true;
+          for (int k = 0; k < 3; ++k) {
+            const bool from_prev = mr[k].source == prev && (mr[k].tag == u + 1 || mr[k].tag == u + 3);
+            right = right && (from_prev || (mr[k].source == prev2 && mr[k].tag == u + 2));
+            if (from_prev && first_of_prev < 0) right = right && mr[k].tag == u + 1, first_of_prev = k;
+          }
+          if (!right || mr[0].tag + mr[1].tag + mr[2].tag != 3 * u + 6)
+            throw reprise::ProtocolError(
+                "receives from any rank of tags " + std::to_string(u) + ".." + std::to_string(u + 7) + " got (" +
+                std::to_string(mr[0].source) + ", " + std::to_string(mr[0].tag) + "), (" +
+                std::to_string(mr[1].source) + ", " + std::to_string(mr[1].tag) + "), (" +
+                std::to_string(mr[2].source) + ", " + std::to_string(mr[2].tag) + "), expected (" +
+                std::to_string(prev) + ", " + std::to_string(u + 1) + ") before (" + std::to_string(prev) + ", " +
+                std::to_string(u + 3) + ") and (" + std::to_string(prev2) + ", " + std::to_string(u + 2) + ")");
+          for (std::size_t i = 0; i < words; ++i) {
+            in[i] = mix(got_other[0][i % 4] * 3) + mix(got_other[1][i % 4] * 5);
+            for (int k = 0; k < 3; ++k) {
+              const std::uint64_t w = static_cast<std::uint64_t>(mr[k].tag - u);
+              in[i] += mix((w == 3 ? got[k][i] : got[k][i % 4]) * (7 + w));
+            }
+          }
+          fold(prev);
         }
         if (mode == "reserved-tag" && step == 1) c.send(in.data(), 8, (me + 1) % n, 32767);       // Comm's own
         if (mode == "dirty-channel" && step == every - 1 && me == 0) c.send(in.data(), 8, 1, 4);  // never received
