@@ -77,14 +77,6 @@ int peer(const VComm& c, int rank, const char* call, bool any_source) {
   return c.job_rank(rank);
 }
 
-bool receive_any_source(bool receive, int rank, int tag, const char* call) {
-  if (receive && rank == MPI_ANY_SOURCE && tag == MPI_ANY_TAG)
-    refuse(call,
-           "MPI_ANY_SOURCE with MPI_ANY_TAG is not supported (a receive or probe of any rank takes one tag under "
-           "Reprise): name the tag, or the source");
-  return receive;
-}
-
 int wire_tag(const VComm& c, int tag, const char* call) {
   if (tag == MPI_ANY_TAG) refuse(call, "MPI_ANY_TAG names no tag: only a receive or a probe may give it");
   const TagLayout& tags = Wrapped::get().tags();
@@ -131,7 +123,7 @@ void post(VRequest* r, bool receive, const void* buf, int count, MPI_Datatype ty
   r->buf = const_cast<void*>(buf);
   r->count = count;
   r->type = type;
-  const int job = peer(c, rank, call, receive_any_source(receive, rank, tag, call));
+  const int job = peer(c, rank, call, receive);
   const auto [wire, wire_hi] = receive ? wire_tags(c, tag, call) : std::pair{wire_tag(c, tag, call), 0};
   r->tag_base = w.tags().wire(c.context, 0);
   if (job == MPI_ANY_SOURCE) r->comm = comm;  // (its status names the sender's rank in it)
@@ -306,7 +298,7 @@ using reprise::interpose::VRequest;
 using reprise::interpose::Wrapped;
 namespace ri = reprise::interpose;
 
-// Probes of a source (or MPI_ANY_SOURCE, with a named tag) and a tag: the message is received ahead into the
+// Probes of a source (or MPI_ANY_SOURCE) and a tag (or MPI_ANY_TAG): the message is received ahead into the
 // interposition (Wrapped::probe), and the next receive of that source and tag takes it; the status gives its source,
 // tag and size (MPI_Get_count).
 namespace reprise::interpose {
@@ -318,7 +310,7 @@ bool probe(int source, int tag, MPI_Comm comm, MPI_Status* status, bool block, c
            MPI_Message* message = nullptr) {
   Wrapped& w = Wrapped::get();
   const VComm& c = w.vcomm(comm, call);
-  const int job = peer(c, source, call, receive_any_source(true, source, tag, call));
+  const int job = peer(c, source, call, true);
   if (job == MPI_PROC_NULL) {
     if (message) *message = MPI_MESSAGE_NO_PROC;
     fill_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
@@ -878,7 +870,7 @@ VRequest& init(bool receive, const void* buf, int count, MPI_Datatype type, int 
                MPI_Request* request, const char* call) {
   Wrapped& w = Wrapped::get();
   const VComm& c = w.vcomm(comm, call);
-  peer(c, rank, call, receive_any_source(receive, rank, tag, call));
+  peer(c, rank, call, receive);
   if (tag != MPI_ANY_TAG || !receive) wire_tag(c, tag, call);
   auto r = std::make_unique<VRequest>();
   r->persistent = true;

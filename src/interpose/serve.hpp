@@ -49,11 +49,8 @@ void forget_type(MPI_Datatype type);
 MPI_Aint extent_of(MPI_Datatype type);
 
 /// The job rank (Comm's) of `rank` in `c`; refuses ranks outside it, and MPI_ANY_SOURCE unless `any_source` (a
-/// receive or a probe of a named tag: then MPI_ANY_SOURCE is returned). MPI_PROC_NULL passes.
+/// receive or a probe: then MPI_ANY_SOURCE is returned). MPI_PROC_NULL passes.
 int peer(const VComm& c, int rank, const char* call, bool any_source = false);
-/// Whether a call may name MPI_ANY_SOURCE (peer()'s `any_source`): a receive or a probe, of a named tag
-/// (MPI_ANY_SOURCE with MPI_ANY_TAG is refused here).
-bool receive_any_source(bool receive, int rank, int tag, const char* call);
 /// Comm's tag for the program's `tag` on `c`; refuses MPI_ANY_TAG and tags above the program's MPI_TAG_UB.
 int wire_tag(const VComm& c, int tag, const char* call);
 /// The wire tags a receive or a probe of `tag` on `c` matches: that one, or (MPI_ANY_TAG) the program's range on c.

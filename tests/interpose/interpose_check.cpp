@@ -2,13 +2,14 @@
 // (interpose-check-plain) and linked with libreprise_interpose.so (reprise-interpose-check). Both print the same
 // lines (each call's results, folded into digests); the wrapped one also checks that the messages went through
 // reprise::Comm. --refuse CASE makes one call the interposition refuses: the job stops with a message naming it.
-//   interpose-check [--refuse any-source|any-tag|tag|win|cancel|graph|neighbor-no-topology|
+//   interpose-check [--refuse any-tag|tag|win|cancel|graph|neighbor-no-topology|
 //                             free-receive|split-type|free-icollective|errors-are-fatal|inter-collective|
 //                             inter-self|spawn-self|foreign-thread|foreign-finalize|
 //                             communicators|partition-not-ready|file-shared|file-atomicity|
 //                             file-delete-on-close]
 //   interpose-check --node-communicator
 //   reprise-interpose-check --message-before-restore | --probe-across-checkpoints [any-tag] |
+//                           --any-source-across-checkpoints | --any-tag-across-checkpoints |
 //                           --set-up-communicators |
 //                           --file-opened-in-steps FILE
 //                           (reprise::run; tests with kills)
@@ -463,6 +464,92 @@ void any_source() {
   MPI_Waitall(static_cast<int>(sent.size()), sent.data(), MPI_STATUSES_IGNORE);
   MPI_Comm_free(&rev);
   report("any source", mix(d ^ static_cast<std::uint64_t>(cancelled)));
+}
+
+// Receives and probes of any rank and any tag (MPI_ANY_SOURCE with MPI_ANY_TAG), on `rev` (MPI_COMM_WORLD numbered
+// the other way round) while `side` (a duplicate) carries messages too: under the interposition one library
+// communicator carries every communicator's messages, so a receive of any tag on `rev` finds those of `side` among
+// them and must leave them to `side`'s receives. Each rank sends the next two ranks a message on `side` (81), then
+// on `rev` four (82 small, 83 large, 84 sized by the sender, 85). The receiver posts two receives of any rank and
+// any tag on `rev` and one of any rank of 81 on `side` per sender (each sender's messages are received in the order
+// it sent them, as the interposition requires), waits for them all, then: MPI_Probe of any rank and any tag
+// sizes a message received from the source and tag it names, MPI_Iprobe until one is here then a receive of any
+// rank and any tag, MPI_Mprobe and MPI_Mrecv, until each sender's four arrived. One receive of any rank and any tag
+// on a communicator nobody sends on is cancelled. Folded whatever order the senders came in.
+void any_source_any_tag() {
+  MPI_Comm rev, side, quiet;
+  MPI_Comm_split(MPI_COMM_WORLD, 0, world_size - world_rank, &rev);
+  MPI_Comm_dup(rev, &side);
+  MPI_Comm_dup(rev, &quiet);
+  int me = 0;
+  MPI_Comm_rank(rev, &me);
+  const int n = world_size;
+  std::vector<int> to{(me + 1) % n};
+  if (n > 2) to.push_back((me + 2) % n);
+  const int senders = static_cast<int>(to.size()), most = 20000;
+  std::deque<std::vector<int>> out;
+  std::vector<MPI_Request> sent;
+  auto send = [&](std::size_t count, int seed, int dest, int tag, MPI_Comm comm) {
+    std::vector<int> v(count);
+    for (std::size_t i = 0; i < count; ++i) v[i] = seed * 1000 + static_cast<int>(i % 97);
+    out.push_back(std::move(v));
+    sent.emplace_back();
+    MPI_Isend(out.back().data(), static_cast<int>(count), MPI_INT, dest, tag, comm, &sent.back());
+  };
+  for (int q : to) {
+    send(4, 81 + me, q, 81, side);
+    send(5, 82 + me, q, 82, rev);
+    send(static_cast<std::size_t>(most), 83 + me, q, 83, rev);
+    send(static_cast<std::size_t>(me) + 2, 84 + me, q, 84, rev);
+    send(6, 85 + me, q, 85, rev);
+  }
+  std::uint64_t d = 0;  // a sum: the same whatever order the senders came in
+  auto fold = [&](const std::vector<int>& v, const MPI_Status& st) {
+    int count = 0;
+    MPI_Get_count(&st, MPI_INT, &count);
+    d += mix(digest(v.data(), static_cast<std::size_t>(count)) ^
+             static_cast<std::uint64_t>(st.MPI_SOURCE * 100000 + st.MPI_TAG * 10 + count));
+  };
+  const std::size_t posted = 2 + static_cast<std::size_t>(senders);
+  std::vector<std::vector<int>> in(posted, std::vector<int>(static_cast<std::size_t>(most)));
+  std::vector<MPI_Request> r(posted);
+  for (std::size_t k = 0; k < posted; ++k)
+    MPI_Irecv(in[k].data(), most, MPI_INT, MPI_ANY_SOURCE, k < 2 ? MPI_ANY_TAG : 81, k < 2 ? rev : side, &r[k]);
+  std::vector<MPI_Status> sts(posted);
+  MPI_Waitall(static_cast<int>(posted), r.data(), sts.data());
+  for (std::size_t k = 0; k < posted; ++k) fold(in[k], sts[k]);
+  for (int left = 4 * senders - 2; left > 0; --left) {
+    MPI_Status st;
+    std::vector<int> v(static_cast<std::size_t>(most));
+    if (left % 3 == 0) {
+      MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, rev, &st);
+      int count = 0;
+      MPI_Get_count(&st, MPI_INT, &count);
+      v.resize(static_cast<std::size_t>(count));
+      MPI_Recv(v.data(), count, MPI_INT, st.MPI_SOURCE, st.MPI_TAG, rev, &st);
+    } else if (left % 3 == 1) {
+      for (int flag = 0; !flag;) MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, rev, &flag, &st);
+      MPI_Recv(v.data(), most, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, rev, &st);
+    } else {
+      MPI_Message message;
+      MPI_Mprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, rev, &message, &st);
+      MPI_Mrecv(v.data(), most, MPI_INT, &message, &st);
+    }
+    fold(v, st);
+  }
+  MPI_Request never;
+  std::vector<int> g(1);
+  MPI_Irecv(g.data(), 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, quiet, &never);
+  MPI_Cancel(&never);
+  MPI_Status st;
+  MPI_Wait(&never, &st);
+  int cancelled = 0;
+  MPI_Test_cancelled(&st, &cancelled);
+  MPI_Waitall(static_cast<int>(sent.size()), sent.data(), MPI_STATUSES_IGNORE);
+  MPI_Comm_free(&quiet);
+  MPI_Comm_free(&side);
+  MPI_Comm_free(&rev);
+  report("any source, any tag", mix(d ^ static_cast<std::uint64_t>(cancelled)));
 }
 
 // MPI_Issend completes only once its receive started: rank 0's to rank 1 must stay incomplete while rank 1 waits
@@ -1562,11 +1649,7 @@ void alltoallw_and_persistent() {
 void refuse(const std::string& what) {
   const int next = (world_rank + 1) % world_size;
   double x = 0;
-  if (what == "any-source") {  // a receive from any rank of any tag (one of a named tag is served)
-    if (world_rank == 0) MPI_Recv(&x, 1, MPI_DOUBLE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  } else if (what == "any-source-probe") {  // a probe of any rank of any tag (one of a named tag is served)
-    if (world_rank == 0) MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  } else if (what == "any-tag") {  // a send of MPI_ANY_TAG (a receive's)
+  if (what == "any-tag") {  // a send of MPI_ANY_TAG (a receive's)
     if (world_rank == 0) MPI_Send(&x, 1, MPI_DOUBLE, next, MPI_ANY_TAG, MPI_COMM_WORLD);
   } else if (what == "tag") {  // one above MPI_TAG_UB
     int* ub = nullptr;
@@ -1836,6 +1919,80 @@ int any_source_across_checkpoints(int argc, char** argv) {
     return 0;
   });
 }
+// --any-tag-across-checkpoints: receives and probes of any rank and any tag (MPI_ANY_SOURCE with MPI_ANY_TAG)
+// under checkpoints and kills. Every step each rank sends the rank after it a message on `side` (a duplicate of
+// MPI_COMM_WORLD made in the set-up; tag step % 5), then the next two ranks each two on MPI_COMM_WORLD (tags
+// 10 + step % 7 and 20 + step % 3, sized by the step and the sender). It posts two receives of any rank and any tag
+// on MPI_COMM_WORLD, probes `side` for any rank and any tag and receives what the probe found from the source and
+// tag it named, receives the other two of any rank and any tag, blocking, and waits for the first two. Under the
+// interposition every communicator's messages travel on one library communicator, so the receives on
+// MPI_COMM_WORLD may find the message on `side` first: kept for the probe. A barrier ends the step (a rank ahead
+// would otherwise send messages this step's receives of any tag could take). The sum adds each message folded with
+// the source and tag its status gives; a checkpoint every 10 steps; the same sum with kills.
+int any_tag_across_checkpoints(int argc, char** argv) {
+  return reprise::run(argc, argv, [](int, char**) {
+    reprise::MpiRuntime& rt = reprise::wrapped_runtime();
+    MPI_Comm side;
+    MPI_Comm_dup(MPI_COMM_WORLD, &side);
+    long step = 0;
+    std::int64_t sum = 0;
+    rt.protect("step", &step);
+    rt.protect("sum", &sum);
+    if (rt.restarted()) rt.restore();
+    const long steps = 30;
+    const int most = 1600;
+    auto add = [&](const std::vector<int>& v, const MPI_Status& st) {  // (modulo 2^64: any order gives it)
+      int count = 0;
+      MPI_Get_count(&st, MPI_INT, &count);
+      std::int64_t h = st.MPI_SOURCE * 1000 + st.MPI_TAG;
+      for (int i = 0; i < count; ++i) h = fold(h, v[static_cast<std::size_t>(i)]);
+      sum = static_cast<std::int64_t>(static_cast<std::uint64_t>(sum) + static_cast<std::uint64_t>(h));
+    };
+    const int next = (world_rank + 1) % world_size;
+    while (step < steps) {
+      rt.step(static_cast<std::uint64_t>(step));
+      std::deque<std::vector<int>> out;
+      std::vector<MPI_Request> sends(5);
+      out.emplace_back(static_cast<std::size_t>(1 + (step + world_rank) % 9), static_cast<int>(step + 7));
+      MPI_Isend(out.back().data(), static_cast<int>(out.back().size()), MPI_INT, next, static_cast<int>(step % 5), side,
+                &sends[0]);
+      for (int k = 0; k < 4; ++k) {
+        out.emplace_back(static_cast<std::size_t>(1 + (step * 7 + world_rank * 3 + k) % (most - 1)),
+                         static_cast<int>(step * 1000 + world_rank * 10 + k));
+        const int tag = k % 2 == 0 ? 10 + static_cast<int>(step % 7) : 20 + static_cast<int>(step % 3);
+        MPI_Isend(out.back().data(), static_cast<int>(out.back().size()), MPI_INT,
+                  (world_rank + 1 + k / 2) % world_size, tag, MPI_COMM_WORLD, &sends[1 + static_cast<std::size_t>(k)]);
+      }
+      std::vector<std::vector<int>> in(4, std::vector<int>(most));
+      MPI_Request first[2];
+      MPI_Status st[4];
+      for (int k = 0; k < 2; ++k)
+        MPI_Irecv(in[k].data(), most, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &first[k]);
+      MPI_Status found;
+      MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, side, &found);
+      int count = 0;
+      MPI_Get_count(&found, MPI_INT, &count);
+      std::vector<int> aside(static_cast<std::size_t>(count));
+      MPI_Recv(aside.data(), count, MPI_INT, found.MPI_SOURCE, found.MPI_TAG, side, &found);
+      add(aside, found);
+      for (int k = 2; k < 4; ++k)
+        MPI_Recv(in[k].data(), most, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st[k]);
+      MPI_Waitall(2, first, st);
+      for (int k = 0; k < 4; ++k) add(in[k], st[k]);
+      MPI_Waitall(5, sends.data(), MPI_STATUSES_IGNORE);
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (++step % 10 == 0) {
+        rt.checkpoint(static_cast<std::uint64_t>(step));
+        rt.wait();
+      }
+    }
+    MPI_Comm_free(&side);
+    std::int64_t all = 0;
+    MPI_Allreduce(&sum, &all, 1, MPI_INT64_T, MPI_BXOR, MPI_COMM_WORLD);
+    if (world_rank == 0) std::printf("any-tag sum %" PRId64 "\n", all);
+    return 0;
+  });
+}
 // --set-up-communicators: a set-up that makes a communicator by each way served (MPI_Cart_create, MPI_Cart_sub,
 // MPI_Dist_graph_create_adjacent, MPI_Comm_create_group by the odd ranks, MPI_Comm_idup), hangs an attribute on one,
 // sets an error handler on MPI_COMM_WORLD (the grid and its rows inherit it), joins the even and the odd ranks by
@@ -1983,6 +2140,8 @@ int main(int argc, char** argv) {
     rc = probe_across_checkpoints(argc, argv, argc == 3 && std::string(argv[2]) == "any-tag");
   } else if (argc == 2 && std::string(argv[1]) == "--any-source-across-checkpoints") {
     rc = any_source_across_checkpoints(argc, argv);
+  } else if (argc == 2 && std::string(argv[1]) == "--any-tag-across-checkpoints") {
+    rc = any_tag_across_checkpoints(argc, argv);
   } else if (argc == 2 && std::string(argv[1]) == "--set-up-communicators") {
     rc = set_up_communicators(argc, argv);
   } else
@@ -2021,6 +2180,7 @@ int main(int argc, char** argv) {
     point_to_point();
     any_tag_and_cancel();
     any_source();
+    any_source_any_tag();
     synchronous_send();
     collectives();
     nonblocking_collectives();
