@@ -66,6 +66,15 @@ std::uint64_t digest(const T* p, std::size_t n) {
   return d;
 }
 
+// The ints a receive got, folded with the source, tag and count its status gives (a receive from any rank: whichever
+// receive got which message, the sum of these over them is the same).
+std::uint64_t received(const std::vector<int>& v, const MPI_Status& st) {
+  int count = 0;
+  MPI_Get_count(&st, MPI_INT, &count);
+  return mix(digest(v.data(), static_cast<std::size_t>(count)) ^
+             static_cast<std::uint64_t>(st.MPI_SOURCE * 100000 + st.MPI_TAG * 10 + count));
+}
+
 void point_to_point() {
   const int next = (world_rank + 1) % world_size, prev = (world_rank + world_size - 1) % world_size;
   // Send/Recv, Isend/Irecv with statuses and counts, both sizes (packed and separate payload).
@@ -391,12 +400,7 @@ void any_source() {
     send(values(63 + me, 7), q, 63);
   }
   std::uint64_t d = 0;  // a sum: the same whatever order the senders came in
-  auto fold = [&](const std::vector<int>& v, const MPI_Status& st) {
-    int count = 0;
-    MPI_Get_count(&st, MPI_INT, &count);
-    d += mix(digest(v.data(), static_cast<std::size_t>(count)) ^
-             static_cast<std::uint64_t>(st.MPI_SOURCE * 100000 + st.MPI_TAG * 10 + count));
-  };
+  auto fold = [&](const std::vector<int>& v, const MPI_Status& st) { d += received(v, st); };
   std::vector<std::vector<int>> small(2, std::vector<int>(5)), large(2, std::vector<int>(30000));
   std::vector<MPI_Request> r(static_cast<std::size_t>(senders));
   for (int k = 0; k < senders; ++k)
@@ -504,12 +508,7 @@ void any_source_any_tag() {
     send(6, 85 + me, q, 85, rev);
   }
   std::uint64_t d = 0;  // a sum: the same whatever order the senders came in
-  auto fold = [&](const std::vector<int>& v, const MPI_Status& st) {
-    int count = 0;
-    MPI_Get_count(&st, MPI_INT, &count);
-    d += mix(digest(v.data(), static_cast<std::size_t>(count)) ^
-             static_cast<std::uint64_t>(st.MPI_SOURCE * 100000 + st.MPI_TAG * 10 + count));
-  };
+  auto fold = [&](const std::vector<int>& v, const MPI_Status& st) { d += received(v, st); };
   const std::size_t posted = 2 + static_cast<std::size_t>(senders);
   std::vector<std::vector<int>> in(posted, std::vector<int>(static_cast<std::size_t>(most)));
   std::vector<MPI_Request> r(posted);
