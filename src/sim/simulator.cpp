@@ -491,7 +491,8 @@ class Engine {
       ++duplicates_;
       return;
     }
-    if (!p.core->has_queue(d)) {
+    if (!p.core->has_queue(d) && !p.core->new_send_held(d, s.header.phase)) {
+      check_new_message(p, d, s.header);
       transmit(me, d, s.header, content, bytes);
       return;
     }
@@ -513,9 +514,21 @@ class Engine {
                                    " while an orphan at phase " + std::to_string(*outstanding_phases_.begin()) +
                                    " is outstanding");
         if (o_.sabotage == Options::Sabotage::DropReplays) continue;
+      } else {
+        check_new_message(p, d, m.header);
       }
       transmit(me, d, m.header, content, static_cast<std::uint64_t>(m.tag));
     }
+  }
+
+  // The same rule for new messages to other groups (Process::limit_new_sends): a survivor that computed and received
+  // while orphans were outstanding may have a phase above them.
+  void check_new_message(const Rank& p, int d, const protocol::Header& h) {
+    if (outstanding_phases_.empty() || *outstanding_phases_.begin() >= h.phase || !p.core->inter(d)) return;
+    note("release-rule", "rank " + std::to_string(p.core->id()) + " sends new message #" + std::to_string(h.seq) +
+                             " to rank " + std::to_string(d) + " at phase " + std::to_string(h.phase) +
+                             " while an orphan at phase " + std::to_string(*outstanding_phases_.begin()) +
+                             " is outstanding");
   }
 
   bool receive(Rank& p, int src) {
@@ -867,12 +880,15 @@ class Engine {
       Rank& p = P[static_cast<std::size_t>(i)];
       p.held.clear();
       p.restart_floor = 0;
+      p.core->limit_new_sends(protocol::kNoOrphan);
       if (!gated) continue;
       protocol::FirstRelease first = protocol::first_release(i, works[static_cast<std::size_t>(i)], low);
       for (const auto& it : first.released) p.core->release(it.kind, it.phase);
       p.held = std::move(first.held);
       p.restart_floor = low;
+      p.core->limit_new_sends(low);
       if (o_.sabotage == Options::Sabotage::NoGating) {
+        p.core->limit_new_sends(protocol::kNoOrphan);
         for (const auto& it : p.held) p.core->release(it.kind, it.phase);
         p.held.clear();
       }
@@ -903,6 +919,7 @@ class Engine {
     Rank& p = P[static_cast<std::size_t>(r)];
     if (floor <= p.restart_floor) return;
     p.restart_floor = floor;
+    if (o_.sabotage != Options::Sabotage::NoGating) p.core->limit_new_sends(floor);
     for (const auto& it : protocol::release_held(p.held, floor)) p.core->release(it.kind, it.phase);
     for (int c : protocol::restart_floor_children(r, N, restart_root_)) {
       ++(r == restart_root_ ? coordinator_msgs_ : p.ctl_recovery);
