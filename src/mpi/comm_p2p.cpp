@@ -564,9 +564,9 @@ bool CommState::finish(MPI_Request& r, MPI_Status* st, bool block, const Pending
   }
 }
 
-void CommState::progress_others(const PendingMessage* except) {
+void CommState::progress_others(const PendingMessage* except, bool headers) {
   if (!unposted_.empty()) post_unposted(false);  // a peer may wait for them to send what this one waits for
-  advance_headers(except);
+  if (headers) advance_headers(except);
   host_.poll_failure();
   if (control_due()) poll_control();
 }
@@ -789,9 +789,7 @@ bool CommState::test(Comm::Request& r, std::size_t* bytes) {
     // would test each of them at each one's test): a failure detected meanwhile is recovered from, replays and sends
     // queued behind them go, restart floors pass on. A program that tests in a loop for a message from a rank
     // waiting in a recovery would otherwise wait for it forever, and it for this one.
-    if (!unposted_.empty()) post_unposted(false);
-    host_.poll_failure();
-    if (control_due()) poll_control();
+    progress_others(r.p_.get(), false);
     return false;
   }
   if (bytes) *bytes = r.p_->result;

@@ -341,10 +341,7 @@ void CommState::enter() {
 }
 
 void CommState::poll() {
-  if (!unposted_.empty()) post_unposted(false);
-  advance_headers(nullptr);
-  host_.poll_failure();
-  if (control_due()) poll_control();
+  progress_others(nullptr);
 }
 
 // Control messages (Notify, restart floors) and background sends matter only while a recovery is under way here: the

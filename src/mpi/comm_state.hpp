@@ -390,7 +390,8 @@ class CommState {
   /// take: it would never end (ProtocolError).
   [[noreturn]] void unmatched_first(const PendingMessage& m, int tag) const;
   /// One round of the progress a blocked wait makes (sends to post, headers arrived, failures, control messages).
-  void progress_others(const PendingMessage* except);
+  /// `headers`: also tests the headers awaited by receives other than `except` (a test leaves them to their own).
+  void progress_others(const PendingMessage* except, bool headers = true);
   /// `synchronous`: the header (with a small payload) goes by MPI_Issend.
   int post_send(int dest, int tag, WireHeader& header, const void* buf, std::vector<std::byte>& packed,
                 MPI_Request& request, MPI_Request& payload, int& epoch, bool synchronous = false);

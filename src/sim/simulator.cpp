@@ -492,7 +492,7 @@ class Engine {
       return;
     }
     if (!p.core->has_queue(d) && !p.core->new_send_held(d, s.header.phase)) {
-      check_new_message(p, d, s.header);
+      check_release_rule(p, d, s.header, false);
       transmit(me, d, s.header, content, bytes);
       return;
     }
@@ -507,28 +507,25 @@ class Engine {
       std::memcpy(&content, m.payload.data(), sizeof content);
       if (m.replay) {
         ++replayed_;
-        // The release rule (PROTOCOL.md): no replay goes out while an orphan of a lower phase is outstanding.
-        if (!outstanding_phases_.empty() && *outstanding_phases_.begin() < m.header.phase)
-          note("release-rule", "rank " + std::to_string(me) + " replays #" + std::to_string(m.header.seq) +
-                                   " to rank " + std::to_string(d) + " at phase " + std::to_string(m.header.phase) +
-                                   " while an orphan at phase " + std::to_string(*outstanding_phases_.begin()) +
-                                   " is outstanding");
+        check_release_rule(p, d, m.header, true);
         if (o_.sabotage == Options::Sabotage::DropReplays) continue;
       } else {
-        check_new_message(p, d, m.header);
+        check_release_rule(p, d, m.header, false);
       }
       transmit(me, d, m.header, content, static_cast<std::uint64_t>(m.tag));
     }
   }
 
-  // The same rule for new messages to other groups (Process::limit_new_sends): a survivor that computed and received
-  // while orphans were outstanding may have a phase above them.
-  void check_new_message(const Rank& p, int d, const protocol::Header& h) {
-    if (outstanding_phases_.empty() || *outstanding_phases_.begin() >= h.phase || !p.core->inter(d)) return;
-    note("release-rule", "rank " + std::to_string(p.core->id()) + " sends new message #" + std::to_string(h.seq) +
-                             " to rank " + std::to_string(d) + " at phase " + std::to_string(h.phase) +
-                             " while an orphan at phase " + std::to_string(*outstanding_phases_.begin()) +
-                             " is outstanding");
+  // The release rule (PROTOCOL.md): no replay goes out while an orphan of a lower phase is outstanding; nor a new
+  // message to another group (Process::limit_new_sends: a survivor that computed and received while orphans were
+  // outstanding may have a phase above them).
+  void check_release_rule(const Rank& p, int d, const protocol::Header& h, bool replay) {
+    if (outstanding_phases_.empty() || *outstanding_phases_.begin() >= h.phase || (!replay && !p.core->inter(d)))
+      return;
+    note("release-rule", "rank " + std::to_string(p.core->id()) + (replay ? " replays #" : " sends new message #") +
+                             std::to_string(h.seq) + " to rank " + std::to_string(d) + " at phase " +
+                             std::to_string(h.phase) + " while an orphan at phase " +
+                             std::to_string(*outstanding_phases_.begin()) + " is outstanding");
   }
 
   bool receive(Rank& p, int src) {
