@@ -297,8 +297,7 @@ void CommState::restart_exchange(bool in_recovery) {
   restart_floor_ = std::max(restart_floor_, low);
   floor_open_ = restart_floor_ != protocol::kNoOrphan;  // until the last floor (step 7)
   // (A higher floor can only have come already if this process took its time before step 6.)
-  p_->limit_new_sends(restart_floor_);
-  for (const auto& it : protocol::release_held(held_, restart_floor_)) p_->release(it.kind, it.phase);
+  apply_restart_floor();
   if (rank_ != coordinator_rank_) {
     if (!first.report.empty()) {
       rc = polled::send(first.report.data(), static_cast<int>(first.report.size()), MPI_UINT64_T, coordinator_rank_,
@@ -363,13 +362,17 @@ void CommState::control_send(int dest, int tag, std::uint64_t a, std::uint64_t b
   REPRISE_COMM_CHECK(MPI_Isend(back.second.data(), 3, MPI_UINT64_T, dest, tag, host_.control_comm(), &back.first));
 }
 
+void CommState::apply_restart_floor() {
+  p_->limit_new_sends(restart_floor_);  // (new messages to other groups above it wait: Process::limit_new_sends)
+  for (const auto& it : protocol::release_held(held_, restart_floor_)) p_->release(it.kind, it.phase);
+}
+
 // Step 7: the restart floor rose to `floor` (at the coordinator: a Notify; elsewhere: from its parent in the
 // coordinator's tree): this process releases what it holds at or below it and passes it on to its children.
 void CommState::raise_restart_floor(std::uint64_t floor) {
   if (floor <= restart_floor_) return;  // (the allreduce's, or an older attempt's)
   restart_floor_ = floor;
-  p_->limit_new_sends(floor);
-  for (const auto& it : protocol::release_held(held_, floor)) p_->release(it.kind, it.phase);
+  apply_restart_floor();
   for (int c : protocol::restart_floor_children(rank_, size(), coordinator_rank_)) {
     control_send(c, kFloorTag, floor, 0);
     ++stats_.restart_floors_sent;

@@ -407,6 +407,9 @@ class CommState {
   void pop_completed(Queue& sends);
   void control_send(int dest, int tag, std::uint64_t a, std::uint64_t b);
   void raise_restart_floor(std::uint64_t floor);
+  /// What the restart floor (restart_floor_, just set) allows: the items held at or below it released, new messages
+  /// to other groups up to it let go.
+  void apply_restart_floor();
   /// Forgets the restart floor and the items held for it (a new recovery).
   void end_restart_floor() {
     held_.clear();
