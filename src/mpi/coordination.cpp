@@ -232,6 +232,15 @@ void MpiCoordination::finish() {
   if (store_) store_->flush();  // the files hold every version before the job ends (a write's error is said here)
   agree_to_finish();
   spares_.release();  // every rank is done: the spares leave
+  // A REPRISE_KILL order this process outlived never fired: a run that was to test a failure tested none.
+  const auto unfired =
+      protocol::unfired_orders(kills_, rank_, replacement_ ? std::optional<std::uint64_t>(kill_floor_) : std::nullopt);
+  for (const protocol::KillOrder& k : unfired)
+    std::fprintf(stderr,
+                 "reprise: rank %d: warning: REPRISE_KILL order %s never fired: this rank did not pass its %s point "
+                 "at step %llu (no failure was injected there)\n",
+                 rank_, protocol::to_string(k).c_str(), protocol::to_string(k.point),
+                 static_cast<unsigned long long>(k.step));
 }
 
 void MpiCoordination::agree_to_finish() {

@@ -112,6 +112,21 @@ std::uint64_t kill_floor(const KillFloors& floors, int rank) {
   return it == floors.end() ? 0 : it->second;
 }
 
+std::vector<KillOrder> unfired_orders(const std::vector<KillOrder>& orders, int rank,
+                                      std::optional<std::uint64_t> floor) {
+  std::vector<KillOrder> out;
+  for (const auto& k : orders) {
+    const bool kills = k.point != KillPoint::Stall && k.point != KillPoint::StallSpawn && k.point != KillPoint::Join &&
+                       k.point != KillPoint::StallFiles && k.point != KillPoint::SlowFiles;
+    if (k.rank == rank && kills && (!floor || k.step > *floor)) out.push_back(k);
+  }
+  return out;
+}
+
+std::string to_string(const KillOrder& order) {
+  return std::to_string(order.rank) + ":" + std::to_string(order.step) + ":" + to_string(order.point);
+}
+
 bool rank_listed(const char* name, const std::string& list, int rank) {
   const std::vector<int> ranks = parse_id_list(list, name);
   return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,16 @@ KillFloors kill_floors(const std::vector<KillOrder>& orders, KillFloors floors, 
                        std::uint64_t max_step);
 /// The floor of `rank` (0 when it never failed).
 std::uint64_t kill_floor(const KillFloors& floors, int rank);
+
+/// The orders that should have killed `rank` and did not, as its process reaches the job's end alive: those of its
+/// killing points (not the stalls, the file writers' points or `join`) above `floor` (its kill_floor when the process
+/// is a replacement, which its predecessors fired; none for a process of the job's start: every order). A test whose
+/// kill never fires (a step the program never reaches, a point it never passes there) tests no failure: the runtime
+/// says so (MpiCoordination::finish).
+std::vector<KillOrder> unfired_orders(const std::vector<KillOrder>& orders, int rank,
+                                      std::optional<std::uint64_t> floor);
+/// "RANK:STEP:POINT", REPRISE_KILL's form.
+std::string to_string(const KillOrder& order);
 
 /// True when `rank` is one of the ranks that `list` names ("RANK,..."): the test knobs that name ranks only
 /// (REPRISE_KILL_SPARE, REPRISE_FALSE_AGREEMENT). `name` is the variable the list came from. Throws ConfigError

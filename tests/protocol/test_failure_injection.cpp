@@ -64,6 +64,26 @@ TEST(FailureInjection, ParsesEntriesAndPoints) {
   EXPECT_STREQ(to_string(KillPoint::Collective), "collective");
 }
 
+// The orders a process that reaches the job's end alive did not carry out: its rank's killing orders, above the
+// floor its predecessors fired up to (a replacement), and neither the stalls nor the file writers' points.
+TEST(FailureInjection, UnfiredOrdersAreThisRanksKillingOrdersAboveItsFloor) {
+  const auto orders =
+      parse_kill_spec("3:15:collective,3:33,1:20:drain,3:5:stall_files,3:7:slow_files,3:9:stall,3:2:join");
+  const auto first = unfired_orders(orders, 3, std::nullopt);  // a process of the job's start
+  ASSERT_EQ(first.size(), 2U);
+  EXPECT_EQ(to_string(first[0]), "3:15:collective");
+  EXPECT_EQ(to_string(first[1]), "3:33:compute");
+  const auto replacement = unfired_orders(orders, 3, 15);  // its predecessor died at 15
+  ASSERT_EQ(replacement.size(), 1U);
+  EXPECT_EQ(replacement[0].step, 33U);
+  EXPECT_TRUE(unfired_orders(orders, 3, 33).empty());
+  EXPECT_EQ(unfired_orders(orders, 1, std::nullopt).size(), 1U);
+  EXPECT_TRUE(unfired_orders(orders, 2, std::nullopt).empty());
+  // A step-0 order is fired by a process of the job's start only: a replacement's floor is at least 0.
+  EXPECT_EQ(unfired_orders(parse_kill_spec("2:0:recovery"), 2, std::nullopt).size(), 1U);
+  EXPECT_TRUE(unfired_orders(parse_kill_spec("2:0:recovery"), 2, 0).empty());
+}
+
 TEST(FailureInjection, RejectsMalformedEntries) {
   for (const char* bad : {"3", "x:4", "3:-1", "3:4:explode", "3:4:drain:extra", "-1:5"})
     EXPECT_THROW(parse_kill_spec(bad), ConfigError) << bad;
