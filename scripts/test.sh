@@ -29,4 +29,12 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_WERROR=ON "${
 echo "[test] build ($jobs jobs)"
 cmake --build "$build" -j "$jobs"
 echo "[test] ctest $*"
-ctest --test-dir "$build" --output-on-failure -j "$jobs" "$@"
+status=0
+ctest --test-dir "$build" --output-on-failure -j "$jobs" "$@" || status=$?
+if [ "$status" != 0 ]; then
+  # Each failed test's output is printed where it failed, among hundreds of others: its last lines again here, at
+  # the end of the log, where a reader of a failed CI looks first.
+  echo "[test] ctest failed (exit $status); the last 100 lines of each failed test's output follow"
+  bash scripts/failed-tests.sh "$build" 100 || true
+fi
+exit "$status"
