@@ -716,7 +716,7 @@ int start(MPI_Comm comm, MPI_Request* request, const char* call, std::function<v
       body = [] {};
     }
     auto r = std::make_unique<VRequest>();
-    r->collective = start_collective(c.context, std::move(body));
+    r->collective = start_collective(c.context, std::move(body), std::strcmp(call, "MPI_Ibarrier") == 0);
     *request = w.adopt(std::move(r));
   });
   return MPI_SUCCESS;

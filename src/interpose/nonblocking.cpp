@@ -8,8 +8,10 @@ namespace reprise::interpose {
 
 class Collective {
  public:
-  Collective(int context, std::function<void()> body) : context(context), body(std::move(body)) {}
+  Collective(int context, std::function<void()> body, bool barrier)
+      : context(context), barrier(barrier), body(std::move(body)) {}
   const int context;
+  const bool barrier;
   std::function<void()> body;  // (empty once carried out)
 };
 
@@ -18,8 +20,8 @@ std::deque<std::shared_ptr<Collective>> pending;  // in the order the program st
 bool carrying = false;                            // a body runs now
 }  // namespace
 
-std::shared_ptr<Collective> start_collective(int context, std::function<void()> body) {
-  auto n = std::make_shared<Collective>(context, std::move(body));
+std::shared_ptr<Collective> start_collective(int context, std::function<void()> body, bool barrier) {
+  auto n = std::make_shared<Collective>(context, std::move(body), barrier);
   pending.push_back(n);
   return n;
 }
@@ -46,6 +48,11 @@ void carry_out_collectives(const Collective* upto) {
 bool collectives_pending_on(int context) {
   return std::any_of(pending.begin(), pending.end(),
                      [&](const std::shared_ptr<Collective>& n) { return n->context == context; });
+}
+
+bool barrier_pending_on(int context) {
+  return std::any_of(pending.begin(), pending.end(),
+                     [&](const std::shared_ptr<Collective>& n) { return n->barrier && n->context == context; });
 }
 
 void abandon_collectives() {

@@ -17,14 +17,17 @@ namespace reprise::interpose {
 
 class Collective;
 
-/// Keeps `body` (a collective on the communicator of `context`) to be carried out later; its request's part.
-std::shared_ptr<Collective> start_collective(int context, std::function<void()> body);
+/// Keeps `body` (a collective on the communicator of `context`; `barrier`: MPI_Ibarrier's) to be carried out later;
+/// its request's part.
+std::shared_ptr<Collective> start_collective(int context, std::function<void()> body, bool barrier = false);
 /// Carries out the collectives started and not carried out yet, in the order they were started (blocking): all
 /// of them, or with `upto` (a wait or a test of its request) those up to it. Inside one being carried out:
 /// nothing (the call is its own).
 void carry_out_collectives(const Collective* upto = nullptr);
 /// Whether a collective started on the communicator of `context` is still to be carried out.
 bool collectives_pending_on(int context);
+/// Whether an MPI_Ibarrier started on the communicator of `context` is still to be carried out.
+bool barrier_pending_on(int context);
 /// A rollback: the collectives not carried out are dropped with the program's requests.
 void abandon_collectives();
 

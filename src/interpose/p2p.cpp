@@ -317,6 +317,17 @@ bool probe(int source, int tag, MPI_Comm comm, MPI_Status* status, bool block, c
     return true;
   }
   const auto [lo, hi] = wire_tags(c, tag, call);
+  // NBX (the sparse exchange: MPI_Issend to ranks only the sender knows, then MPI_Iprobe until an MPI_Ibarrier begun
+  // once those sends completed completes) needs the barrier to progress while the program probes. Here it is carried
+  // out, blocking, at this probe, while ranks whose synchronous sends to this one are unmatched never enter it: a
+  // hang. Refused instead (docs/WRAPPING.md, "What is not done yet").
+  if (!block && barrier_pending_on(c.context))
+    refuse(call,
+           "a non-blocking probe while an MPI_Ibarrier of the same communicator is under way (the sparse exchange "
+           "NBX: the barrier would have to progress while the program probes, and a barrier kept until the "
+           "program's next call is carried out blocking here, so ranks whose synchronous sends to this one are not "
+           "received yet never reach it). Exchange the counts first instead (MPI_Alltoall of the number of "
+           "messages each rank sends to each, or MPI_Reduce_scatter_block of 0/1 flags), then receive that many");
   Probed& p = w.probe(job, lo, hi);
   if (!w.settle(p, block)) return false;
   const int found = p.wire_tag() - w.tags().wire(c.context, 0);  // (the program's tag: MPI_ANY_TAG gets it)

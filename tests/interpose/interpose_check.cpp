@@ -1695,6 +1695,14 @@ void refuse(const std::string& what) {
     MPI_Request r;
     MPI_Ibarrier(dup, &r);
     MPI_Comm_free(&dup);
+  } else if (what == "nbx") {  // the sparse exchange's probe loop: MPI_Iprobe while an MPI_Ibarrier is under way
+    MPI_Request r;
+    MPI_Ibarrier(MPI_COMM_WORLD, &r);
+    int flag = 0, done = 0;
+    while (!done) {
+      MPI_Iprobe(MPI_ANY_SOURCE, 7, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+      MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+    }
   } else if (what == "split-type") {
     MPI_Comm c;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED + 1000, 0, MPI_INFO_NULL, &c);
