@@ -711,12 +711,13 @@ int start(MPI_Comm comm, MPI_Request* request, const char* call, std::function<v
   REPRISE_SERVE(call, {
     Wrapped& w = Wrapped::get();
     const VComm& c = w.intra(comm, call);
+    const bool barrier = std::strcmp(call, "MPI_Ibarrier") == 0;
     if (w.replaying()) {
-      if (std::strcmp(call, "MPI_Ibarrier") != 0) w.comm();
+      if (!barrier) w.comm();
       body = [] {};
     }
     auto r = std::make_unique<VRequest>();
-    r->collective = start_collective(c.context, std::move(body), std::strcmp(call, "MPI_Ibarrier") == 0);
+    r->collective = start_collective(c.context, std::move(body), barrier);
     *request = w.adopt(std::move(r));
   });
   return MPI_SUCCESS;

@@ -12,31 +12,29 @@ export REPRISE_SANITIZE=$kind
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:halt_on_error=1}  # (Open MPI does not free all it allocates)
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:report_signal_unsafe=0}
-# expect WHAT PATTERN ENV... -- MPIRUN_ARGS...: a run through scripts/mpirun.sh that must exit 0, print a line matching
-# PATTERN (several: "PATTERN|&|PATTERN...", each required) and no sanitizer report; otherwise its tail, and the test
-# fails.
+# expect WHAT ENV... -- EXPECT_OPTIONS... -- MPIRUN_ARGS...: tests/ulfm/expect.sh with EXPECT_OPTIONS (its --match
+# patterns; exit 0, no crash, no REPRISE_KILL order that never fired) on a run through scripts/mpirun.sh, and no
+# sanitizer report; otherwise the last 200 lines, and the test fails.
+log=$(mktemp)
+files=$(mktemp -d)
+trap 'rm -rf "$log" "$files"' EXIT
 expect() {
-  local what=$1 out rc p
-  local patterns=()
-  IFS=$'\x1f' read -ra patterns <<< "${2//|&|/$'\x1f'}"
-  shift 2
-  local envs=()
+  local what=$1 envs=() opts=()
+  shift
   while [ "$1" != -- ]; do envs+=("$1"); shift; done
   shift
-  out=$(env "${envs[@]}" bash "$here/scripts/mpirun.sh" "$@" 2>&1)
-  rc=$?
-  local missing=()
-  for p in "${patterns[@]}"; do grep -aqE "$p" <<< "$out" || missing+=("$p"); done
-  if [ $rc -ne 0 ] || [ ${#missing[@]} -gt 0 ] ||
-     grep -aqE 'ERROR: AddressSanitizer|runtime error:|WARNING: ThreadSanitizer' <<< "$out"; then
-    tail -n 200 <<< "$out"
-    [ ${#missing[@]} -eq 0 ] || printf 'sanitized: not in the output: %s\n' "${missing[@]}"
-    echo "sanitized: the $what failed (exit $rc)"
+  while [ "$1" != -- ]; do opts+=("$1"); shift; done
+  shift
+  if ! env "${envs[@]}" bash "$here/tests/ulfm/expect.sh" "${opts[@]}" \
+       --absent 'ERROR: AddressSanitizer|runtime error:|WARNING: ThreadSanitizer' -- \
+       bash "$here/scripts/mpirun.sh" "$@" > "$log" 2>&1; then
+    tail -n 200 "$log"
+    echo "sanitized: the $what failed"
     exit 1
   fi
   echo "sanitized: $what ok (-fsanitize=$kind)"
 }
-expect "2-rank run" "^comm ok" REPRISE_RANKS_PER_NODE=1 -- -n 2 --timeout 300 -- reprise-mpi-comm-check
+expect "2-rank run" REPRISE_RANKS_PER_NODE=1 -- --match "^comm ok" -- -n 2 --timeout 300 -- reprise-mpi-comm-check
 # The MPI interposition too: the wrapped heat3d, its energy by MPI_Iallreduce, rank 3 killed inside it (the program's
 # thread and the runtime's threads both call MPI through the interposition), its output written by
 # MPI_File_write_ordered to a file kept open (the last snapshot is the final field: its digest stands for the checksum).
@@ -47,16 +45,14 @@ expect "2-rank run" "^comm ok" REPRISE_RANKS_PER_NODE=1 -- -n 2 --timeout 300 --
 # A spare takes rank 3's place: a spawned replacement can hang in Open MPI 5.0.7 (open-mpi/ompi#12585, #13325;
 # docs/TESTING.md), and without a recovery limit such a hang would last until the launcher's timeout. Spawning under
 # the sanitizers is random_kills.sh's part below, which gives each recovery a limit and runs such a hang once more.
-files=$(mktemp -d)
-trap 'rm -rf "$files"' EXIT
-heat3d="^output 0xf5fdce322caaf790 bytes 2621440|&|rank 3: REPRISE_KILL: SIGKILL at step 16 \(collective\)"
-heat3d+="|&|spare process \(start rank [0-9]+\) is rank 3 now|&|only group 1 \(ranks 2 and 3\) rolls back"
-expect "wrapped heat3d with a killed rank" "$heat3d" \
-  REPRISE_RANKS_PER_NODE=2 REPRISE_KILL=3:16:collective REPRISE_RECOVERY_TIMEOUT_S=120 -- -n 8 --spares 1 \
-  --timeout 300 -- reprise-heat3d --nx 32 --ny 32 --nz 32 --steps 30 --checkpoint-every 10 --overlap --output-every 3 \
-  --output "$files/heat3d.dat" --output-ordered
+expect "wrapped heat3d with a killed rank" \
+  REPRISE_RANKS_PER_NODE=2 REPRISE_KILL=3:16:collective REPRISE_RECOVERY_TIMEOUT_S=120 -- \
+  --match "^output 0xf5fdce322caaf790 bytes 2621440" --match "rank 3: REPRISE_KILL: SIGKILL at step 16 \(collective\)" \
+  --match "spare process \(start rank [0-9]+\) is rank 3 now" --match "only group 1 \(ranks 2 and 3\) rolls back" -- \
+  -n 8 --spares 1 --timeout 300 -- reprise-heat3d --nx 32 --ny 32 --nz 32 --steps 30 --checkpoint-every 10 --overlap \
+  --output-every 3 --output "$files/heat3d.dat" --output-ordered
 # Every call the interposition serves (tests/interpose/interpose_check.cpp: point-to-point, collectives of each kind,
 # topologies, attributes with callbacks, persistent requests).
-expect "interpose-check" "^interpose-check done" REPRISE_RANKS_PER_NODE=2 -- -n 6 --timeout 300 -- \
+expect "interpose-check" REPRISE_RANKS_PER_NODE=2 -- --match "^interpose-check done" -- -n 6 --timeout 300 -- \
   reprise-interpose-check
 bash "$here/tests/ulfm/random_kills.sh" "$runs" "$seed"
