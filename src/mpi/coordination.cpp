@@ -229,7 +229,10 @@ void MpiCoordination::poll_failure() {
 // commit only involves the group, so without this a rank whose group is done could leave while another group
 // is still to detect a failure and roll back, and the recovery would wait for it forever.
 void MpiCoordination::finish() {
-  if (store_) store_->flush();  // the files hold every version before the job ends (a write's error is said here)
+  if (store_) {
+    store_->flush();  // the files hold every version before the job ends (a write's error is said here)
+    if (const auto files = store_->files_progress()) commit_.tell_skipping(*files);  // (after the last agreement)
+  }
   agree_to_finish();
   spares_.release();  // every rank is done: the spares leave
   // A REPRISE_KILL order this process outlived never fired: a run that was to test a failure tested none.

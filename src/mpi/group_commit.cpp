@@ -25,6 +25,19 @@ bool GroupCommit::log_checkpoint_due(std::uint64_t s) {
   return want != 0;
 }
 
+// Said once, at the first agreement after the writer skipped, or at the job's end (MpiCoordination::finish) when
+// it skipped only after the last agreement: a job must not end with versions missing from its files unsaid.
+void GroupCommit::tell_skipping(const core::FilesProgress& files) {
+  if (files.skipped_total == 0 || told_skipping_) return;
+  told_skipping_ = true;
+  std::fprintf(stderr,
+               "reprise: rank %d: its REPRISE_DIR writes are slower than its checkpoints: versions that wait for "
+               "the disk behind a newer full version are skipped there (%llu so far). A relaunch restarts from "
+               "the newest version every rank has in files, which may be older than the newest commit; "
+               "checkpoint less often or point REPRISE_DIR at a faster file system to have them all.\n",
+               job_.rank_, static_cast<unsigned long long>(files.skipped_total));
+}
+
 // The group barrier: members agree on the newest version every member's buddy acknowledged (committed), and
 // at a checkpoint (`capture`) they also exchange the channel counters of reprise::Comm in the same collective.
 void GroupCommit::agree(std::optional<std::uint64_t> capture) {
@@ -40,15 +53,7 @@ void GroupCommit::agree(std::optional<std::uint64_t> capture) {
       files ? static_cast<std::int64_t>(std::min<std::uint64_t>(files->skipped_oldest, INT64_MAX)) : INT64_MAX;
   std::int64_t s = files ? static_cast<std::int64_t>(files->skipped_newest) : 0;
   std::int64_t po = files && files->pin ? static_cast<std::int64_t>(*files->pin + 1) : 0, pn = po;
-  if (files && files->skipped_total > 0 && !told_skipping_) {
-    told_skipping_ = true;
-    std::fprintf(stderr,
-                 "reprise: rank %d: its REPRISE_DIR writes are slower than its checkpoints: versions that wait for "
-                 "the disk behind a newer full version are skipped there (%llu so far). A relaunch restarts from "
-                 "the newest version every rank has in files, which may be older than the newest commit; "
-                 "checkpoint less often or point REPRISE_DIR at a faster file system to have them all.\n",
-                 job_.rank_, static_cast<unsigned long long>(files->skipped_total));
-  }
+  if (files) tell_skipping(*files);
   std::vector<std::uint64_t> all;
   std::size_t stride = 0;
   const char* what = "the group's commit agreement";

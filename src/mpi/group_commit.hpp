@@ -17,6 +17,10 @@
 #include "protocol/barrier_choice.hpp"
 #include "protocol/job_floor.hpp"
 
+namespace reprise::core {
+struct FilesProgress;
+}
+
 namespace reprise::mpi {
 
 class MpiCoordination;
@@ -34,6 +38,8 @@ class GroupCommit {
   bool log_checkpoint_due(std::uint64_t s);
   /// Whether ranks keep a version common to all (the job floor): coordinated rollback, or files to relaunch from.
   bool holds_job_floor() const;
+  /// Says once that this rank's file writer skipped versions (a disk slower than the checkpoints), if it did.
+  void tell_skipping(const core::FilesProgress& files);
 
   // The progress thread's part (a group's first rank: its child groups' reports; every rank: the floor).
   void on_floor_report(int src);

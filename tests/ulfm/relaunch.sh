@@ -23,6 +23,10 @@
 #               checked), then ranks 2 and 3 lose versions 30 and 40:
 #               the relaunch restarts from 20, ends with the checksum, and ranks 0 and 1 set their 30 and 40
 #               aside in DIR/previous-1 (a fall-back to files must not find versions of the old run).
+#   skips_said  4-rank runs whose versions are all kept (REPRISE_KEEP_CHAINS), ranks 0 and 1 writing their files
+#               slowly (slow_files): every rank whose files lack a version must have said that its writer skips, also
+#               when it skipped only after the job's last commit agreement (said at the job's end). A checkpoint
+#               every 2 steps (some rank must skip), then three runs of four versions (a late skip).
 #   one_chain   8 ranks (4 groups), one chain of one version kept (REPRISE_KEEP_CHAINS=1, REPRISE_FULL_EVERY=1), a
 #               checkpoint every 2 steps, every rank killed at step 31: the groups' newest commits differ at the
 #               kill, and the job floor keeps the files of a version every group committed, so the relaunch must
@@ -137,6 +141,34 @@ fi
 # version), after the last commit agreement, so silently; then ranks 0 and 1 had only 40 to set aside (fresh-clone
 # CIs of 5c2d609 and 17e75a6; the skipping itself is the lagging mode's).
 [ "$mode" = newer ] && export REPRISE_KEEP_CHAINS=4 REPRISE_FILES_SKIP=0
+if [ "$mode" = skips_said ]; then
+  # said_run CHECKPOINT_EVERY SLOW_FROM: ranks 0 and 1 write slowly from that step; prints the number of ranks whose
+  # files lack a version, and fails if one of them did not say that its writer skips.
+  said_run() {
+    local every=$1 n=$((40 / $1)) short=0 r
+    echo "== a run with a checkpoint every $every steps, ranks 0 and 1 writing slowly from step $2" >&2
+    args=(--nx 64 --ny 64 --steps 40 --checkpoint-every "$every")
+    run1=$(mktemp)
+    (set -o pipefail; REPRISE_KILL=0:$2:slow_files,1:$2:slow_files REPRISE_KEEP_CHAINS=$n stencil 4 \
+      --match "checksum $checksum" | tee "$run1" >&2) || { rm -f "$run1"; return 1; }
+    for r in 0 1 2 3; do
+      echo "rank $r: $(ls "$dir/rank-$r" | tr "\n" " ")" >&2
+      [ "$(ls "$dir/rank-$r" | wc -l)" = "$n" ] && continue
+      short=$((short + 1))
+      grep -q "^reprise: rank $r: its REPRISE_DIR writes are slower than its checkpoints" "$run1" ||
+        { rm -f "$run1"; echo "relaunch.sh: rank $r's files lack a version and it never said that it skipped" >&2; return 1; }
+    done
+    rm -f "$run1" && rm -rf "${root:?}/$dir"
+    echo "$short"
+  }
+  short=$(said_run 2 0) || exit 1
+  [ "$short" -gt 0 ] || { echo "relaunch.sh: no writer skipped a version (the test tested nothing)"; exit 1; }
+  # Four versions, the writers slow from the second: a skip of version 30 comes as version 40 is put, often after
+  # the job's last commit agreement (said at the job's end since then; never before: CIs of 5c2d609 and 17e75a6).
+  for _ in 1 2 3; do said_run 10 20 > /dev/null || exit 1; done
+  echo "relaunch.sh: each rank whose files lack a version said that its writer skipped"
+  exit 0
+fi
 if [ "$mode" != whole ] && [ "$mode" != one_chain ] && [ "$mode" != one_node ] && [ "$mode" != nothing_written ] &&
   [ "$mode" != lagging ]; then
   echo "== run 1: 4 ranks, no failure"
