@@ -650,6 +650,14 @@ struct Blocks {
   std::vector<int> in, out;
 };
 
+// The datatypes of a kept collective's blocks, held until it was carried out (TypeHolds).
+TypeHolds holds_of(const Blocks& b) {
+  TypeHolds held;
+  for (const std::vector<Block>* side : {&b.sends, &b.recvs})
+    for (const Block& block : *side) held.add(block.type);
+  return held;
+}
+
 // A neighbourhood collective. The order of the sends and of the receives makes a Cartesian dimension of 1 or 2
 // periodic ranks, where both neighbours are one rank, come out as MPI defines it: what goes to the -1 neighbour
 // arrives in its block from its +1 neighbour. So per dimension the +1 block is sent first and the -1 block received
@@ -765,8 +773,9 @@ int neighbor(MPI_Comm comm, MPI_Request* request, const char* call,
     if (!request) neighbor_exchange(comm, b, call);
   });
   if (!request) return MPI_SUCCESS;
+  TypeHolds held = holds_of(b);
   return keep(
-      comm, request, call, [comm, call, b = std::move(b)] { neighbor_exchange(comm, b, call); }, persistent);
+      comm, request, call, [comm, call, held, b = std::move(b)] { neighbor_exchange(comm, b, call); }, persistent);
 }
 
 // MPI_Alltoallw and MPI_Ialltoallw (`request`): displacements in bytes, a datatype per block.
@@ -783,8 +792,10 @@ int alltoallw_call(const void* sendbuf, const int* sendcounts, const int* sdispl
     if (!request) alltoallw(b.sends, b.recvs, comm, call);
   });
   if (!request) return MPI_SUCCESS;
+  TypeHolds held = holds_of(b);
   return keep(
-      comm, request, call, [comm, call, b = std::move(b)] { alltoallw(b.sends, b.recvs, comm, call); }, persistent);
+      comm, request, call, [comm, call, held, b = std::move(b)] { alltoallw(b.sends, b.recvs, comm, call); },
+      persistent);
 }
 
 }  // namespace
@@ -935,42 +946,48 @@ extern "C" int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
 
 extern "C" int MPI_Ibcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Ibcast(buf, count, type, root, comm, request);
-  return ri::start(comm, request, "MPI_Ibcast", [=] { ri::bcast_of(buf, count, type, root, comm, "MPI_Ibcast"); });
+  return ri::start(comm, request, "MPI_Ibcast",
+                   [=, held = ri::TypeHolds{type}] { ri::bcast_of(buf, count, type, root, comm, "MPI_Ibcast"); });
 }
 
 extern "C" int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                            MPI_Comm comm, MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, request);
-  return ri::start(comm, request, "MPI_Ireduce",
-                   [=] { ri::reduce(sendbuf, recvbuf, count, type, op, root, comm, "MPI_Ireduce"); });
+  return ri::start(comm, request, "MPI_Ireduce", [=, held = ri::TypeHolds{type}] {
+    ri::reduce(sendbuf, recvbuf, count, type, op, root, comm, "MPI_Ireduce");
+  });
 }
 
 extern "C" int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                               MPI_Comm comm, MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
-  return ri::start(comm, request, "MPI_Iallreduce",
-                   [=] { ri::allreduce(sendbuf, recvbuf, count, type, op, comm, "MPI_Iallreduce"); });
+  return ri::start(comm, request, "MPI_Iallreduce", [=, held = ri::TypeHolds{type}] {
+    ri::allreduce(sendbuf, recvbuf, count, type, op, comm, "MPI_Iallreduce");
+  });
 }
 
 extern "C" int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                          MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Iscan(sendbuf, recvbuf, count, type, op, comm, request);
-  return ri::start(comm, request, "MPI_Iscan",
-                   [=] { ri::prefix(sendbuf, recvbuf, count, type, op, comm, false, "MPI_Iscan"); });
+  return ri::start(comm, request, "MPI_Iscan", [=, held = ri::TypeHolds{type}] {
+    ri::prefix(sendbuf, recvbuf, count, type, op, comm, false, "MPI_Iscan");
+  });
 }
 
 extern "C" int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                            MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Iexscan(sendbuf, recvbuf, count, type, op, comm, request);
-  return ri::start(comm, request, "MPI_Iexscan",
-                   [=] { ri::prefix(sendbuf, recvbuf, count, type, op, comm, true, "MPI_Iexscan"); });
+  return ri::start(comm, request, "MPI_Iexscan", [=, held = ri::TypeHolds{type}] {
+    ri::prefix(sendbuf, recvbuf, count, type, op, comm, true, "MPI_Iexscan");
+  });
 }
 
 extern "C" int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type,
                                    MPI_Op op, MPI_Comm comm, MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, request);
-  return ri::start(comm, request, "MPI_Ireduce_scatter",
-                   [=] { ri::reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, "MPI_Ireduce_scatter"); });
+  return ri::start(comm, request, "MPI_Ireduce_scatter", [=, held = ri::TypeHolds{type}] {
+    ri::reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, "MPI_Ireduce_scatter");
+  });
 }
 
 extern "C" int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type,
@@ -978,7 +995,7 @@ extern "C" int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int
   if (!serving() || !ours(comm))
     return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm, request);
   const ri::Uniform u(ri::size_of(comm, "MPI_Ireduce_scatter_block"), recvcount);
-  return ri::start(comm, request, "MPI_Ireduce_scatter_block", [=] {
+  return ri::start(comm, request, "MPI_Ireduce_scatter_block", [=, held = ri::TypeHolds{type}] {
     ri::reduce_scatter(sendbuf, recvbuf, u.counts.data(), type, op, comm, "MPI_Ireduce_scatter_block");
   });
 }
@@ -988,7 +1005,7 @@ extern "C" int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sen
                             MPI_Request* request) {
   if (!serving() || !ours(comm))
     return PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
-  return ri::start(comm, request, "MPI_Igatherv", [=] {
+  return ri::start(comm, request, "MPI_Igatherv", [=, held = ri::TypeHolds{sendtype, recvtype}] {
     ri::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, "MPI_Igatherv");
   });
 }
@@ -998,7 +1015,7 @@ extern "C" int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype send
   if (!serving() || !ours(comm))
     return PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
   const ri::Uniform u(ri::size_of(comm, "MPI_Igather"), recvcount);
-  return ri::start(comm, request, "MPI_Igather", [=] {
+  return ri::start(comm, request, "MPI_Igather", [=, held = ri::TypeHolds{sendtype, recvtype}] {
     ri::gatherv(sendbuf, sendcount, sendtype, recvbuf, u.counts.data(), u.displs.data(), recvtype, root, comm,
                 "MPI_Igather");
   });
@@ -1009,7 +1026,7 @@ extern "C" int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype 
                                MPI_Request* request) {
   if (!serving() || !ours(comm))
     return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
-  return ri::start(comm, request, "MPI_Iallgatherv", [=] {
+  return ri::start(comm, request, "MPI_Iallgatherv", [=, held = ri::TypeHolds{sendtype, recvtype}] {
     ri::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, "MPI_Iallgatherv");
   });
 }
@@ -1019,7 +1036,7 @@ extern "C" int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype s
   if (!serving() || !ours(comm))
     return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
   const ri::Uniform u(ri::size_of(comm, "MPI_Iallgather"), recvcount);
-  return ri::start(comm, request, "MPI_Iallgather", [=] {
+  return ri::start(comm, request, "MPI_Iallgather", [=, held = ri::TypeHolds{sendtype, recvtype}] {
     ri::allgatherv(sendbuf, sendcount, sendtype, recvbuf, u.counts.data(), u.displs.data(), recvtype, comm,
                    "MPI_Iallgather");
   });
@@ -1030,7 +1047,7 @@ extern "C" int MPI_Iscatterv(const void* sendbuf, const int sendcounts[], const 
                              MPI_Request* request) {
   if (!serving() || !ours(comm))
     return PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-  return ri::start(comm, request, "MPI_Iscatterv", [=] {
+  return ri::start(comm, request, "MPI_Iscatterv", [=, held = ri::TypeHolds{sendtype, recvtype}] {
     ri::scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, "MPI_Iscatterv");
   });
 }
@@ -1040,7 +1057,7 @@ extern "C" int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sen
   if (!serving() || !ours(comm))
     return PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
   const ri::Uniform u(ri::size_of(comm, "MPI_Iscatter"), sendcount);
-  return ri::start(comm, request, "MPI_Iscatter", [=] {
+  return ri::start(comm, request, "MPI_Iscatter", [=, held = ri::TypeHolds{sendtype, recvtype}] {
     ri::scatterv(sendbuf, u.counts.data(), u.displs.data(), sendtype, recvbuf, recvcount, recvtype, root, comm,
                  "MPI_Iscatter");
   });
@@ -1052,7 +1069,7 @@ extern "C" int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const
   if (!serving() || !ours(comm))
     return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
                            request);
-  return ri::start(comm, request, "MPI_Ialltoallv", [=] {
+  return ri::start(comm, request, "MPI_Ialltoallv", [=, held = ri::TypeHolds{sendtype, recvtype}] {
     ri::alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
                   "MPI_Ialltoallv");
   });
@@ -1064,7 +1081,7 @@ extern "C" int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype se
     return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
   const int n = ri::size_of(comm, "MPI_Ialltoall");
   const ri::Uniform s(n, sendcount), r(n, recvcount);
-  return ri::start(comm, request, "MPI_Ialltoall", [=] {
+  return ri::start(comm, request, "MPI_Ialltoall", [=, held = ri::TypeHolds{sendtype, recvtype}] {
     ri::alltoallv(sendbuf, s.counts.data(), s.displs.data(), sendtype, recvbuf, r.counts.data(), r.displs.data(),
                   recvtype, comm, "MPI_Ialltoall");
   });
@@ -1238,43 +1255,48 @@ extern "C" int MPI_Bcast_init(void* buf, int count, MPI_Datatype type, int root,
                               MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Bcast_init(buf, count, type, root, comm, info, request);
   return ri::init(comm, request, "MPI_Bcast_init",
-                  [=] { ri::bcast_of(buf, count, type, root, comm, "MPI_Bcast_init"); });
+                  [=, held = ri::TypeHolds{type}] { ri::bcast_of(buf, count, type, root, comm, "MPI_Bcast_init"); });
 }
 
 extern "C" int MPI_Reduce_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                                MPI_Comm comm, MPI_Info info, MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Reduce_init(sendbuf, recvbuf, count, type, op, root, comm, info, request);
-  return ri::init(comm, request, "MPI_Reduce_init",
-                  [=] { ri::reduce(sendbuf, recvbuf, count, type, op, root, comm, "MPI_Reduce_init"); });
+  return ri::init(comm, request, "MPI_Reduce_init", [=, held = ri::TypeHolds{type}] {
+    ri::reduce(sendbuf, recvbuf, count, type, op, root, comm, "MPI_Reduce_init");
+  });
 }
 
 extern "C" int MPI_Allreduce_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                                   MPI_Comm comm, MPI_Info info, MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Allreduce_init(sendbuf, recvbuf, count, type, op, comm, info, request);
-  return ri::init(comm, request, "MPI_Allreduce_init",
-                  [=] { ri::allreduce(sendbuf, recvbuf, count, type, op, comm, "MPI_Allreduce_init"); });
+  return ri::init(comm, request, "MPI_Allreduce_init", [=, held = ri::TypeHolds{type}] {
+    ri::allreduce(sendbuf, recvbuf, count, type, op, comm, "MPI_Allreduce_init");
+  });
 }
 
 extern "C" int MPI_Scan_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                              MPI_Info info, MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Scan_init(sendbuf, recvbuf, count, type, op, comm, info, request);
-  return ri::init(comm, request, "MPI_Scan_init",
-                  [=] { ri::prefix(sendbuf, recvbuf, count, type, op, comm, false, "MPI_Scan_init"); });
+  return ri::init(comm, request, "MPI_Scan_init", [=, held = ri::TypeHolds{type}] {
+    ri::prefix(sendbuf, recvbuf, count, type, op, comm, false, "MPI_Scan_init");
+  });
 }
 
 extern "C" int MPI_Exscan_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                                MPI_Comm comm, MPI_Info info, MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Exscan_init(sendbuf, recvbuf, count, type, op, comm, info, request);
-  return ri::init(comm, request, "MPI_Exscan_init",
-                  [=] { ri::prefix(sendbuf, recvbuf, count, type, op, comm, true, "MPI_Exscan_init"); });
+  return ri::init(comm, request, "MPI_Exscan_init", [=, held = ri::TypeHolds{type}] {
+    ri::prefix(sendbuf, recvbuf, count, type, op, comm, true, "MPI_Exscan_init");
+  });
 }
 
 extern "C" int MPI_Reduce_scatter_init(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type,
                                        MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
   if (!serving() || !ours(comm))
     return PMPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, type, op, comm, info, request);
-  return ri::init(comm, request, "MPI_Reduce_scatter_init",
-                  [=] { ri::reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, "MPI_Reduce_scatter_init"); });
+  return ri::init(comm, request, "MPI_Reduce_scatter_init", [=, held = ri::TypeHolds{type}] {
+    ri::reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, "MPI_Reduce_scatter_init");
+  });
 }
 
 extern "C" int MPI_Reduce_scatter_block_init(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type,
@@ -1282,7 +1304,7 @@ extern "C" int MPI_Reduce_scatter_block_init(const void* sendbuf, void* recvbuf,
   if (!serving() || !ours(comm))
     return PMPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, type, op, comm, info, request);
   const ri::Uniform u(ri::size_of(comm, "MPI_Reduce_scatter_block_init"), recvcount);
-  return ri::init(comm, request, "MPI_Reduce_scatter_block_init", [=] {
+  return ri::init(comm, request, "MPI_Reduce_scatter_block_init", [=, held = ri::TypeHolds{type}] {
     ri::reduce_scatter(sendbuf, recvbuf, u.counts.data(), type, op, comm, "MPI_Reduce_scatter_block_init");
   });
 }
@@ -1293,7 +1315,7 @@ extern "C" int MPI_Gatherv_init(const void* sendbuf, int sendcount, MPI_Datatype
   if (!serving() || !ours(comm))
     return PMPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info,
                              request);
-  return ri::init(comm, request, "MPI_Gatherv_init", [=] {
+  return ri::init(comm, request, "MPI_Gatherv_init", [=, held = ri::TypeHolds{sendtype, recvtype}] {
     ri::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, "MPI_Gatherv_init");
   });
 }
@@ -1303,7 +1325,7 @@ extern "C" int MPI_Gather_init(const void* sendbuf, int sendcount, MPI_Datatype 
   if (!serving() || !ours(comm))
     return PMPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
   const ri::Uniform u(ri::size_of(comm, "MPI_Gather_init"), recvcount);
-  return ri::init(comm, request, "MPI_Gather_init", [=] {
+  return ri::init(comm, request, "MPI_Gather_init", [=, held = ri::TypeHolds{sendtype, recvtype}] {
     ri::gatherv(sendbuf, sendcount, sendtype, recvbuf, u.counts.data(), u.displs.data(), recvtype, root, comm,
                 "MPI_Gather_init");
   });
@@ -1315,7 +1337,7 @@ extern "C" int MPI_Allgatherv_init(const void* sendbuf, int sendcount, MPI_Datat
   if (!serving() || !ours(comm))
     return PMPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info,
                                 request);
-  return ri::init(comm, request, "MPI_Allgatherv_init", [=] {
+  return ri::init(comm, request, "MPI_Allgatherv_init", [=, held = ri::TypeHolds{sendtype, recvtype}] {
     ri::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, "MPI_Allgatherv_init");
   });
 }
@@ -1326,7 +1348,7 @@ extern "C" int MPI_Allgather_init(const void* sendbuf, int sendcount, MPI_Dataty
   if (!serving() || !ours(comm))
     return PMPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
   const ri::Uniform u(ri::size_of(comm, "MPI_Allgather_init"), recvcount);
-  return ri::init(comm, request, "MPI_Allgather_init", [=] {
+  return ri::init(comm, request, "MPI_Allgather_init", [=, held = ri::TypeHolds{sendtype, recvtype}] {
     ri::allgatherv(sendbuf, sendcount, sendtype, recvbuf, u.counts.data(), u.displs.data(), recvtype, comm,
                    "MPI_Allgather_init");
   });
@@ -1338,7 +1360,7 @@ extern "C" int MPI_Scatterv_init(const void* sendbuf, const int sendcounts[], co
   if (!serving() || !ours(comm))
     return PMPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info,
                               request);
-  return ri::init(comm, request, "MPI_Scatterv_init", [=] {
+  return ri::init(comm, request, "MPI_Scatterv_init", [=, held = ri::TypeHolds{sendtype, recvtype}] {
     ri::scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, "MPI_Scatterv_init");
   });
 }
@@ -1348,7 +1370,7 @@ extern "C" int MPI_Scatter_init(const void* sendbuf, int sendcount, MPI_Datatype
   if (!serving() || !ours(comm))
     return PMPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
   const ri::Uniform u(ri::size_of(comm, "MPI_Scatter_init"), sendcount);
-  return ri::init(comm, request, "MPI_Scatter_init", [=] {
+  return ri::init(comm, request, "MPI_Scatter_init", [=, held = ri::TypeHolds{sendtype, recvtype}] {
     ri::scatterv(sendbuf, u.counts.data(), u.displs.data(), sendtype, recvbuf, recvcount, recvtype, root, comm,
                  "MPI_Scatter_init");
   });
@@ -1360,7 +1382,7 @@ extern "C" int MPI_Alltoallv_init(const void* sendbuf, const int sendcounts[], c
   if (!serving() || !ours(comm))
     return PMPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
                                info, request);
-  return ri::init(comm, request, "MPI_Alltoallv_init", [=] {
+  return ri::init(comm, request, "MPI_Alltoallv_init", [=, held = ri::TypeHolds{sendtype, recvtype}] {
     ri::alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
                   "MPI_Alltoallv_init");
   });
@@ -1373,7 +1395,7 @@ extern "C" int MPI_Alltoall_init(const void* sendbuf, int sendcount, MPI_Datatyp
     return PMPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
   const int n = ri::size_of(comm, "MPI_Alltoall_init");
   const ri::Uniform s(n, sendcount), r(n, recvcount);
-  return ri::init(comm, request, "MPI_Alltoall_init", [=] {
+  return ri::init(comm, request, "MPI_Alltoall_init", [=, held = ri::TypeHolds{sendtype, recvtype}] {
     ri::alltoallv(sendbuf, s.counts.data(), s.displs.data(), sendtype, recvbuf, r.counts.data(), r.displs.data(),
                   recvtype, comm, "MPI_Alltoall_init");
   });

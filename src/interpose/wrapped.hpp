@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -97,6 +98,27 @@ struct Probed {
   int sender() const { return source == MPI_ANY_SOURCE ? match.source : source; }
 };
 
+/// The datatypes a request or a collective under way still uses. MPI lets a program free a datatype while
+/// communication that uses it is pending ("it completes normally"): MPI_Type_free of a held one is carried out when
+/// the last holder lets it go (p2p.cpp), so that an unpack or a collective carried out later never meets a freed
+/// handle.
+class TypeHolds {
+ public:
+  TypeHolds() = default;
+  TypeHolds(std::initializer_list<MPI_Datatype> types);
+  TypeHolds(const TypeHolds& o);
+  TypeHolds(TypeHolds&& o) noexcept : types_(std::move(o.types_)) {}
+  TypeHolds& operator=(TypeHolds o) noexcept {
+    types_.swap(o.types_);
+    return *this;
+  }
+  ~TypeHolds();
+  void add(MPI_Datatype type);
+
+ private:
+  std::vector<MPI_Datatype> types_;
+};
+
 class Collective;  // a non-blocking collective under way (nonblocking.hpp)
 
 /// A request made by a served call.
@@ -111,6 +133,7 @@ struct VRequest {
   void* buf = nullptr;                  // the program's buffer (a non-contiguous type: unpacked into it)
   int count = 0;
   MPI_Datatype type = MPI_DATATYPE_NULL;
+  TypeHolds holds;                 // `type` (and a collective's), held while the request lives
   bool done = false;               // completed on Comm (by a test that could not yet complete all it was given)
   std::size_t result = 0;          // then, the bytes received or sent
   std::shared_ptr<Probed> probed;  // a receive of a message a probe received: completes from it

@@ -585,6 +585,46 @@ void synchronous_send() {
   report("synchronous send", static_cast<std::uint64_t>(incomplete + 10 * go));
 }
 
+// Datatypes freed while communication that uses them is pending (MPI: it completes normally; MPICH's test suite,
+// pt2pt/dtype_send): a ring of non-contiguous receives and sends, an MPI_Ibcast and a persistent receive, each type
+// freed before the wait. And a single-completion call leaves its status's MPI_ERROR as it was.
+void types_freed_while_pending() {
+  const int n = world_size, me = world_rank, right = (me + 1) % n, left = (me + n - 1) % n;
+  std::vector<int> out(8), in(8, -1), bc(8, -1), again(8, -1);
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = 100 * me + i;
+  MPI_Datatype every_other;  // elements 0, 2, 4, 6
+  MPI_Type_vector(4, 1, 2, MPI_INT, &every_other);
+  MPI_Type_commit(&every_other);
+  MPI_Request r[4];
+  MPI_Irecv(in.data(), 1, every_other, left, 71, MPI_COMM_WORLD, &r[0]);
+  MPI_Isend(out.data(), 1, every_other, right, 71, MPI_COMM_WORLD, &r[1]);
+  if (me == 0) bc = out;
+  MPI_Datatype eight;  // (collectives take contiguous datatypes under Reprise)
+  MPI_Type_contiguous(8, MPI_INT, &eight);
+  MPI_Type_commit(&eight);
+  MPI_Ibcast(bc.data(), 1, eight, 0, MPI_COMM_WORLD, &r[2]);
+  MPI_Recv_init(again.data(), 1, every_other, left, 72, MPI_COMM_WORLD, &r[3]);
+  MPI_Type_free(&every_other);
+  MPI_Type_free(&eight);
+  const bool nulled = every_other == MPI_DATATYPE_NULL && eight == MPI_DATATYPE_NULL;
+  MPI_Waitall(3, r, MPI_STATUSES_IGNORE);
+  std::uint64_t d = digest(in.data(), in.size()) ^ mix(digest(bc.data(), bc.size()));
+  for (int round = 0; round < 2; ++round) {
+    MPI_Start(&r[3]);
+    MPI_Send(&out[static_cast<std::size_t>(round)], 1, MPI_INT, right, 72, MPI_COMM_WORLD);
+    MPI_Status st;
+    st.MPI_ERROR = MPI_ERR_DIMS;
+    MPI_Wait(&r[3], &st);
+    d = mix(d ^ digest(again.data(), again.size()) ^ static_cast<std::uint64_t>(st.MPI_ERROR == MPI_ERR_DIMS));
+  }
+  MPI_Request_free(&r[3]);
+  MPI_Status st;
+  st.MPI_ERROR = MPI_ERR_TOPOLOGY;
+  MPI_Sendrecv(&me, 1, MPI_INT, right, 73, &in[0], 1, MPI_INT, left, 73, MPI_COMM_WORLD, &st);
+  d = mix(d ^ static_cast<std::uint64_t>(nulled) ^ static_cast<std::uint64_t>(st.MPI_ERROR == MPI_ERR_TOPOLOGY) << 1);
+  report("types freed, pending", d);
+}
+
 void collectives() {
   const int n = world_size, me = world_rank;
   MPI_Barrier(MPI_COMM_WORLD);
@@ -2198,6 +2238,7 @@ int main(int argc, char** argv) {
     partitioned();
     handles();
     alltoallw_and_persistent();
+    types_freed_while_pending();
     intercommunicators();
     file_io();
 #ifdef REPRISE_WRAPPED
