@@ -4,7 +4,7 @@
 // blocks under REPRISE_WRAPPED: built without them it is `heat3d-plain` (plain MPI); with them, and linked with
 // libreprise_interpose.so, `reprise-heat3d`, whose MPI calls go through the protocol.
 //   heat3d [--nx N] [--ny N] [--nz N] [--steps N] [--checkpoint-every K] [--persistent] [--overlap] [--neighbor]
-//          [--graph] [--output FILE [--output-every K] [--output-open|--output-ordered]] [--json FILE]
+//          [--graph] [--late-receive] [--output FILE [--output-every K] [--output-open|--output-ordered]] [--json FILE]
 // --persistent: the halo exchange is made once as persistent requests (MPI_Recv_init, MPI_Send_init) and started
 // every step (MPI_Startall), as many stencil codes do; so is the energy's reduction where MPI has persistent
 // collectives (MPI 4's MPI_Allreduce_init; Open MPI 5).
@@ -13,6 +13,9 @@
 // --neighbor: the halo exchange is one MPI_Neighbor_alltoallw on the Cartesian communicator (the faces' addresses
 // from MPI_BOTTOM), as codes written for MPI-3's neighbourhood collectives do. --graph: the same on a distributed
 // graph of the faces that have a neighbour (MPI_Dist_graph_create_adjacent), as unstructured codes make theirs.
+// --late-receive: each step's halos are sent (MPI_Isend), then the ranks meet in an MPI_Barrier, and only then are
+// the receives posted (MPI_Irecv): the neighbours' faces wait in MPI as unexpected messages, as in codes that send
+// early and receive after a synchronisation.
 // --output FILE: every K steps (--output-every, default 10) the whole field is written to FILE with MPI-IO, after the
 // snapshots before it (each rank its block, MPI_File_write_at_all through a subarray view), as codes write their
 // output; the file is made empty at the start (MPI_File_set_size), and at the end rank 0 reads it back and prints
@@ -59,15 +62,16 @@ std::uint64_t mix(std::uint64_t x) {
 struct Options {
   int nx = 48, ny = 48, nz = 48;
   long steps = 60, every = 10;
-  bool persistent = false;   // --persistent: the halo exchange as persistent requests (MPI_Send_init, MPI_Startall)
-  bool overlap = false;      // --overlap: the energy's reduction as MPI_Iallreduce, waited for a step later
-  bool neighbor = false;     // --neighbor: the halo exchange as MPI_Neighbor_alltoallw
-  bool graph = false;        // --graph: that on a distributed graph communicator
-  std::string json;          // --json FILE
-  std::string output;        // --output FILE
-  long output_every = 10;    // --output-every K
-  bool output_open = false;  // --output-open: kept open, written through the file pointer
-  bool ordered = false;      // --output-ordered: kept open, written through the shared file pointer
+  bool persistent = false;    // --persistent: the halo exchange as persistent requests (MPI_Send_init, MPI_Startall)
+  bool overlap = false;       // --overlap: the energy's reduction as MPI_Iallreduce, waited for a step later
+  bool neighbor = false;      // --neighbor: the halo exchange as MPI_Neighbor_alltoallw
+  bool graph = false;         // --graph: that on a distributed graph communicator
+  bool late_receive = false;  // --late-receive: the halos sent, a barrier, then their receives posted
+  std::string json;           // --json FILE
+  std::string output;         // --output FILE
+  long output_every = 10;     // --output-every K
+  bool output_open = false;   // --output-open: kept open, written through the file pointer
+  bool ordered = false;       // --output-ordered: kept open, written through the shared file pointer
 };
 
 Options parse(int argc, char** argv, int rank) {
@@ -95,6 +99,8 @@ Options parse(int argc, char** argv, int rank) {
       o.neighbor = true;
     else if (a == "--graph")
       o.neighbor = o.graph = true;
+    else if (a == "--late-receive")
+      o.late_receive = true;
     else if (a == "--json") {
       if (i + 1 >= argc) {
         if (rank == 0) std::fprintf(stderr, "heat3d: --json needs a file name\n");
@@ -247,11 +253,18 @@ void solve(const Options& o) {
       if (persistent) {
         MPI_Recv_init(h.recv[f].data(), rn, MPI_DOUBLE, h.neighbour[f], f, cart, &requests[f]);
         MPI_Send_init(h.send[f].data(), sn, MPI_DOUBLE, h.neighbour[f], f ^ 1, cart, &requests[6 + f]);
+      } else if (o.late_receive) {
+        MPI_Isend(h.send[f].data(), sn, MPI_DOUBLE, h.neighbour[f], f ^ 1, cart, &requests[6 + f]);
       } else {
         MPI_Irecv(h.recv[f].data(), rn, MPI_DOUBLE, h.neighbour[f], f, cart, &requests[f]);
         MPI_Isend(h.send[f].data(), sn, MPI_DOUBLE, h.neighbour[f], f ^ 1, cart, &requests[6 + f]);
       }
     }
+    if (persistent || !o.late_receive) return;
+    MPI_Barrier(cart);
+    for (int f = 0; f < 6; ++f)
+      MPI_Irecv(h.recv[f].data(), static_cast<int>(h.recv[f].size()), MPI_DOUBLE, h.neighbour[f], f, cart,
+                &requests[f]);
   };
   if (o.persistent) halo_requests(true);  // made once, started every step
   // --neighbor: face f goes to the Cartesian neighbour f (MPI's order: -x, +x, -y, +y, -z, +z) and its ghosts come

@@ -162,6 +162,12 @@ class Comm {
   /// received ahead, copies of non-contiguous and buffered sends), read with Comm's own on the application's thread
   /// whenever the runtime adds up its memory: a component `name` of rt.memory_json(), counted against the budget.
   void count_memory(const std::string& name, std::function<std::size_t()> held_bytes);
+  /// For a layer on top of Comm that serves MPI's matching (the MPI interposition): a wait that needs a message of
+  /// rank `src` while that sender's first message not received yet (of tag `tag`) is one no receive posted can take
+  /// calls `take(src, tag)`, which may post a receive that takes it (and return true) as MPI would keep it
+  /// unexpected; otherwise (false, or no `take`) such a wait is a ProtocolError, since messages from one rank are
+  /// delivered in the order it sent them.
+  void on_unreceived(std::function<bool(int src, int tag)> take);
   std::size_t log_held_bytes() const;
   std::size_t log_live_entries() const;
 

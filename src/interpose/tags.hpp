@@ -26,6 +26,11 @@ struct TagLayout {
   int tag_ub() const { return per_context - 2; }  ///< the program's MPI_TAG_UB
   int wire(int context, int tag) const { return base + context * per_context + tag; }
   int collective(int context) const { return wire(context, per_context - 1); }
+  /// Whether Comm's tag `wire` is one of the program's point-to-point tags (of some context), not a collective's.
+  bool program_tag(int wire) const {
+    const long long at = static_cast<long long>(wire) - base;
+    return at >= 0 && at < static_cast<long long>(contexts) * per_context && at % per_context != per_context - 1;
+  }
   /// The layout for a library whose MPI_TAG_UB is `library_tag_ub` (at least 32767).
   static TagLayout for_library(int library_tag_ub);
 };

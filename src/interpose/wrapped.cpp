@@ -111,6 +111,7 @@ void Wrapped::start() {
     rt_->protect_resizable(kFilesRegion, locate_files);
     rt_->on_restore([this] { restored(); });
     rt_->messages().count_memory("interposition", [this] { return held_bytes(); });
+    rt_->messages().on_unreceived([this](int src, int tag) { return take_unreceived(src, tag); });
     // The non-blocking collectives started before rt.step() or rt.checkpoint() are carried out there, so that a
     // version never has one half done (nonblocking.hpp).
     rt_->before_checkpoint([] {
@@ -325,6 +326,21 @@ Probed* Wrapped::ahead(int source, int lo, int hi) {
     }
     return same;
   }
+}
+
+// A program's message that a wait needs to get past: one of its sender's earlier messages, which no receive posted
+// can take (the receive comes later: an MPI_Isend, then a barrier, then the MPI_Recv; or receives of other tags
+// first). MPI keeps such a message as unexpected; here it is received ahead as a probe would receive it, for the
+// receive that will take it (Wrapped::take), and kept with a version until then. A collective's message is not
+// taken (its receive comes with its call, which waits for it).
+bool Wrapped::take_unreceived(int source, int wire) {
+  if (!tags_.program_tag(wire)) return false;
+  auto p = std::make_shared<Probed>();
+  p->source = source;
+  p->lo = p->hi = wire;
+  p->request = comm().irecv_any_size(p->data, source, wire, wire, &p->match);
+  probed_.push_back(p);
+  return true;
 }
 
 Probed& Wrapped::probe(int source, int lo, int hi) {

@@ -256,6 +256,9 @@ class Wrapped {
   /// MPI_ANY_TAG) gets, received ahead by a probe (a receive posted on Comm when none is under way). settle()
   /// completes it, blocking or not; take() hands it to a receive (null: no probe has it).
   Probed& probe(int source, int lo, int hi);
+  /// Comm::on_unreceived: a program's message (wire tag `wire`) from `source` that no receive posted takes, in the
+  /// way of a wait: received ahead as a probe's, for the receive that comes later. False: not a program's message.
+  bool take_unreceived(int source, int wire);
   bool settle(Probed& p, bool block);
   std::shared_ptr<Probed> take(int source, int lo, int hi);
   MPI_Message message(Probed* p) { return reinterpret_cast<MPI_Message>(p); }

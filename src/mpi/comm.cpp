@@ -256,6 +256,9 @@ std::size_t Comm::log_held_bytes() const {
 void Comm::count_memory(const std::string& name, std::function<std::size_t()> held_bytes) {
   s_->count_memory(name, std::move(held_bytes));
 }
+void Comm::on_unreceived(std::function<bool(int, int)> take) {
+  s_->on_unreceived(std::move(take));
+}
 std::size_t Comm::log_live_entries() const {
   return s_->process().log().live_entries();
 }

@@ -672,7 +672,10 @@ bool CommState::progress(PendingMessage& m, bool block) {
     if (m.unbound()) {
       int front = -1;
       bind(m, &front);
-      if (m.unbound() && block && front >= 0) unmatched_first(m, front);  // (never for one from any rank)
+      if (m.unbound() && block && front >= 0) {  // (never for one from any rank)
+        if (!take_unreceived_ || !take_unreceived_(m.peer, front)) unmatched_first(m, front);
+        continue;  // (a receive of the layer above took that message: m's may be next)
+      }
     }
     if (m.unbound() || m.deferred) {  // stage 0: a receive of a range finds its message, one behind it waits
       if (!block) return false;
@@ -758,6 +761,14 @@ void CommState::fill_gap_before(PendingMessage& m) {
     }
     // (a repair may have posted m again, or completed it)
     if (p_->delivered(m.peer) != before || m.done || m.request != MPI_REQUEST_NULL || !m.held) return;
+    if (!posted && take_unreceived_) {  // the layer above may take the first message (as MPI keeps it unexpected)
+      if (front == -2) front = first_unmatched_tag(m.peer, m.epoch);
+      if (front < 0 || take_unreceived_(m.peer, front)) {  // (not arrived yet: sent before m's, so on its way)
+        advance_headers(&m);
+        host_.poll_failure();
+        continue;
+      }
+    }
     if (!posted)
       throw ProtocolError(
           "reprise::Comm: rank " + std::to_string(rank_) + " waits for message " + std::to_string(m.header.seq) +

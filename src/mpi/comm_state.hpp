@@ -289,6 +289,8 @@ class CommState {
   void count_memory(const std::string& name, std::function<std::size_t()> held_bytes) {
     counted_.emplace_back(name, std::move(held_bytes));
   }
+  /// Comm::on_unreceived.
+  void on_unreceived(std::function<bool(int, int)> take) { take_unreceived_ = std::move(take); }
   /// Over the memory budget by `excess` bytes: the memory kept only for reuse (the log's free segments, then the
   /// staging pool's) is limited to what leaves room, for good. Returns the bytes released.
   std::size_t release_pools(std::size_t excess);
@@ -495,6 +497,8 @@ class CommState {
   std::vector<PendingMessage*> unbound_;  // receives of a tag range not matched yet (few)
   std::deque<Taken> taken_;               // in the order they were taken (Taken)
   std::vector<std::pair<std::string, std::function<std::size_t()>>> counted_;  // count_memory's
+  // A layer above that takes a sender's first message no receive posted can take (Comm::on_unreceived): null, none.
+  std::function<bool(int, int)> take_unreceived_;
   std::uint64_t receives_made_ = 0;
   std::vector<std::pair<MPI_Comm, MPI_Comm>> epochs_;  // message and payload communicators, oldest first
   // Per peer: the epoch (index in epochs_) its channels are on. Every peer's is `all` but for the ranks a recovery
