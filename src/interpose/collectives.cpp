@@ -318,11 +318,55 @@ void no_in_place_across(const void* sendbuf, const char* call) {
   if (sendbuf == MPI_IN_PLACE) refuse(call, "MPI_IN_PLACE on an intercommunicator (MPI: erroneous)");
 }
 
+// A side of a collective whose datatype has gaps (a struct with padding, a vector, ...), staged as bytes: the
+// collectives move bytes, so its blocks (block i: counts[i] elements of `type` at displs[i] extents of the buffer)
+// are packed one after the other into `bytes` before (what this rank sends) or unpacked from it after (what it
+// received). `counts` and `displs` give the blocks in bytes, as the collective takes them with MPI_BYTE.
+struct Staging {
+  std::vector<std::byte> bytes;
+  std::vector<int> counts, displs;
+  Staging(int n, const int* elements, MPI_Datatype type) {
+    std::size_t at = 0;
+    for (int i = 0; i < n; ++i) {
+      counts.push_back(static_cast<int>(bytes_of(elements[i], type)));
+      displs.push_back(static_cast<int>(at));
+      at += static_cast<std::size_t>(counts.back());
+    }
+    bytes.resize(at);
+  }
+  void pack(const void* buf, const int* elements, const int* at, MPI_Datatype type, int only = -1) {
+    const MPI_Aint extent = extent_of(type);
+    for (int i = 0; i < static_cast<int>(counts.size()); ++i) {
+      if (only >= 0 && i != only) continue;
+      int pos = displs[static_cast<std::size_t>(i)];
+      PMPI_Pack(static_cast<const std::byte*>(buf) + at[i] * extent, elements[i], type, bytes.data(),
+                static_cast<int>(bytes.size()), &pos, MPI_COMM_SELF);
+    }
+  }
+  void unpack(void* buf, const int* elements, const int* at, MPI_Datatype type) const {
+    const MPI_Aint extent = extent_of(type);
+    for (int i = 0; i < static_cast<int>(counts.size()); ++i) {
+      int pos = displs[static_cast<std::size_t>(i)];
+      PMPI_Unpack(bytes.data(), static_cast<int>(bytes.size()), &pos, static_cast<std::byte*>(buf) + at[i] * extent,
+                  elements[i], type, MPI_COMM_SELF);
+    }
+  }
+};
+constexpr int kAtZero = 0;
+
 // On an intercommunicator: the root (MPI_ROOT; the others of its group MPI_PROC_NULL) sends to the other group's
 // rank 0, which broadcasts in its group (the program names the root by its rank in the remote group).
 void bcast_of(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, const char* call) {
   VComm& c = Wrapped::get().collective(comm, call, true);
-  require_contiguous(type, call);
+  if (!contiguous(type)) {  // (staged as bytes: the root's packed, the others' unpacked)
+    const bool sends = c.inter() ? root == MPI_ROOT : c.rank == root;
+    const bool receives = c.inter() ? root != MPI_ROOT && root != MPI_PROC_NULL : c.rank != root;
+    Staging st(1, &count, type);
+    if (sends) st.pack(buf, &count, &kAtZero, type);
+    bcast_of(st.bytes.data(), st.counts[0], MPI_BYTE, root, comm, call);
+    if (receives) st.unpack(buf, &count, &kAtZero, type);
+    return;
+  }
   const std::size_t bytes = bytes_of(count, type);
   if (!c.inter()) {
     bcast(c, buf, bytes, check_root(c, root, call));
@@ -493,6 +537,20 @@ void gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* re
              const int* displs, MPI_Datatype recvtype, int root, MPI_Comm comm, const char* call) {
   VComm& c = Wrapped::get().collective(comm, call);
   check_root(c, root, call);
+  if (sendbuf != MPI_IN_PLACE && !contiguous(sendtype)) {
+    Staging st(1, &sendcount, sendtype);
+    st.pack(sendbuf, &sendcount, &kAtZero, sendtype);
+    gatherv(st.bytes.data(), st.counts[0], MPI_BYTE, recvbuf, recvcounts, displs, recvtype, root, comm, call);
+    return;
+  }
+  if (c.rank == root && !contiguous(recvtype)) {
+    Staging st(c.size, recvcounts, recvtype);
+    if (sendbuf == MPI_IN_PLACE) st.pack(recvbuf, recvcounts, displs, recvtype, c.rank);
+    gatherv(sendbuf, sendcount, sendtype, st.bytes.data(), st.counts.data(), st.displs.data(), MPI_BYTE, root, comm,
+            call);
+    st.unpack(recvbuf, recvcounts, displs, recvtype);
+    return;
+  }
   if (sendbuf != MPI_IN_PLACE) require_contiguous(sendtype, call);
   std::vector<std::size_t> bytes, at;
   if (c.rank == root) {
@@ -506,6 +564,19 @@ void gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* re
 void allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int* recvcounts,
                 const int* displs, MPI_Datatype recvtype, MPI_Comm comm, const char* call) {
   VComm& c = Wrapped::get().collective(comm, call);
+  if (sendbuf != MPI_IN_PLACE && !contiguous(sendtype)) {
+    Staging st(1, &sendcount, sendtype);
+    st.pack(sendbuf, &sendcount, &kAtZero, sendtype);
+    allgatherv(st.bytes.data(), st.counts[0], MPI_BYTE, recvbuf, recvcounts, displs, recvtype, comm, call);
+    return;
+  }
+  if (!contiguous(recvtype)) {
+    Staging st(c.size, recvcounts, recvtype);
+    if (sendbuf == MPI_IN_PLACE) st.pack(recvbuf, recvcounts, displs, recvtype, c.rank);
+    allgatherv(sendbuf, sendcount, sendtype, st.bytes.data(), st.counts.data(), st.displs.data(), MPI_BYTE, comm, call);
+    st.unpack(recvbuf, recvcounts, displs, recvtype);
+    return;
+  }
   require_contiguous(recvtype, call);
   std::vector<std::size_t> bytes, at;
   layout_of(c.size, recvcounts, displs, recvtype, bytes, at);
@@ -532,6 +603,19 @@ void scatterv(const void* sendbuf, const int* sendcounts, const int* displs, MPI
               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, const char* call) {
   VComm& c = Wrapped::get().collective(comm, call);
   check_root(c, root, call);
+  if (c.rank == root && !contiguous(sendtype)) {  // (every block packed; MPI_IN_PLACE: the root's stays where it is)
+    Staging st(c.size, sendcounts, sendtype);
+    st.pack(sendbuf, sendcounts, displs, sendtype);
+    scatterv(st.bytes.data(), st.counts.data(), st.displs.data(), MPI_BYTE, recvbuf, recvcount, recvtype, root, comm,
+             call);
+    return;
+  }
+  if (recvbuf != MPI_IN_PLACE && !contiguous(recvtype)) {
+    Staging st(1, &recvcount, recvtype);
+    scatterv(sendbuf, sendcounts, displs, sendtype, st.bytes.data(), st.counts[0], MPI_BYTE, root, comm, call);
+    st.unpack(recvbuf, &recvcount, &kAtZero, recvtype);
+    return;
+  }
   if (recvbuf != MPI_IN_PLACE) require_contiguous(recvtype, call);
   if (c.rank != root) {
     recv_from(c, root, recvbuf, bytes_of(recvcount, recvtype));
@@ -554,6 +638,20 @@ void alltoallv(const void* sendbuf, const int* sendcounts, const int* sdispls, M
                const int* recvcounts, const int* rdispls, MPI_Datatype recvtype, MPI_Comm comm, const char* call) {
   VComm& c = Wrapped::get().collective(comm, call);
   if (sendbuf == MPI_IN_PLACE) refuse(call, "MPI_IN_PLACE is not supported for all-to-all yet");
+  if (!contiguous(sendtype)) {
+    Staging st(c.size, sendcounts, sendtype);
+    st.pack(sendbuf, sendcounts, sdispls, sendtype);
+    alltoallv(st.bytes.data(), st.counts.data(), st.displs.data(), MPI_BYTE, recvbuf, recvcounts, rdispls, recvtype,
+              comm, call);
+    return;
+  }
+  if (!contiguous(recvtype)) {
+    Staging st(c.size, recvcounts, recvtype);
+    alltoallv(sendbuf, sendcounts, sdispls, sendtype, st.bytes.data(), st.counts.data(), st.displs.data(), MPI_BYTE,
+              comm, call);
+    st.unpack(recvbuf, recvcounts, rdispls, recvtype);
+    return;
+  }
   require_contiguous(sendtype, call);
   require_contiguous(recvtype, call);
   std::vector<std::size_t> sbytes, sat, rbytes, rat;

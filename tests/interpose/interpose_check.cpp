@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -623,6 +624,46 @@ void types_freed_while_pending() {
   MPI_Sendrecv(&me, 1, MPI_INT, right, 73, &in[0], 1, MPI_INT, left, 73, MPI_COMM_WORLD, &st);
   d = mix(d ^ static_cast<std::uint64_t>(nulled) ^ static_cast<std::uint64_t>(st.MPI_ERROR == MPI_ERR_TOPOLOGY) << 1);
   report("types freed, pending", d);
+}
+
+// Collectives of datatypes with gaps (staged as bytes by the interposition): a struct with padding broadcast (a
+// program's parameters), and gathers, scatters and an all-to-all of every other int (a vector type).
+void collectives_of_derived_types() {
+  const int n = world_size, me = world_rank;
+  struct Params {
+    double dt;
+    int steps;  // (4 bytes of padding after it)
+  } params{me == 0 ? 0.25 : -1.0, me == 0 ? 40 : -1};
+  MPI_Datatype params_type, every_other;
+  const int lengths[2] = {1, 1};
+  const MPI_Aint at[2] = {offsetof(Params, dt), offsetof(Params, steps)};
+  const MPI_Datatype types[2] = {MPI_DOUBLE, MPI_INT};
+  MPI_Type_create_struct(2, lengths, at, types, &params_type);
+  MPI_Type_create_resized(params_type, 0, sizeof(Params), &params_type);
+  MPI_Type_commit(&params_type);
+  MPI_Bcast(&params, 1, params_type, 0, MPI_COMM_WORLD);
+  std::uint64_t d = mix(static_cast<std::uint64_t>(params.dt * 1000) ^ static_cast<std::uint64_t>(params.steps));
+  MPI_Type_vector(2, 1, 2, MPI_INT, &every_other);  // ints 0 and 2 of 3 (extent 3 ints)
+  MPI_Type_commit(&every_other);
+  std::vector<int> mine(3), all(static_cast<std::size_t>(3 * n), -1), back(3, -1),
+      spread(static_cast<std::size_t>(3 * n), -1);
+  for (int i = 0; i < 3; ++i) mine[static_cast<std::size_t>(i)] = 10 * me + i;
+  MPI_Gather(mine.data(), 1, every_other, all.data(), 1, every_other, 1 % n, MPI_COMM_WORLD);
+  d = mix(d ^ digest(all.data(), all.size()));
+  MPI_Allgather(mine.data(), 1, every_other, all.data(), 2, MPI_INT, MPI_COMM_WORLD);
+  d = mix(d ^ digest(all.data(), all.size()));
+  MPI_Scatter(all.data(), 2, MPI_INT, back.data(), 1, every_other, 0, MPI_COMM_WORLD);
+  d = mix(d ^ digest(back.data(), back.size()));
+  MPI_Alltoall(all.data(), 2, MPI_INT, spread.data(), 1, every_other, MPI_COMM_WORLD);
+  d = mix(d ^ digest(spread.data(), spread.size()));
+  MPI_Request r;
+  params = Params{me == 0 ? 0.5 : -1.0, me == 0 ? 80 : -1};
+  MPI_Ibcast(&params, 1, params_type, 0, MPI_COMM_WORLD, &r);
+  MPI_Wait(&r, MPI_STATUS_IGNORE);
+  d = mix(d ^ static_cast<std::uint64_t>(params.dt * 1000) ^ static_cast<std::uint64_t>(params.steps));
+  MPI_Type_free(&params_type);
+  MPI_Type_free(&every_other);
+  report("derived collectives", d);
 }
 
 void collectives() {
@@ -2239,6 +2280,7 @@ int main(int argc, char** argv) {
     handles();
     alltoallw_and_persistent();
     types_freed_while_pending();
+    collectives_of_derived_types();
     intercommunicators();
     file_io();
 #ifdef REPRISE_WRAPPED
