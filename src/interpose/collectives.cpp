@@ -637,7 +637,13 @@ void scatterv(const void* sendbuf, const int* sendcounts, const int* displs, MPI
 void alltoallv(const void* sendbuf, const int* sendcounts, const int* sdispls, MPI_Datatype sendtype, void* recvbuf,
                const int* recvcounts, const int* rdispls, MPI_Datatype recvtype, MPI_Comm comm, const char* call) {
   VComm& c = Wrapped::get().collective(comm, call);
-  if (sendbuf == MPI_IN_PLACE) refuse(call, "MPI_IN_PLACE is not supported for all-to-all yet");
+  if (sendbuf == MPI_IN_PLACE) {  // (what the receive buffer holds is sent: packed first, as MPI's own copy)
+    Staging st(c.size, recvcounts, recvtype);
+    st.pack(recvbuf, recvcounts, rdispls, recvtype);
+    alltoallv(st.bytes.data(), st.counts.data(), st.displs.data(), MPI_BYTE, recvbuf, recvcounts, rdispls, recvtype,
+              comm, call);
+    return;
+  }
   if (!contiguous(sendtype)) {
     Staging st(c.size, sendcounts, sendtype);
     st.pack(sendbuf, sendcounts, sdispls, sendtype);
@@ -809,6 +815,44 @@ std::vector<Block> same_block(const void* buf, int n, int count, MPI_Datatype ty
   return std::vector<Block>(static_cast<std::size_t>(n), b);
 }
 
+// The reduction operations kept collectives still use: MPI lets a program free an operation while a non-blocking
+// collective that uses it is pending (MPICH's coll/nonblocking2 does), so MPI_Op_free of a held one is carried out
+// when its last holder (OpHold, in the kept body) lets it go. Only the program's thread uses them.
+struct HeldOp {
+  MPI_Op op;
+  int holders;
+  bool freed;
+};
+std::vector<HeldOp> held_ops;
+
+HeldOp* held(MPI_Op op) {
+  for (HeldOp& h : held_ops)
+    if (h.op == op) return &h;
+  return nullptr;
+}
+
+class OpHold {
+ public:
+  explicit OpHold(MPI_Op op) : op_(op) {
+    if (HeldOp* h = held(op))
+      ++h->holders;
+    else
+      held_ops.push_back({op, 1, false});
+  }
+  OpHold(const OpHold& o) : OpHold(o.op_) {}
+  OpHold& operator=(const OpHold&) = delete;
+  ~OpHold() {
+    HeldOp* h = held(op_);
+    if (!h || --h->holders > 0) return;
+    const bool freed = h->freed;
+    held_ops.erase(held_ops.begin() + (h - held_ops.data()));
+    if (freed) PMPI_Op_free(&op_);
+  }
+
+ private:
+  MPI_Op op_;
+};
+
 // A non-blocking collective: `body` (one of the above, with the arguments it keeps) kept to be carried out
 // (nonblocking.hpp), its request the program's.
 // Before the program restored after a rollback (Wrapped::replaying) only MPI_Ibarrier may come, with nothing to
@@ -902,6 +946,17 @@ int alltoallw_call(const void* sendbuf, const int* sendcounts, const int* sdispl
 using reprise::interpose::ours;
 using reprise::interpose::serving;
 namespace ri = reprise::interpose;
+
+// Not a call on a communicator: the library's, unless a kept collective still uses the operation (OpHold).
+extern "C" int MPI_Op_free(MPI_Op* op) {
+  if (ri::Wrapped::get().app_thread())
+    if (ri::HeldOp* h = ri::held(*op)) {
+      h->freed = true;
+      *op = MPI_OP_NULL;
+      return MPI_SUCCESS;
+    }
+  return PMPI_Op_free(op);
+}
 
 // Blocking collectives
 #define REPRISE_COLLECTIVE(call, ...)      \
@@ -1051,7 +1106,7 @@ extern "C" int MPI_Ibcast(void* buf, int count, MPI_Datatype type, int root, MPI
 extern "C" int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                            MPI_Comm comm, MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, request);
-  return ri::start(comm, request, "MPI_Ireduce", [=, held = ri::TypeHolds{type}] {
+  return ri::start(comm, request, "MPI_Ireduce", [=, held = ri::TypeHolds{type}, op_held = ri::OpHold(op)] {
     ri::reduce(sendbuf, recvbuf, count, type, op, root, comm, "MPI_Ireduce");
   });
 }
@@ -1059,7 +1114,7 @@ extern "C" int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Da
 extern "C" int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                               MPI_Comm comm, MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
-  return ri::start(comm, request, "MPI_Iallreduce", [=, held = ri::TypeHolds{type}] {
+  return ri::start(comm, request, "MPI_Iallreduce", [=, held = ri::TypeHolds{type}, op_held = ri::OpHold(op)] {
     ri::allreduce(sendbuf, recvbuf, count, type, op, comm, "MPI_Iallreduce");
   });
 }
@@ -1067,7 +1122,7 @@ extern "C" int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI
 extern "C" int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                          MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Iscan(sendbuf, recvbuf, count, type, op, comm, request);
-  return ri::start(comm, request, "MPI_Iscan", [=, held = ri::TypeHolds{type}] {
+  return ri::start(comm, request, "MPI_Iscan", [=, held = ri::TypeHolds{type}, op_held = ri::OpHold(op)] {
     ri::prefix(sendbuf, recvbuf, count, type, op, comm, false, "MPI_Iscan");
   });
 }
@@ -1075,7 +1130,7 @@ extern "C" int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Data
 extern "C" int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                            MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Iexscan(sendbuf, recvbuf, count, type, op, comm, request);
-  return ri::start(comm, request, "MPI_Iexscan", [=, held = ri::TypeHolds{type}] {
+  return ri::start(comm, request, "MPI_Iexscan", [=, held = ri::TypeHolds{type}, op_held = ri::OpHold(op)] {
     ri::prefix(sendbuf, recvbuf, count, type, op, comm, true, "MPI_Iexscan");
   });
 }
@@ -1083,7 +1138,7 @@ extern "C" int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Da
 extern "C" int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type,
                                    MPI_Op op, MPI_Comm comm, MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, request);
-  return ri::start(comm, request, "MPI_Ireduce_scatter", [=, held = ri::TypeHolds{type}] {
+  return ri::start(comm, request, "MPI_Ireduce_scatter", [=, held = ri::TypeHolds{type}, op_held = ri::OpHold(op)] {
     ri::reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, "MPI_Ireduce_scatter");
   });
 }
@@ -1093,9 +1148,10 @@ extern "C" int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int
   if (!serving() || !ours(comm))
     return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm, request);
   const ri::Uniform u(ri::size_of(comm, "MPI_Ireduce_scatter_block"), recvcount);
-  return ri::start(comm, request, "MPI_Ireduce_scatter_block", [=, held = ri::TypeHolds{type}] {
-    ri::reduce_scatter(sendbuf, recvbuf, u.counts.data(), type, op, comm, "MPI_Ireduce_scatter_block");
-  });
+  return ri::start(comm, request, "MPI_Ireduce_scatter_block",
+                   [=, held = ri::TypeHolds{type}, op_held = ri::OpHold(op)] {
+                     ri::reduce_scatter(sendbuf, recvbuf, u.counts.data(), type, op, comm, "MPI_Ireduce_scatter_block");
+                   });
 }
 
 extern "C" int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
@@ -1359,7 +1415,7 @@ extern "C" int MPI_Bcast_init(void* buf, int count, MPI_Datatype type, int root,
 extern "C" int MPI_Reduce_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                                MPI_Comm comm, MPI_Info info, MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Reduce_init(sendbuf, recvbuf, count, type, op, root, comm, info, request);
-  return ri::init(comm, request, "MPI_Reduce_init", [=, held = ri::TypeHolds{type}] {
+  return ri::init(comm, request, "MPI_Reduce_init", [=, held = ri::TypeHolds{type}, op_held = ri::OpHold(op)] {
     ri::reduce(sendbuf, recvbuf, count, type, op, root, comm, "MPI_Reduce_init");
   });
 }
@@ -1367,7 +1423,7 @@ extern "C" int MPI_Reduce_init(const void* sendbuf, void* recvbuf, int count, MP
 extern "C" int MPI_Allreduce_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                                   MPI_Comm comm, MPI_Info info, MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Allreduce_init(sendbuf, recvbuf, count, type, op, comm, info, request);
-  return ri::init(comm, request, "MPI_Allreduce_init", [=, held = ri::TypeHolds{type}] {
+  return ri::init(comm, request, "MPI_Allreduce_init", [=, held = ri::TypeHolds{type}, op_held = ri::OpHold(op)] {
     ri::allreduce(sendbuf, recvbuf, count, type, op, comm, "MPI_Allreduce_init");
   });
 }
@@ -1375,7 +1431,7 @@ extern "C" int MPI_Allreduce_init(const void* sendbuf, void* recvbuf, int count,
 extern "C" int MPI_Scan_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                              MPI_Info info, MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Scan_init(sendbuf, recvbuf, count, type, op, comm, info, request);
-  return ri::init(comm, request, "MPI_Scan_init", [=, held = ri::TypeHolds{type}] {
+  return ri::init(comm, request, "MPI_Scan_init", [=, held = ri::TypeHolds{type}, op_held = ri::OpHold(op)] {
     ri::prefix(sendbuf, recvbuf, count, type, op, comm, false, "MPI_Scan_init");
   });
 }
@@ -1383,7 +1439,7 @@ extern "C" int MPI_Scan_init(const void* sendbuf, void* recvbuf, int count, MPI_
 extern "C" int MPI_Exscan_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                                MPI_Comm comm, MPI_Info info, MPI_Request* request) {
   if (!serving() || !ours(comm)) return PMPI_Exscan_init(sendbuf, recvbuf, count, type, op, comm, info, request);
-  return ri::init(comm, request, "MPI_Exscan_init", [=, held = ri::TypeHolds{type}] {
+  return ri::init(comm, request, "MPI_Exscan_init", [=, held = ri::TypeHolds{type}, op_held = ri::OpHold(op)] {
     ri::prefix(sendbuf, recvbuf, count, type, op, comm, true, "MPI_Exscan_init");
   });
 }
@@ -1392,7 +1448,7 @@ extern "C" int MPI_Reduce_scatter_init(const void* sendbuf, void* recvbuf, const
                                        MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
   if (!serving() || !ours(comm))
     return PMPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, type, op, comm, info, request);
-  return ri::init(comm, request, "MPI_Reduce_scatter_init", [=, held = ri::TypeHolds{type}] {
+  return ri::init(comm, request, "MPI_Reduce_scatter_init", [=, held = ri::TypeHolds{type}, op_held = ri::OpHold(op)] {
     ri::reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, "MPI_Reduce_scatter_init");
   });
 }
@@ -1402,9 +1458,10 @@ extern "C" int MPI_Reduce_scatter_block_init(const void* sendbuf, void* recvbuf,
   if (!serving() || !ours(comm))
     return PMPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, type, op, comm, info, request);
   const ri::Uniform u(ri::size_of(comm, "MPI_Reduce_scatter_block_init"), recvcount);
-  return ri::init(comm, request, "MPI_Reduce_scatter_block_init", [=, held = ri::TypeHolds{type}] {
-    ri::reduce_scatter(sendbuf, recvbuf, u.counts.data(), type, op, comm, "MPI_Reduce_scatter_block_init");
-  });
+  return ri::init(
+      comm, request, "MPI_Reduce_scatter_block_init", [=, held = ri::TypeHolds{type}, op_held = ri::OpHold(op)] {
+        ri::reduce_scatter(sendbuf, recvbuf, u.counts.data(), type, op, comm, "MPI_Reduce_scatter_block_init");
+      });
 }
 
 extern "C" int MPI_Gatherv_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,

@@ -588,7 +588,8 @@ void synchronous_send() {
 
 // Datatypes freed while communication that uses them is pending (MPI: it completes normally; MPICH's test suite,
 // pt2pt/dtype_send): a ring of non-contiguous receives and sends, an MPI_Ibcast and a persistent receive, each type
-// freed before the wait. And a single-completion call leaves its status's MPI_ERROR as it was.
+// freed before the wait; an MPI_Iallreduce whose user operation is freed before the wait (coll/nonblocking2). And a
+// single-completion call leaves its status's MPI_ERROR as it was.
 void types_freed_while_pending() {
   const int n = world_size, me = world_rank, right = (me + 1) % n, left = (me + n - 1) % n;
   std::vector<int> out(8), in(8, -1), bc(8, -1), again(8, -1);
@@ -619,6 +620,19 @@ void types_freed_while_pending() {
     d = mix(d ^ digest(again.data(), again.size()) ^ static_cast<std::uint64_t>(st.MPI_ERROR == MPI_ERR_DIMS));
   }
   MPI_Request_free(&r[3]);
+  // An operation freed while the reduction that uses it is pending (MPICH's coll/nonblocking2).
+  MPI_Op max_op;
+  MPI_Op_create(
+      [](void* in, void* inout, int* len, MPI_Datatype*) {
+        for (int i = 0; i < *len; ++i)
+          static_cast<int*>(inout)[i] = std::max(static_cast<int*>(in)[i], static_cast<int*>(inout)[i]);
+      },
+      1, &max_op);
+  int top = 0;
+  MPI_Iallreduce(&me, &top, 1, MPI_INT, max_op, MPI_COMM_WORLD, &r[0]);
+  MPI_Op_free(&max_op);
+  MPI_Wait(&r[0], MPI_STATUS_IGNORE);
+  d = mix(d ^ static_cast<std::uint64_t>(top) ^ static_cast<std::uint64_t>(max_op == MPI_OP_NULL) << 8);
   MPI_Status st;
   st.MPI_ERROR = MPI_ERR_TOPOLOGY;
   MPI_Sendrecv(&me, 1, MPI_INT, right, 73, &in[0], 1, MPI_INT, left, 73, MPI_COMM_WORLD, &st);
@@ -627,7 +641,7 @@ void types_freed_while_pending() {
 }
 
 // Collectives of datatypes with gaps (staged as bytes by the interposition): a struct with padding broadcast (a
-// program's parameters), and gathers, scatters and an all-to-all of every other int (a vector type).
+// program's parameters), and gathers, scatters and all-to-alls (also MPI_IN_PLACE) of every other int (a vector type).
 void collectives_of_derived_types() {
   const int n = world_size, me = world_rank;
   struct Params {
@@ -656,6 +670,10 @@ void collectives_of_derived_types() {
   d = mix(d ^ digest(back.data(), back.size()));
   MPI_Alltoall(all.data(), 2, MPI_INT, spread.data(), 1, every_other, MPI_COMM_WORLD);
   d = mix(d ^ digest(spread.data(), spread.size()));
+  MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, spread.data(), 1, every_other, MPI_COMM_WORLD);
+  d = mix(d ^ digest(spread.data(), spread.size()));
+  MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(), 2, MPI_INT, MPI_COMM_WORLD);
+  d = mix(d ^ digest(all.data(), all.size()));
   MPI_Request r;
   params = Params{me == 0 ? 0.5 : -1.0, me == 0 ? 80 : -1};
   MPI_Ibcast(&params, 1, params_type, 0, MPI_COMM_WORLD, &r);
