@@ -123,6 +123,11 @@ struct Config {
   /// stuck in MPIX_Comm_shrink) would otherwise hold the whole job forever. 0 = wait forever.
   /// REPRISE_RECOVERY_TIMEOUT_S.
   unsigned recovery_timeout_s = 600;
+  /// MpiRuntime: a rank that fails this many times in a row after restoring the same version (its group committed
+  /// nothing newer in between) stops the job with UnrecoverableFailure: such a failure follows the program (a bug,
+  /// bad input, memory it runs out of), not a process or a node, and recovering again would loop forever. 0 = no
+  /// limit. REPRISE_MAX_REPEATED_FAILURES.
+  unsigned max_repeated_failures = 3;
   /// MpiRuntime: the last `spares` processes of the communicator given to it are spares: the application sees the
   /// others only; a spare holds no data, waits inside the runtime's set-up and takes a failed rank's place in a
   /// recovery (no MPI_Comm_spawn). `scripts/mpirun.sh -n N --spares k` starts N + k processes. REPRISE_SPARES=k.

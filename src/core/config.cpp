@@ -99,6 +99,8 @@ Config Config::from_env(Config c) {
   if (auto v = env("REPRISE_RECOVERY_WATCH_MS")) c.recovery_watch_ms = parse_unsigned(v, "REPRISE_RECOVERY_WATCH_MS");
   if (auto v = env("REPRISE_RECOVERY_TIMEOUT_S"))
     c.recovery_timeout_s = parse_unsigned(v, "REPRISE_RECOVERY_TIMEOUT_S");
+  if (auto v = env("REPRISE_MAX_REPEATED_FAILURES"))
+    c.max_repeated_failures = parse_unsigned(v, "REPRISE_MAX_REPEATED_FAILURES");
   if (auto v = env("REPRISE_SPARES")) c.spares = parse_unsigned(v, "REPRISE_SPARES");
   if (auto v = env("REPRISE_SPAWN")) c.spawn = parse_bool(v, "REPRISE_SPAWN");
   if (auto v = env("REPRISE_PINNED_PAYLOAD")) c.pinned_payload = parse_bool(v, "REPRISE_PINNED_PAYLOAD");

@@ -330,6 +330,7 @@ bool Recovery::plan_recovery(Attempt& a) {
     } catch (const UnrecoverableFailure&) {
       plan_error = std::current_exception();
     }
+    if (!plan_error) plan_error = check_repeats(a);
   } catch (const PeerFailure&) {
     flag = 0;
   }
@@ -337,6 +338,39 @@ bool Recovery::plan_recovery(Attempt& a) {
   if (!agreed(a.shrunk, flag)) return false;
   if (plan_error) std::rethrow_exception(plan_error);  // every survivor decided on the same data
   return true;
+}
+
+// A failed rank that failed before, after restoring the version it restores now: its count goes up, else it starts
+// at 1. The counts are reduced over the survivors (a replacement has none), so every survivor decides alike.
+std::exception_ptr Recovery::check_repeats(Attempt& a) {
+  const auto version_of = [&](int r) {
+    if (a.plan.from_start || (a.plan.partial && a.plan.starts_over[r])) return std::uint64_t{UINT64_MAX};
+    return a.plan.partial ? a.plan.version_of[r] : a.plan.version;
+  };
+  std::vector<std::uint64_t> counts;
+  for (int r : a.failed) {
+    const auto it = repeats_.find(r);
+    counts.push_back(it != repeats_.end() && it->second.version == version_of(r) ? it->second.count + 1 : 1);
+  }
+  if (!counts.empty())
+    REPRISE_MPI_CHECK(polled::allreduce(MPI_IN_PLACE, counts.data(), static_cast<int>(counts.size()), MPI_UINT64_T,
+                                        MPI_MAX, a.shrunk));
+  a.repeats.clear();
+  for (std::size_t i = 0; i < a.failed.size(); ++i) a.repeats.emplace_back(version_of(a.failed[i]), counts[i]);
+  const unsigned limit = job_.cfg_.max_repeated_failures;
+  for (std::size_t i = 0; i < a.failed.size(); ++i) {
+    if (limit == 0 || counts[i] < limit) continue;
+    const std::uint64_t v = version_of(a.failed[i]);
+    return std::make_exception_ptr(UnrecoverableFailure(
+        "rank " + std::to_string(a.failed[i]) + " failed " + std::to_string(counts[i]) + " times in a row after " +
+        (v == UINT64_MAX ? std::string("starting over") : "restoring version " + std::to_string(v)) +
+        " (its group committed nothing newer in between): such a failure follows the program (a bug, bad input, "
+        "memory it runs out of), not a process or a node, and recovering again would repeat it. The job stops; "
+        "its committed checkpoints are kept: find the cause in that rank's output, then run the job again (with "
+        "REPRISE_DIR it restarts from its files). REPRISE_MAX_REPEATED_FAILURES=" +
+        std::to_string(limit) + " (0: no limit)"));
+  }
+  return nullptr;
 }
 
 // The replacements: spares while enough are left (take_spares), else spawned with this program's command line
@@ -508,6 +542,8 @@ void Recovery::start_failed(StartFailures& starts, const std::vector<int>& faile
 // at that version's cut (sent before it, delivered after it) are not sent again by the re-execution: the
 // restart exchange makes their senders replay them from the logs restored with that version.
 void Recovery::finish_repair(Attempt& a, Clock::time_point t0) {
+  for (std::size_t i = 0; i < a.repeats.size() && i < a.failed.size(); ++i)
+    repeats_[a.failed[i]] = {a.repeats[i].first, a.repeats[i].second};
   const protocol::RecoveryPlan& plan = a.plan;
   const double repaired = since(t0);
   const bool rolls_back =

@@ -95,7 +95,22 @@ class Recovery {
     protocol::RecoveryPlan plan;
     std::uint64_t max_step = 0;
     bool from_spares = false;  // the replacements are spares (REPRISE_SPARES), not spawned
+    // Per failed rank: the version it restores and how many times in a row it failed after it (check_repeats),
+    // kept in repeats_ once the recovery is done (an attempt that fails is not a failure of the program).
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> repeats;
   };
+  // Ranks that failed after a recovery restored them, with the version they restored and how many times in a row
+  // they failed after restoring it (Config::max_repeated_failures). Only ranks that failed: nothing here grows with
+  // the job's size. A survivor's count is the job's (the counts are reduced with MPI_MAX in each plan: a
+  // replacement knows none).
+  struct Repeats {
+    std::uint64_t version = 0;
+    std::uint64_t count = 0;
+  };
+  std::map<int, Repeats> repeats_;
+  /// The plan's failed ranks failing again after the same version: the counts, agreed (into a.repeats); an
+  /// UnrecoverableFailure when one reached the limit.
+  std::exception_ptr check_repeats(Attempt& a);
   // Attempts in a row whose replacements could not start, for the same failed ranks.
   struct StartFailures {
     int count = 0;
