@@ -637,16 +637,13 @@ void scatterv(const void* sendbuf, const int* sendcounts, const int* displs, MPI
 void alltoallv(const void* sendbuf, const int* sendcounts, const int* sdispls, MPI_Datatype sendtype, void* recvbuf,
                const int* recvcounts, const int* rdispls, MPI_Datatype recvtype, MPI_Comm comm, const char* call) {
   VComm& c = Wrapped::get().collective(comm, call);
-  if (sendbuf == MPI_IN_PLACE) {  // (what the receive buffer holds is sent: packed first, as MPI's own copy)
-    Staging st(c.size, recvcounts, recvtype);
-    st.pack(recvbuf, recvcounts, rdispls, recvtype);
-    alltoallv(st.bytes.data(), st.counts.data(), st.displs.data(), MPI_BYTE, recvbuf, recvcounts, rdispls, recvtype,
-              comm, call);
-    return;
-  }
-  if (!contiguous(sendtype)) {
-    Staging st(c.size, sendcounts, sendtype);
-    st.pack(sendbuf, sendcounts, sdispls, sendtype);
+  const bool in_place = sendbuf == MPI_IN_PLACE;  // (what the receive buffer holds is sent: packed first)
+  if (in_place || !contiguous(sendtype)) {
+    const int* counts = in_place ? recvcounts : sendcounts;
+    const int* displs = in_place ? rdispls : sdispls;
+    const MPI_Datatype type = in_place ? recvtype : sendtype;
+    Staging st(c.size, counts, type);
+    st.pack(in_place ? recvbuf : sendbuf, counts, displs, type);
     alltoallv(st.bytes.data(), st.counts.data(), st.displs.data(), MPI_BYTE, recvbuf, recvcounts, rdispls, recvtype,
               comm, call);
     return;
