@@ -23,6 +23,7 @@ struct TypeInfo {
   MPI_Datatype type;
   std::size_t size;
   bool contiguous;
+  bool named = false;  // predefined: the program cannot free it, so nothing holds it
   int holders = 0;     // TypeHolds that hold it (requests and collectives under way)
   bool freed = false;  // the program freed it while held: MPI_Type_free is carried out with the last holder
 };
@@ -36,8 +37,11 @@ TypeInfo& info(MPI_Datatype type) {
   PMPI_Type_get_extent(type, &lb, &extent);
   PMPI_Type_get_true_extent(type, &true_lb, &true_extent);
   PMPI_Type_size(type, &size);
-  known_types.push_back(
-      {type, static_cast<std::size_t>(size), lb == 0 && true_lb == 0 && extent == size && true_extent == size});
+  int integers = 0, addresses = 0, types = 0, combiner = MPI_COMBINER_NAMED;
+  PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner);
+  known_types.push_back({type, static_cast<std::size_t>(size),
+                         lb == 0 && true_lb == 0 && extent == size && true_extent == size,
+                         combiner == MPI_COMBINER_NAMED});
   return known_types.back();
 }
 
@@ -65,9 +69,11 @@ TypeHolds::TypeHolds(const TypeHolds& o) {
 TypeHolds::~TypeHolds() {
   for (MPI_Datatype t : types_) release_type(t);
 }
-void TypeHolds::add(MPI_Datatype type) {
+void TypeHolds::add(MPI_Datatype type) {  // (a predefined type: nothing to hold, no allocation on a request's path)
   if (type == MPI_DATATYPE_NULL) return;
-  ++info(type).holders;
+  TypeInfo& t = info(type);
+  if (t.named) return;
+  ++t.holders;
   types_.push_back(type);
 }
 

@@ -335,16 +335,16 @@ Probed* Wrapped::ahead(int source, int lo, int hi) {
 // taken (its receive comes with its call, which waits for it).
 bool Wrapped::take_unreceived(int source, int wire) {
   if (!tags_.program_tag(wire)) return false;
-  auto p = std::make_shared<Probed>();
-  p->source = source;
-  p->lo = p->hi = wire;
-  p->request = comm().irecv_any_size(p->data, source, wire, wire, &p->match);
-  probed_.push_back(p);
+  receive_ahead(source, wire, wire);
   return true;
 }
 
 Probed& Wrapped::probe(int source, int lo, int hi) {
   if (Probed* p = ahead(source, lo, hi)) return *p;
+  return receive_ahead(source, lo, hi);
+}
+
+Probed& Wrapped::receive_ahead(int source, int lo, int hi) {
   auto p = std::make_shared<Probed>();
   p->source = source;
   p->lo = lo;

@@ -321,6 +321,8 @@ class Wrapped {
   std::vector<std::shared_ptr<Probed>> probed_;   // in the order the probes came
   /// What probes received ahead holds for a probe or a receive from `source` of [lo, hi] (Wrapped::probe).
   Probed* ahead(int source, int lo, int hi);
+  /// A receive ahead posted on Comm for the next message from `source` of [lo, hi] (probe, take_unreceived).
+  Probed& receive_ahead(int source, int lo, int hi);
   ContextSet contexts_used_ = ContextSet::world();  // in use here (0: MPI_COMM_WORLD)
   TagLayout tags_;                                  // from the library's MPI_TAG_UB (start())
 };
